@@ -1,0 +1,33 @@
+# Two commands on a fresh machine with Python 3.11 and make:
+#   make demo   -> create .venv, install everything, run `lumion demo`
+#   make test   -> create .venv, install everything, run ruff and the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint bench install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[layout,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lumion demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[layout,dev,bench]'
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) lumion-demo build *.egg-info

@@ -1,0 +1,76 @@
+"""The same mesh circuit written for SAX, used to cross-check and time our circuit solve.
+
+Imported only by the benchmark and by an optional test (skipped when SAX is absent).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from photonics.physics import C_UM_PER_PS, TBUParams
+from photonics.state import MeshState
+from photonics.topology import PORT_LABELS, Mesh
+
+
+def build_sax_circuit(mesh: Mesh, backend: str = "klu"):
+    """A jitted SAX circuit of ``mesh`` and the per-instance settings builder."""
+    import jax
+    import jax.numpy as jnp
+    import sax
+
+    jax.config.update("jax_enable_x64", True)
+
+    def tbu(
+        wl: float = 1.55, phi_top: float = 0.0, phi_bot: float = 0.0, kappa1: float = 0.5,
+        kappa2: float = 0.5, loss_db: float = 0.0, imb_db: float = 0.0, phase0: float = 0.0,
+        delay_ps: float = 11.25, wl0: float = 1.55,
+    ) -> sax.SDict:
+        f, f0 = C_UM_PER_PS / wl, C_UM_PER_PS / wl0
+        gain = 10 ** (-loss_db / 20) * jnp.exp(1j * (phase0 + 2 * jnp.pi * delay_ps * (f - f0)))
+        t1, k1 = jnp.sqrt(1 - kappa1), 1j * jnp.sqrt(kappa1)
+        t2, k2 = jnp.sqrt(1 - kappa2), 1j * jnp.sqrt(kappa2)
+        top = jnp.exp(1j * phi_top)
+        bot = 10 ** (-imb_db / 20) * jnp.exp(1j * phi_bot)
+        t00 = gain * (t2 * top * t1 + k2 * bot * k1)
+        t01 = gain * (t2 * top * k1 + k2 * bot * t1)
+        t10 = gain * (k2 * top * t1 + t2 * bot * k1)
+        t11 = gain * (k2 * top * k1 + t2 * bot * t1)
+        return sax.reciprocal({("a0", "b0"): t00, ("a1", "b0"): t01,
+                               ("a0", "b1"): t10, ("a1", "b1"): t11})
+
+    def label(g: int) -> str:
+        return f"t{g // 4},{PORT_LABELS[g % 4]}"
+
+    netlist = {
+        "instances": {f"t{i}": "tbu" for i in range(mesh.n_tbus)},
+        "connections": {label(int(p)): label(int(q)) for p, q in mesh.links},
+        "ports": {f"p{n}": label(int(g)) for n, g in enumerate(mesh.port_tbu_ports)},
+    }
+    circuit, _ = sax.circuit(netlist, {"tbu": tbu}, backend=backend)
+    return jax.jit(circuit)
+
+
+def sax_settings(mesh: Mesh, params: TBUParams, state: MeshState, wavelengths_nm: np.ndarray) -> dict:
+    """Keyword arguments for the SAX circuit equal to our (params, state, wavelengths)."""
+    import jax.numpy as jnp
+
+    wl = jnp.asarray(np.asarray(wavelengths_nm, float) * 1e-3)
+    kwargs: dict = {"wl": wl}
+    for i in range(mesh.n_tbus):
+        kwargs[f"t{i}"] = {
+            "phi_top": float(state.phi_top[i] + params.offset_top[i]),
+            "phi_bot": float(state.phi_bot[i] + params.offset_bot[i]),
+            "kappa1": float(params.kappa1[i]), "kappa2": float(params.kappa2[i]),
+            "loss_db": float(params.loss_db[i]), "imb_db": float(params.arm_imbalance_db[i]),
+            "phase0": float(params.phase0[i]), "delay_ps": float(params.delay_ps[i]),
+            "wl0": params.center_wavelength_nm * 1e-3,
+        }
+    return kwargs
+
+
+def sax_matrix(sdict: dict, n_ports: int, n_wl: int) -> np.ndarray:
+    """SAX's SDict as an array (n_wl, n_ports_out, n_ports_in) in our port order."""
+    out = np.zeros((n_wl, n_ports, n_ports), dtype=complex)
+    for (pin, pout), value in sdict.items():
+        out[:, int(pout[1:]), int(pin[1:])] = np.broadcast_to(np.asarray(value), (n_wl,))
+    return out

@@ -1,0 +1,1 @@
+"""Pytest fixtures for a simulated LUMION bench (filled in by the instruments work)."""

@@ -1,0 +1,70 @@
+"""Small helpers shared by the ``lumion`` subcommands: output, tables, argument types."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from photonics.errors import LumionError
+
+
+class UsageError(LumionError):
+    """A command-line value is malformed; the message says the expected form."""
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    """Add the ``--json`` flag every subcommand has."""
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert numpy scalars/arrays (recursively) to plain JSON types."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return to_jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def print_json(payload: dict[str, Any]) -> None:
+    """Print one JSON object on stdout."""
+    print(json.dumps(to_jsonable(payload), indent=1))
+
+
+def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A plain-text table with right-aligned numeric columns."""
+    body = [[_fmt(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float | np.floating):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def wavelength_range(text: str) -> np.ndarray:
+    """Parse ``START:STOP:N`` (nm) or a single wavelength into an array."""
+    try:
+        parts = [float(p) for p in text.split(":")]
+    except ValueError:
+        parts = []
+    if len(parts) == 1 and parts[0] > 0:
+        return np.array(parts)
+    if len(parts) == 3 and 0 < parts[0] <= parts[1] and parts[2] >= 1 and parts[2] == int(parts[2]):
+        return np.linspace(parts[0], parts[1], int(parts[2]))
+    raise UsageError(f"wavelengths must be START:STOP:N in nm (e.g. 1549:1551:201), not {text!r}")
