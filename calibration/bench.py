@@ -1,0 +1,51 @@
+"""What calibration needs from a bench: the contract real and simulated benches fulfil.
+
+A bench has a laser feeding one mesh port at a time (through a fiber switch or by hand),
+a power meter whose channels sit at mesh ports, and a heater driver. Calibration talks
+only to this protocol, so it runs the same on the simulated bench, in-process
+(``instruments.sim.direct.DirectBench``) or over the real wire protocols
+(``instruments``), and on a real chip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from photonics.topology import Mesh
+
+
+@runtime_checkable
+class Bench(Protocol):
+    """The operations calibration and verification use.
+
+    Attributes:
+        mesh: the chip's topology (names, channel numbering).
+        chip_id: identifier a calibration map is tied to.
+        max_current_ma: per-channel current limit the driver enforces (mA).
+        operations: count of set-and-read operations so far (one ``set_currents`` followed
+            by one ``read_powers_dbm`` is one operation; reads with no set in between count too).
+    """
+
+    mesh: Mesh
+    chip_id: str
+    max_current_ma: float
+    operations: int
+
+    def set_currents(self, currents_ma: np.ndarray) -> None:
+        """Set all heater currents (mA, shape (n_heaters,)); only changed channels are written."""
+        ...
+
+    def currents(self) -> np.ndarray:
+        """The heater currents now applied (mA)."""
+        ...
+
+    def select_input(self, port: int, wavelength_nm: float = 1550.0) -> None:
+        """Send the laser into mesh port ``port`` at ``wavelength_nm``."""
+        ...
+
+    def read_powers_dbm(self, ports: Sequence[int]) -> np.ndarray:
+        """Optical power (dBm) at the given mesh ports, one meter reading each."""
+        ...
