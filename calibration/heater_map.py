@@ -37,7 +37,7 @@ def invert_cubic(phase: np.ndarray, rho2: np.ndarray, rho3: np.ndarray) -> np.nd
 
     Example:
         >>> round(float(invert_cubic(np.array(np.pi), 0.6, 0.012)), 4)
-        2.2082
+        2.2387
     """
     phase = np.asarray(phase, dtype=float)
     if (phase < 0).any():
