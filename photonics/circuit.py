@@ -7,11 +7,15 @@ port into its peer (``a_p = t_link b_q``); mesh ports take the external input. S
     (I - L S) a = E x,        y = E.T S a
 
 with ``L`` the link matrix and ``E`` the mesh-port selector. One sparse system per
-(state, wavelength); the whole batch is solved as one block-diagonal sparse matrix with a
-single SuperLU factorisation, so there is no Python loop over wavelengths or states.
+(state, wavelength); the batch is stacked into block-diagonal sparse matrices of a few
+dozen blocks each, factorised by SuperLU on every core, so there is no Python loop over
+wavelengths or states.
 """
 
 from __future__ import annotations
+
+import os
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -94,49 +98,88 @@ def solve(
     T = tbu_transfers(params, state, wl)  # (S, W, n, 2, 2)
     n_states, n_wl, n = T.shape[:3]
     batch = n_states * n_wl
-    m = 4 * n
     T = T.reshape(batch, n, 4)
+    plan = _plan(mesh, params)
+    # Small block-diagonal chunks keep SuperLU's working set in cache; SuperLU releases the
+    # GIL, so the chunks run on every core.
+    chunks = [slice(i, min(i + _CHUNK, batch)) for i in range(0, batch, _CHUNK)]
+    if len(chunks) == 1:
+        out = _solve_blocks(plan, T, inputs)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-    # S entries per block: value T[tbu, elem] at (rows, cols).
+        with ThreadPoolExecutor(max_workers=min(len(chunks), os.cpu_count() or 1)) as pool:
+            parts = list(pool.map(lambda c: _solve_blocks(plan, T[c], inputs), chunks))
+        out = np.concatenate(parts, axis=0)
+    return out.reshape(n_states, n_wl, mesh.n_ports, len(inputs))
+
+
+_CHUNK = 24  # (state, wavelength) blocks per sparse factorisation
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Index arrays of one block's system, shared by every (state, wavelength) block."""
+
+    m: int
+    n_ports: int
+    port_tbu_ports: np.ndarray
+    s_rows: np.ndarray
+    s_cols: np.ndarray
+    s_elem: np.ndarray
+    s_tbu: np.ndarray
+    keep: np.ndarray
+    ls_rows: np.ndarray
+    ls_cols: np.ndarray
+    ls_t: np.ndarray
+    out_sel: np.ndarray
+    out_port: np.ndarray
+
+
+def _plan(mesh: Mesh, params: TBUParams) -> _Plan:
+    n = mesh.n_tbus
+    m = 4 * n
     s_rows, s_cols, s_elem, s_tbu = _scatter_entries(n)
-    s_vals = T[:, s_tbu, s_elem]  # (B, 8n)
-
     # L S: the row of incoming port p is -t_link * (row of outgoing port q) of S.
     t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
-    feed_src = np.concatenate([mesh.links[:, 1], mesh.links[:, 0]])  # outgoing port q
-    feed_dst = np.concatenate([mesh.links[:, 0], mesh.links[:, 1]])  # incoming port p
-    feed_t = np.concatenate([t_link, t_link])
     dst_of_out = np.full(m, -1)
-    dst_of_out[feed_src] = feed_dst
+    dst_of_out[mesh.links[:, 1]] = mesh.links[:, 0]
+    dst_of_out[mesh.links[:, 0]] = mesh.links[:, 1]
     t_of_out = np.zeros(m, dtype=complex)
-    t_of_out[feed_src] = feed_t
+    t_of_out[mesh.links[:, 1]] = t_link
+    t_of_out[mesh.links[:, 0]] = t_link
     keep = dst_of_out[s_rows] >= 0
-    ls_rows = dst_of_out[s_rows[keep]]
-    ls_cols = s_cols[keep]
-    ls_vals = -t_of_out[s_rows[keep]][None, :] * s_vals[:, keep]
-
-    offsets = (np.arange(batch) * m)[:, None]
-    rows = np.concatenate([(offsets + np.arange(m)).ravel(), (offsets + ls_rows).ravel()])
-    cols = np.concatenate([(offsets + np.arange(m)).ravel(), (offsets + ls_cols).ravel()])
-    vals = np.concatenate([np.ones(batch * m, dtype=complex), ls_vals.ravel()])
-    A = sp.csc_matrix((vals, (rows, cols)), shape=(batch * m, batch * m))
-
-    rhs = np.zeros((batch * m, len(inputs)), dtype=complex)
-    rhs[(offsets + mesh.port_tbu_ports[inputs][None, :]).ravel(),
-        np.tile(np.arange(len(inputs)), batch)] = 1.0
-    a = splu(A, permc_spec="COLAMD").solve(rhs).reshape(batch, m, len(inputs))
-
-    # Outgoing wave at each mesh port: y = (S a) at the port's TBU port.
-    out = np.zeros((batch, mesh.n_ports, len(inputs)), dtype=complex)
     row_to_port = np.full(m, -1)
     row_to_port[mesh.port_tbu_ports] = np.arange(mesh.n_ports)
-    sel = row_to_port[s_rows] >= 0
-    np.add.at(
-        out,
-        (slice(None), row_to_port[s_rows[sel]]),
-        s_vals[:, sel, None] * a[:, s_cols[sel], :],
+    out_sel = row_to_port[s_rows] >= 0
+    return _Plan(
+        m=m, n_ports=mesh.n_ports, port_tbu_ports=mesh.port_tbu_ports,
+        s_rows=s_rows, s_cols=s_cols, s_elem=s_elem, s_tbu=s_tbu, keep=keep,
+        ls_rows=dst_of_out[s_rows[keep]], ls_cols=s_cols[keep], ls_t=t_of_out[s_rows[keep]],
+        out_sel=out_sel, out_port=row_to_port[s_rows[out_sel]],
     )
-    return out.reshape(n_states, n_wl, mesh.n_ports, len(inputs))
+
+
+def _solve_blocks(plan: _Plan, T: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+    """Solve a chunk of blocks; ``T`` is (B, n_tbus, 4); returns (B, n_ports, n_inputs)."""
+    batch, m = T.shape[0], plan.m
+    s_vals = T[:, plan.s_tbu, plan.s_elem]  # (B, 8n)
+    ls_vals = -plan.ls_t[None, :] * s_vals[:, plan.keep]
+    offsets = (np.arange(batch) * m)[:, None]
+    diag = (offsets + np.arange(m)).ravel()
+    rows = np.concatenate([diag, (offsets + plan.ls_rows).ravel()])
+    cols = np.concatenate([diag, (offsets + plan.ls_cols).ravel()])
+    vals = np.concatenate([np.ones(batch * m, dtype=complex), ls_vals.ravel()])
+    A = sp.csc_matrix((vals, (rows, cols)), shape=(batch * m, batch * m))
+    rhs = np.zeros((batch * m, len(inputs)), dtype=complex)
+    rhs[(offsets + plan.port_tbu_ports[inputs][None, :]).ravel(),
+        np.tile(np.arange(len(inputs)), batch)] = 1.0
+    a = splu(A, permc_spec="MMD_AT_PLUS_A").solve(rhs).reshape(batch, m, len(inputs))
+    # Outgoing wave at each mesh port: y = (S a) at the port's TBU port.
+    out = np.zeros((batch, plan.n_ports, len(inputs)), dtype=complex)
+    np.add.at(out, (slice(None), plan.out_port),
+              s_vals[:, plan.out_sel, None] * a[:, plan.s_cols[plan.out_sel], :])
+    return out
 
 
 def power_db(field: np.ndarray, floor_db: float = -200.0) -> np.ndarray:
