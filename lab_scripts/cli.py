@@ -21,6 +21,7 @@ from photonics.errors import LumionError
 COMMANDS: dict[str, str] = {
     "mesh": "lab_scripts.cmd_mesh",
     "simulate": "lab_scripts.cmd_simulate",
+    "route": "lab_scripts.cmd_route",
     "demo": "lab_scripts.cmd_demo",
 }
 

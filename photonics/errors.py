@@ -15,3 +15,7 @@ class StateError(LumionError, ValueError):
 
 class BudgetError(LumionError):
     """A link cannot close its optical power budget or would lose a polarization channel."""
+
+
+class RoutingError(LumionError):
+    """A routing request cannot be met: unknown or reused port, no conflict-free solution."""

@@ -1,0 +1,103 @@
+"""``lumion route``: conflict-free routes between mesh ports, verified by the circuit solve."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab_scripts.common import UsageError, add_json_flag, print_json, table
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "route",
+        help="route port-to-port connections through the mesh (conflict-free, verified)",
+        description="Plan conflict-free routes, park unused TBUs, and check every route with "
+        "the circuit solve and the link budget. Example: lumion route --mesh smartlight "
+        "--connect port:5:port:28 --connect 6:27 --failed tbu:0.2.3=dead --plot routes.png",
+    )
+    p.add_argument("--mesh", default="smartlight",
+                   help="smartlight | hex:RxC | square:RxC | triangular:RxC | FILE.json")
+    p.add_argument("--connect", action="append", required=True, metavar="A:B",
+                   help="source:destination, ports by number (3) or name (port:3); repeat")
+    p.add_argument("--failed", action="append", default=[], metavar="TBU=dead|bar|cross",
+                   help="a failed TBU (name or index): dead, or stuck in bar or cross; repeat")
+    p.add_argument("--reserved", action="append", default=[], metavar="TBU",
+                   help="a TBU to avoid unless needed (costs 10 dB extra); repeat")
+    p.add_argument("--exact", action="store_true",
+                   help="solve the integer program: optimal routes, or a proof there are none")
+    p.add_argument("--worst", action="store_true",
+                   help="with --exact, minimise the worst route's loss instead of the total")
+    p.add_argument("--transceiver", default="er4lite-100g", metavar="NAME",
+                   help="lane profile for the link budget (er4lite-100g, sr-100g)")
+    p.add_argument("--fabricated", type=int, metavar="SEED",
+                   help="verify on a chip with seeded fabrication errors instead of ideal TBUs")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the mesh with the routes")
+    add_json_flag(p)
+    p.set_defaults(run=run)
+
+
+def parse_connection(text: str) -> tuple[str, str]:
+    """``A:B`` with A, B as ``N`` or ``port:N`` -> (A, B) strings for ``Mesh.port_index``."""
+    parts = text.strip().split(":")
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    if len(parts) == 3:  # one side named: port:3:7 or 3:port:7
+        return (f"{parts[0]}:{parts[1]}", parts[2]) if not parts[0].isdigit() else \
+            (parts[0], f"{parts[1]}:{parts[2]}")
+    if len(parts) == 4:
+        return f"{parts[0]}:{parts[1]}", f"{parts[2]}:{parts[3]}"
+    raise UsageError(f"--connect takes SOURCE:DESTINATION (e.g. 3:20 or port:3:port:20), not {text!r}")
+
+
+def parse_failed(items: list[str]) -> dict[str, str]:
+    """``TBU=how`` items -> {TBU: how}; TBUs given as digits stay strings of digits."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, how = item.partition("=")
+        if not sep or not name or how not in ("dead", "bar", "cross"):
+            raise UsageError(f"--failed takes TBU=dead|bar|cross (e.g. tbu:0.2.3=dead), not {item!r}")
+        out[name.strip()] = how
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan, verify and report."""
+    import numpy as np
+
+    from photonics.physics import fabricated_params
+    from photonics.routing import route_many
+    from photonics.topology import mesh_from_spec
+
+    mesh = mesh_from_spec(args.mesh)
+    pairs = [parse_connection(c) for c in args.connect]
+    failed = {(int(k) if k.isdigit() else k): v for k, v in parse_failed(args.failed).items()}
+    reserved = [int(r) if r.isdigit() else r for r in args.reserved]
+    params = None
+    if args.fabricated is not None:
+        params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(args.fabricated))
+    plan = route_many(mesh, pairs, method="exact" if args.exact else "auto",
+                      objective="worst" if args.worst else "total", failed=failed,
+                      reserved=reserved, params=params, transceiver=args.transceiver)
+    if args.plot:
+        from lab_scripts.plots import mesh_drawing
+
+        drawn = [{"label": f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}",
+                  "tbus": list(r.route.tbus)} for r in plan.routes]
+        mesh_drawing(args.plot, mesh, drawn, plan.failed, f"{args.mesh}: {len(drawn)} routes "
+                     f"({plan.method}{', optimal' if plan.optimal else ''})")
+    if args.json:
+        print_json({"mesh": args.mesh, "transceiver": args.transceiver, "plot": args.plot,
+                    **plan.to_dict(mesh)})
+        return 0
+    rows = [(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}", len(r.route.hops),
+             r.loss_db, r.transmission_db, r.acr_db, r.margin_db) for r in plan.routes]
+    print(f"{len(rows)} route(s) on {args.mesh} by the {plan.method} router"
+          f"{' (optimal)' if plan.optimal else ''}; unused TBUs parked; transceiver {args.transceiver}")
+    print(table(rows, ["route", "TBUs", "loss dB", "trans dB", "ACR dB", "margin dB"]))
+    for r in plan.routes:
+        path = " ".join(f"{mesh.tbu_names[h.tbu]}({h.state[0]})" for h in r.route.hops)
+        print(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}: {path}")
+    if args.plot:
+        print(f"wrote {args.plot}")
+    return 0
