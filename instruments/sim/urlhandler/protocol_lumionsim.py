@@ -1,0 +1,114 @@
+"""pyserial URL handler ``lumionsim://<name>``: an in-process link to a simulated heater driver.
+
+Registered by :func:`instruments.transport.open_serial_port` (it appends
+``instruments.sim.urlhandler`` to ``serial.protocol_handler_packages``). The name picks
+a device from :data:`instruments.sim.heater_device.REGISTRY`. A ``drop`` fault raises
+``SerialException`` on the next read and closes the port; reopening works.
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.parse
+
+from serial.serialutil import PortNotOpenError, SerialBase, SerialException, Timeout
+
+from instruments.sim.heater_device import DROP, REGISTRY
+
+
+class Serial(SerialBase):
+    """A serial port whose far end is a :class:`HeaterDeviceSim` in this process."""
+
+    def open(self) -> None:
+        """Connect to the named device."""
+        if self.is_open:
+            raise SerialException("port already open")
+        name = urllib.parse.urlsplit(self.portstr).netloc
+        if name not in REGISTRY:
+            raise SerialException(f"no simulated heater driver named {name!r} (lumionsim://{name})")
+        self._device = REGISTRY[name]
+        self._rx = bytearray()
+        self._line = bytearray()
+        self._cond = threading.Condition()
+        self._dropped = False
+        self.is_open = True
+
+    def close(self) -> None:
+        """Disconnect."""
+        self.is_open = False
+
+    def _reconfigure_port(self) -> None:
+        """Nothing to configure: any baud rate works in-process."""
+
+    def from_url(self, url: str) -> str:
+        """The URL itself is the port name."""
+        return url
+
+    @property
+    def in_waiting(self) -> int:
+        """Bytes waiting to be read."""
+        return len(self._rx)
+
+    def write(self, data: bytes) -> int:
+        """Feed bytes to the device; each complete line is answered into the read buffer."""
+        if not self.is_open:
+            raise PortNotOpenError()
+        if self._dropped:
+            raise SerialException("write failed: device disconnected")
+        self._line += bytes(data)
+        while b"\n" in self._line:
+            line, _, rest = bytes(self._line).partition(b"\n")
+            self._line = bytearray(rest)
+            reply = self._device.handle(line.decode("ascii", "replace"))
+            if reply is DROP:
+                self._dropped = True
+                break
+            if reply is not None:
+                with self._cond:
+                    self._rx += (str(reply) + "\n").encode("latin-1")
+                    self._cond.notify_all()
+        return len(data)
+
+    def read(self, size: int = 1) -> bytes:
+        """Read up to ``size`` bytes within the timeout."""
+        if not self.is_open:
+            raise PortNotOpenError()
+        if self._dropped:
+            self.is_open = False
+            raise SerialException("read failed: device disconnected (lumionsim drop)")
+        timeout = Timeout(self._timeout)
+        with self._cond:
+            while len(self._rx) < size and not timeout.expired():
+                if self._timeout == 0:
+                    break
+                self._cond.wait(min(0.05, timeout.time_left()) if self._timeout is not None else 0.05)
+            out = bytes(self._rx[:size])
+            del self._rx[:size]
+        return out
+
+    def read_until(self, expected: bytes = b"\n", size: int | None = None) -> bytes:
+        """Fast path: take a whole line (at most ``size`` bytes) from the buffer at once."""
+        if not self.is_open:
+            raise PortNotOpenError()
+        if self._dropped:
+            self.is_open = False
+            raise SerialException("read failed: device disconnected (lumionsim drop)")
+        timeout = Timeout(self._timeout)
+        with self._cond:
+            while expected not in self._rx and not timeout.expired():
+                self._cond.wait(min(0.05, timeout.time_left()) if self._timeout is not None else 0.05)
+            k = self._rx.find(expected)
+            n = len(self._rx) if k < 0 else k + len(expected)
+            if size is not None:
+                n = min(n, size)
+            out = bytes(self._rx[:n])
+            del self._rx[:n]
+        return out
+
+    def reset_input_buffer(self) -> None:
+        """Drop pending replies."""
+        with self._cond:
+            self._rx.clear()
+
+    def reset_output_buffer(self) -> None:
+        """Nothing is buffered on the way out."""

@@ -1,0 +1,229 @@
+"""Transports: one line-oriented message channel per instrument, injectable into drivers.
+
+A transport sends one ASCII message and reads one reply line; it maps the library's
+exceptions (pyserial, pyvisa) to ours so drivers can retry transient faults, and counts
+the bytes it moves so the mesh controller can report time on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from instruments.errors import (
+    ConnectionLostError,
+    GarbledReplyError,
+    InstrumentError,
+    InstrumentTimeoutError,
+)
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """What a driver needs from its link."""
+
+    bytes_written: int
+    bytes_read: int
+
+    def write(self, message: str) -> None:
+        """Send one message (the transport adds the terminator)."""
+        ...
+
+    def read(self) -> str:
+        """One reply line without its terminator."""
+        ...
+
+    def clear(self) -> None:
+        """Discard anything waiting to be read (after a timeout or garbage)."""
+        ...
+
+    def reopen(self) -> None:
+        """Close and open the link again."""
+        ...
+
+    def close(self) -> None:
+        """Release the link."""
+        ...
+
+
+def open_serial_port(url: str, baudrate: int, timeout_s: float) -> Any:
+    """Open a pyserial port from a device path or URL (``lumionsim://``, ``loop://``, ...)."""
+    import serial
+
+    import instruments.sim.urlhandler as handlers  # registers lumionsim://
+
+    if handlers.__name__ not in serial.protocol_handler_packages:
+        serial.protocol_handler_packages.append(handlers.__name__)
+    try:
+        return serial.serial_for_url(url, baudrate=baudrate, bytesize=8, parity="N", stopbits=1,
+                                     timeout=timeout_s, write_timeout=timeout_s, exclusive=None)
+    except (serial.SerialException, OSError, ValueError) as exc:
+        raise ConnectionLostError(
+            f"cannot open serial port {url!r}: {exc}; check the cable, the device path and that "
+            "no other program holds the port"
+        ) from exc
+
+
+class SerialTransport:
+    """ASCII lines over pyserial, 8N1, ``\\n`` terminated.
+
+    Args:
+        url: device path (``/dev/ttyUSB0``, a pty) or pyserial URL (``lumionsim://heater``).
+        baudrate: bits per second (115200 for the Qontrol-class driver).
+        timeout_s: read and write timeout (s).
+        opener: ``(url, baudrate, timeout_s) -> serial-like``; tests inject a scripted port.
+    """
+
+    def __init__(self, url: str, *, baudrate: int = 115200, timeout_s: float = 1.0,
+                 opener: Callable[[str, int, float], Any] | None = None) -> None:
+        self.url = url
+        self.baudrate = baudrate
+        self.timeout_s = timeout_s
+        self._opener = opener or open_serial_port
+        self.bytes_written = 0
+        self.bytes_read = 0
+        self._port = self._opener(url, baudrate, timeout_s)
+
+    def write(self, message: str) -> None:
+        """Send ``message + "\\n"``."""
+        data = (message + "\n").encode("ascii")
+        try:
+            self._port.write(data)
+        except Exception as exc:
+            raise _serial_error(exc, self.url) from exc
+        self.bytes_written += len(data)
+
+    def read(self) -> str:
+        """Read up to ``\\n``; a missing terminator after the timeout is a timeout."""
+        try:
+            raw = self._port.read_until(b"\n")
+        except Exception as exc:
+            raise _serial_error(exc, self.url) from exc
+        self.bytes_read += len(raw)
+        if not raw.endswith(b"\n"):
+            raise InstrumentTimeoutError(
+                f"{self.url}: no reply within {self.timeout_s} s (got {raw!r}); check power, cable "
+                "and baud rate"
+            )
+        try:
+            return raw.decode("ascii").strip()
+        except UnicodeDecodeError as exc:
+            raise GarbledReplyError(f"{self.url}: non-ASCII reply {raw!r}; check the baud rate") from exc
+
+    def clear(self) -> None:
+        """Drop pending input."""
+        try:
+            self._port.reset_input_buffer()
+        except Exception as exc:
+            raise _serial_error(exc, self.url) from exc
+
+    def reopen(self) -> None:
+        """Close and reopen the same URL."""
+        self.close()
+        self._port = self._opener(self.url, self.baudrate, self.timeout_s)
+
+    def close(self) -> None:
+        """Close the port (idempotent)."""
+        try:
+            self._port.close()
+        except Exception as exc:  # closing a dead port must not mask the real error
+            log.debug("closing %s: %r", self.url, exc)
+
+
+def _serial_error(exc: Exception, url: str) -> InstrumentError:
+    if isinstance(exc, InstrumentError):
+        return exc
+    import serial
+
+    if isinstance(exc, serial.SerialTimeoutException):
+        return InstrumentTimeoutError(f"{url}: write timed out; is the device still powered?")
+    return ConnectionLostError(f"{url}: serial link lost ({exc}); reconnect() once the device is back")
+
+
+def open_visa_resource(address: str, timeout_s: float) -> Any:
+    """Open a VISA resource with pyvisa-py (``@py``), or pyvisa-sim for ``FILE.yaml@sim``."""
+    import pyvisa
+
+    backend, _, spec = address.rpartition("|")
+    rm = pyvisa.ResourceManager(backend or "@py")
+    try:
+        res = rm.open_resource(spec, read_termination="\n", write_termination="\n",
+                               timeout=int(timeout_s * 1000))
+    except (pyvisa.errors.VisaIOError, OSError, ValueError) as exc:
+        raise ConnectionLostError(
+            f"cannot open VISA resource {spec!r}: {exc}; check the address and that the instrument "
+            "is on the network"
+        ) from exc
+    return res
+
+
+class VisaTransport:
+    """SCPI lines over a pyvisa resource (``\\n`` terminations).
+
+    Args:
+        address: VISA resource string, optionally prefixed by a backend and ``|``:
+            ``TCPIP::127.0.0.1::5025::SOCKET`` (pyvisa-py) or
+            ``/path/laser.yaml@sim|TCPIP::localhost::1001::SOCKET`` (pyvisa-sim).
+        timeout_s: per-message timeout (s).
+        opener: ``(address, timeout_s) -> resource``; tests inject a scripted resource.
+    """
+
+    def __init__(self, address: str, *, timeout_s: float = 2.0,
+                 opener: Callable[[str, float], Any] | None = None) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._opener = opener or open_visa_resource
+        self.bytes_written = 0
+        self.bytes_read = 0
+        self._res = self._opener(address, timeout_s)
+
+    def write(self, message: str) -> None:
+        """Send one SCPI message."""
+        try:
+            self._res.write(message)
+        except Exception as exc:
+            raise _visa_error(exc, self.address) from exc
+        self.bytes_written += len(message) + 1
+
+    def read(self) -> str:
+        """One reply line."""
+        try:
+            reply = self._res.read()
+        except Exception as exc:
+            raise _visa_error(exc, self.address) from exc
+        self.bytes_read += len(reply) + 1
+        return reply.strip()
+
+    def clear(self) -> None:
+        """Drop pending input: a best-effort flush (not every session supports it)."""
+        try:
+            self._res.clear()
+        except Exception as exc:
+            log.debug("clear %s: %r", self.address, exc)
+
+    def reopen(self) -> None:
+        """Close and open the resource again."""
+        self.close()
+        self._res = self._opener(self.address, self.timeout_s)
+
+    def close(self) -> None:
+        """Close the resource (idempotent)."""
+        try:
+            self._res.close()
+        except Exception as exc:
+            log.debug("closing %s: %r", self.address, exc)
+
+
+def _visa_error(exc: Exception, address: str) -> InstrumentError:
+    if isinstance(exc, InstrumentError):
+        return exc
+    if isinstance(exc, UnicodeDecodeError):
+        return GarbledReplyError(f"{address}: non-ASCII reply; check the instrument's settings")
+    import pyvisa
+
+    if isinstance(exc, pyvisa.errors.VisaIOError) and exc.error_code == pyvisa.constants.VI_ERROR_TMO:
+        return InstrumentTimeoutError(f"{address}: no reply within the timeout; is it powered and idle?")
+    return ConnectionLostError(f"{address}: link lost ({exc}); reconnect() once the instrument is back")

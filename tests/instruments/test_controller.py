@@ -1,0 +1,126 @@
+"""Mesh controller safety: limits before sending, deltas only, all-or-nothing, serialised."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from calibration.heater_map import IdealMap
+from instruments.controller import MeshController, runs
+from instruments.errors import ChipStateUnknownError, LimitError, WriteAbortedError
+from photonics.configuration import Configuration
+
+
+@pytest.fixture
+def controller(pty_driver, small_chip):
+    return MeshController(pty_driver, small_chip.mesh, max_current_ma=10.0, max_total_power_mw=50.0)
+
+
+def test_runs():
+    assert runs(np.array([], int)) == []
+    assert runs(np.array([0, 1, 2, 5])) == [(0, 3), (5, 1)]
+
+
+def test_program_writes_only_changes(controller, small_chip):
+    mesh = small_chip.mesh
+    bar = Configuration(np.zeros(mesh.n_tbus))
+    r1 = controller.program(bar)
+    want = IdealMap(mesh.n_heaters).currents_for(bar, 10.0)
+    np.testing.assert_allclose(small_chip.currents_ma, np.round(want, 4), atol=1e-4)
+    assert r1.channels == int((want > 0).sum())
+    one = bar.cross_fraction.copy()
+    one[2] = 1.0
+    r2 = controller.program(Configuration(one))
+    assert r2.channels == 1
+    assert r2.commands == 1
+    assert r2.bytes_written == len(b"i4=0.0000\n")
+    assert r2.bytes_read == 3
+    assert r2.wire_time_s == pytest.approx(13 * 10 / 115200)
+    assert controller.program(Configuration(one)).channels == 0
+
+
+@pytest.mark.parametrize("bad", [11.0, -1.0, np.nan])
+def test_over_current_sends_nothing(controller, small_chip, pty_link, bad):
+    before = pty_link.device.commands
+    c = np.zeros(small_chip.mesh.n_heaters)
+    c[0], c[3] = 1.0, bad
+    with pytest.raises(LimitError, match="heater:3"):
+        controller.set_currents(c)
+    assert pty_link.device.commands == before
+    assert not small_chip.currents_ma.any()
+
+
+def test_over_total_power_sends_nothing(controller, small_chip, pty_link):
+    before = pty_link.device.commands
+    with pytest.raises(LimitError, match="total heater power"):
+        controller.set_currents(np.full(small_chip.mesh.n_heaters, 3.0))
+    assert pty_link.device.commands == before
+
+
+def test_midwrite_disconnect_restores_previous_currents(controller, small_chip, heater_device):
+    n = small_chip.mesh.n_heaters
+    first = np.zeros(n)
+    first[::3] = 1.0
+    controller.set_currents(first)
+    controller.driver.retries = 0
+    heater_device.inject("drop", after=2)  # third command of the next write is lost
+    second = np.where(np.arange(n) % 2 == 0, 2.0, 0.0)
+    with pytest.raises(WriteAbortedError, match="restored"):
+        controller.set_currents(second)
+    np.testing.assert_allclose(small_chip.currents_ma, first, atol=1e-4)
+    np.testing.assert_allclose(controller.currents, first)
+    controller.set_currents(second)  # and the link works afterwards
+    np.testing.assert_allclose(small_chip.currents_ma, second, atol=1e-4)
+
+
+def test_device_error_midwrite_restores(controller, small_chip, heater_device):
+    n = small_chip.mesh.n_heaters
+    target = np.where(np.arange(n) % 2 == 0, 1.0, 0.0)
+    heater_device.inject("error", after=3, code=5, channel=7)
+    with pytest.raises(WriteAbortedError):
+        controller.set_currents(target)
+    assert not small_chip.currents_ma.any()
+
+
+def test_failed_restore_says_state_unknown(controller, small_chip, heater_device):
+    controller.driver.retries = 0
+    heater_device.inject("error", after=1, code=5, count=5)
+    with pytest.raises(ChipStateUnknownError, match="resync"):
+        controller.set_currents(np.where(np.arange(small_chip.mesh.n_heaters) % 2 == 0, 1.0, 0.0))
+    heater_device.clear_faults()
+    np.testing.assert_allclose(controller.resync(), small_chip.currents_ma, atol=1e-4)
+
+
+def test_two_threads_are_serialised(controller, small_chip):
+    """Each write is atomic on the wire: the chip ends in one of the two requests, never a mix."""
+    n = small_chip.mesh.n_heaters
+    a = np.where(np.arange(n) % 2 == 0, 1.0, 0.0)
+    b = np.where(np.arange(n) % 2 == 1, 0.5, 0.0)
+    errors = []
+
+    def worker(c):
+        try:
+            for _ in range(5):
+                controller.set_currents(c)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    final = small_chip.currents_ma
+    assert np.allclose(final, a, atol=1e-4) or np.allclose(final, b, atol=1e-4)
+    np.testing.assert_allclose(controller.currents, final, atol=1e-4)
+
+
+def test_controller_refuses_too_few_channels(small_chip):
+    from instruments.errors import BenchConfigError
+    from instruments.heater_driver import HeaterDriver
+    from instruments.testing import expected_protocol
+
+    with expected_protocol(HeaterDriver, [], n_channels=4) as drv, \
+            pytest.raises(BenchConfigError, match="module"):
+        MeshController(drv, small_chip.mesh, sync=False)
