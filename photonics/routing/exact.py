@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse.csgraph import dijkstra
 
 from photonics.configuration import Hop, Route
 from photonics.errors import RoutingError
@@ -50,80 +51,134 @@ def solve_exact(
     pairs: Sequence[tuple[int, int]],
     objective: str = "total",
     time_limit_s: float | None = 120.0,
+    incumbent_db: float | None = None,
 ) -> ExactResult:
     """Conflict-free routes for ``pairs`` minimising total (or worst) cost, or RoutingError.
+
+    ``incumbent_db`` is the objective of a known conflict-free solution (e.g. from the fast
+    router). Each route's arcs are pruned to those on a path no costlier than any better
+    solution allows (shortest-path bounds from both ends), which keeps the program small
+    without losing optimality; without an incumbent a first pruned solve supplies one.
 
     Raises :class:`RoutingError` when HiGHS proves no conflict-free set exists, or when the
     time limit passes before any solution is found.
     """
     if objective not in ("total", "worst"):
         raise RoutingError(f"objective must be 'total' or 'worst', not {objective!r}")
+    d_src, d_dst = _distances(graph, pairs)
+    shortest = np.array([d_src[k, graph.sink(t)] for k, (_, t) in enumerate(pairs)])
+    if not np.isfinite(shortest).all():
+        k = int(np.argmin(np.isfinite(shortest)))
+        names = graph.mesh.port_names
+        raise RoutingError(f"no path from {names[pairs[k][0]]} to {names[pairs[k][1]]}: failed TBUs "
+                           "cut them apart (check the failed TBUs, or choose other ports)")
+
+    def budget_per_route(bound: float) -> np.ndarray:
+        # A solution better than `bound` has route k cheaper than this.
+        return shortest + (bound - shortest.sum()) if objective == "total" else np.full(len(pairs), bound)
+
+    if incumbent_db is None:
+        trial = shortest.sum() + 4.0 if objective == "total" else shortest.max() + 4.0
+        keep = _keep(graph, d_src, d_dst, budget_per_route(trial))
+        res = _solve(graph, pairs, objective, time_limit_s, keep)
+        if res is not None and res.optimal and res.objective_db <= trial + 1e-9:
+            return res  # every better solution lies inside the pruned program
+        incumbent_db = res.objective_db if res is not None else None
+    if incumbent_db is not None:
+        res = _solve(graph, pairs, objective, time_limit_s,
+                     _keep(graph, d_src, d_dst, budget_per_route(incumbent_db + 1e-6)))
+        if res is not None:
+            return res
+    res = _solve(graph, pairs, objective, time_limit_s, None)
+    names = ", ".join(f"{graph.mesh.port_names[s]}->{graph.mesh.port_names[d]}" for s, d in pairs)
+    if res is None:
+        raise RoutingError(f"no conflict-free set of routes exists for {names} "
+                           "(proved by the integer program)")
+    return res
+
+
+def _distances(graph: RoutingGraph, pairs: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Shortest costs from every route's source node and to every route's sink node."""
+    d_src = dijkstra(graph.csr, directed=True, indices=[graph.source(s) for s, _ in pairs])
+    d_dst = dijkstra(graph.csr.T.tocsr(), directed=True, indices=[graph.sink(t) for _, t in pairs])
+    return np.atleast_2d(d_src), np.atleast_2d(d_dst)
+
+
+def _keep(graph: RoutingGraph, d_src: np.ndarray, d_dst: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """(n_routes, n_enabled) mask of arcs on some path of route k costing at most limit[k]."""
+    arcs = graph.enabled
+    through = d_src[:, graph.tail[arcs]] + graph.cost[arcs][None, :] + d_dst[:, graph.head[arcs]]
+    return through <= limit[:, None] + 1e-9
+
+
+def _solve(graph: RoutingGraph, pairs: Sequence[tuple[int, int]], objective: str,
+           time_limit_s: float | None, keep: np.ndarray | None) -> ExactResult | None:
+    """One integer program over the kept arcs; None when HiGHS proves it infeasible."""
     mesh = graph.mesh
     arcs = graph.enabled
-    na, nk, nn = len(arcs), len(pairs), graph.n_nodes
-    tbu_arc = graph.tbu[arcs] >= 0
-    cost = graph.cost[arcs]
-    # Node-arc incidence (out - in) of one commodity.
-    cols = np.arange(na)
-    inc = sp.csr_matrix(
-        (np.r_[np.ones(na), -np.ones(na)], (np.r_[graph.tail[arcs], graph.head[arcs]], np.r_[cols, cols])),
-        shape=(nn, na))
-    # Port usage of one commodity: TBU arcs count on their entry and exit TBU ports.
-    ti = np.flatnonzero(tbu_arc)
-    t_of = graph.tbu[arcs[ti]]
-    pin, pout = 4 * t_of + graph.entry[arcs[ti]], 4 * t_of + graph.exit[arcs[ti]]
-    port_rows = sp.csr_matrix((np.ones(2 * len(ti)), (np.r_[pin, pout], np.r_[ti, ti])),
-                              shape=(4 * mesh.n_tbus, na))
-    # State rows: one per TBU arc: sum_k f[k,a] -/+ s[t] <= 0 / 1.
-    sel = sp.csr_matrix((np.ones(len(ti)), (np.arange(len(ti)), ti)), shape=(len(ti), na))
-    is_cross = graph.state[arcs[ti]] == CROSS
-    s_coef = sp.csr_matrix((np.where(is_cross, -1.0, 1.0), (np.arange(len(ti)), t_of)),
-                           shape=(len(ti), mesh.n_tbus))
+    nk, nn, nt = len(pairs), graph.n_nodes, mesh.n_tbus
+    if keep is None:
+        keep = np.ones((nk, len(arcs)), dtype=bool)
+    col_k, col_j = np.nonzero(keep)  # one column per (route, kept arc)
+    nf = len(col_k)
+    a = arcs[col_j]
+    tail, head, cost = graph.tail[a], graph.head[a], graph.cost[a]
+    cols = np.arange(nf)
     worst = objective == "worst"
-    nz = 1 if worst else 0
-
-    blocks_eq = sp.block_diag([inc] * nk, format="csr")
-    zeros_s = sp.csr_matrix((nn * nk, mesh.n_tbus + nz))
-    a_eq = sp.hstack([blocks_eq, zeros_s])
-    b_eq = np.zeros(nn * nk)
+    nvar = nf + nt + (1 if worst else 0)
+    # 1. Flow conservation: out - in = +1 at the source, -1 at the sink.
+    a_eq = sp.csr_matrix((np.r_[np.ones(nf), -np.ones(nf)],
+                          (np.r_[col_k * nn + tail, col_k * nn + head], np.r_[cols, cols])),
+                         shape=(nk * nn, nvar))
+    b_eq = np.zeros(nk * nn)
     for k, (src, dst) in enumerate(pairs):
         b_eq[k * nn + graph.source(src)] = 1.0
         b_eq[k * nn + graph.sink(dst)] = -1.0
-    a_port = sp.hstack([sp.hstack([port_rows] * nk), sp.csr_matrix((4 * mesh.n_tbus, mesh.n_tbus + nz))])
-    a_state = sp.hstack([sp.hstack([sel] * nk), s_coef, sp.csr_matrix((len(ti), nz))])
+    # 2. TBU-port capacity over all routes.
+    tb = np.flatnonzero(graph.tbu[a] >= 0)
+    t_of = graph.tbu[a[tb]]
+    pin, pout = 4 * t_of + graph.entry[a[tb]], 4 * t_of + graph.exit[a[tb]]
+    a_port = sp.csr_matrix((np.ones(2 * len(tb)), (np.r_[pin, pout], np.r_[tb, tb])),
+                           shape=(4 * nt, nvar))
+    # 3. State consistency, one row per TBU arc: sum_k f[k, a] - s[t] <= 0 (cross), + s[t] <= 1 (bar).
+    row = a[tb]  # TBU arc index 8t + 2e + k: a unique row per arc
+    arc_rows = np.arange(graph.n_tbu_arcs)
+    arc_cross = graph.state[arc_rows] == CROSS
+    a_state = sp.csr_matrix(
+        (np.r_[np.ones(len(tb)), np.where(arc_cross, -1.0, 1.0)],
+         (np.r_[row, arc_rows], np.r_[tb, nf + graph.tbu[arc_rows]])),
+        shape=(graph.n_tbu_arcs, nvar))
     constraints = [
         LinearConstraint(a_eq, b_eq, b_eq),
         LinearConstraint(a_port, -np.inf, 1.0),
-        LinearConstraint(a_state, -np.inf, np.where(is_cross, 0.0, 1.0)),
+        LinearConstraint(a_state, -np.inf, np.where(arc_cross, 0.0, 1.0)),
     ]
-    c = np.r_[np.tile(cost, nk), np.zeros(mesh.n_tbus)]
-    if worst:
-        c = np.r_[1e-3 * c, 1.0]
-        a_worst = sp.hstack([sp.block_diag([cost[None, :]] * nk), sp.csr_matrix((nk, mesh.n_tbus)),
-                             -np.ones((nk, 1))])
-        constraints.append(LinearConstraint(a_worst, -np.inf, 0.0))
-    nvar = len(c)
+    c = np.r_[cost, np.zeros(nt)]
     integrality = np.ones(nvar)
     upper = np.ones(nvar)
     if worst:
+        c = np.r_[1e-3 * c, 1.0]
+        a_worst = sp.csr_matrix((np.r_[cost, -np.ones(nk)], (np.r_[col_k, np.arange(nk)],
+                                                              np.r_[cols, np.full(nk, nvar - 1)])),
+                                shape=(nk, nvar))
+        constraints.append(LinearConstraint(a_worst, -np.inf, 0.0))
         integrality[-1] = 0
         upper[-1] = np.inf
-    options = {"disp": False}
+    options: dict = {"disp": False}
     if time_limit_s is not None:
         options["time_limit"] = float(time_limit_s)
     res = milp(c, constraints=constraints, integrality=integrality, bounds=Bounds(0, upper),
                options=options)
-    names = ", ".join(f"{mesh.port_names[s]}->{mesh.port_names[d]}" for s, d in pairs)
     if res.status == 2:
-        raise RoutingError(f"no conflict-free set of routes exists for {names} "
-                           "(proved by the integer program)")
+        return None
     if res.x is None:
+        names = ", ".join(f"{mesh.port_names[s]}->{mesh.port_names[d]}" for s, d in pairs)
         raise RoutingError(f"the integer program found no routes for {names} within "
                            f"{time_limit_s} s ({res.message}); raise the time limit")
-    flows = res.x[:na * nk].reshape(nk, na) > 0.5
-    routes = [_extract(graph, arcs[flows[k]], src, dst) for k, (src, dst) in enumerate(pairs)]
-    return ExactResult(routes=routes, optimal=res.status == 0, objective_db=float(res.fun),
-                       status=str(res.message))
+    used = res.x[:nf] > 0.5
+    routes = [_extract(graph, a[used & (col_k == k)], src, dst) for k, (src, dst) in enumerate(pairs)]
+    obj = float(res.fun) if not worst else float(res.x[-1])
+    return ExactResult(routes=routes, optimal=res.status == 0, objective_db=obj, status=str(res.message))
 
 
 def _extract(graph: RoutingGraph, used: np.ndarray, src: int, dst: int) -> Route:

@@ -226,7 +226,13 @@ def route_many(
             raise RoutingError("the fast router found no conflict-free set of routes "
                                f"in {passes} passes; try the exact method (--exact)")
     if plan is None:
-        res = solve_exact(graph, idx, objective, time_limit_s)
+        incumbent = None
+        if method == "auto" and use_exact:  # a fast solution bounds (and shrinks) the program
+            fast, _ = negotiate(graph, idx)
+            if fast is not None:
+                costs_db = [route_cost(graph, r) for r in fast]
+                incumbent = sum(costs_db) if objective == "total" else max(costs_db)
+        res = solve_exact(graph, idx, objective, time_limit_s, incumbent)
         plan = finish(res.routes, "exact", res.optimal, 0, objective)
     refused = [r for r in plan.routes if not r.budget.ok]
     tried_worst = plan.method == "exact" and objective == "worst"

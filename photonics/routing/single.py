@@ -23,8 +23,9 @@ def shortest_path(
     """Cheapest route from mesh port ``src`` to mesh port ``dst``, or None if none exists.
 
     ``csr`` overrides the graph's costs (same sparsity, e.g. from
-    :meth:`RoutingGraph.with_costs`). The route is not checked for revisiting a TBU in
-    another state; :func:`conflicts` does that.
+    :meth:`RoutingGraph.with_costs`). Without it, the shortest-path tree of each source is
+    computed once per graph and reused (one csgraph Dijkstra per source port). The route is
+    not checked for revisiting a TBU in another state; :func:`conflicts` does that.
 
     Example:
         >>> from photonics.routing.graph import build_graph
@@ -34,8 +35,13 @@ def shortest_path(
         (5, 28, 11)
     """
     s, t = graph.source(src), graph.sink(dst)
-    dist, pred = dijkstra(graph.csr if csr is None else csr, directed=True, indices=s,
-                          return_predecessors=True)
+    if csr is None:  # the graph is immutable, so are its shortest-path trees: keep them
+        trees = graph.__dict__.setdefault("_trees", {})
+        if s not in trees:
+            trees[s] = dijkstra(graph.csr, directed=True, indices=s, return_predecessors=True)
+        dist, pred = trees[s]
+    else:
+        dist, pred = dijkstra(csr, directed=True, indices=s, return_predecessors=True)
     if not np.isfinite(dist[t]):
         return None
     return _walk(pred, s, t, src, dst)
