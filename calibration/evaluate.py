@@ -1,0 +1,85 @@
+"""Judge a calibration map against known truth (a simulated chip's hidden parameters).
+
+Definitions (all phases in rad; see docs/calibration.md):
+
+* **working range** of heater h: currents 0 .. I_2pi(h), where the *true* self-phase
+  ``rho2 I^2 + rho3 I^3`` reaches 2 pi; sampled at ``n`` currents uniform in I.
+* **self-phase error** e_h(I) = s_fit(I) - s_true(I) over the working range.
+  ``phase_rms_error_rad`` = sqrt(mean over heaters and samples of e^2);
+  ``phase_max_error_rad`` = max |e|.
+* **offset error** per TBU: the fitted ``delta`` minus the true ``alpha_top - alpha_bot``,
+  wrapped to (-pi, pi]. ``delta_rms_error_rad`` / ``delta_max_error_rad``.
+* **setpoint error** per heater: the error of the TBU's differential phase when only that
+  heater drives it, ``wrap(delta error) +- (d_fit(I) - d_true(I))`` with ``d`` the
+  heater's effect on the differential (own phase minus what its heat puts on the partner
+  arm), over the working range: ``setpoint_rms_error_rad`` / ``setpoint_max_error_rad``.
+
+Truth comes in as plain arrays so this module does not depend on the simulator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from calibration.map import CalibrationMap
+from calibration.model import self_phase
+
+
+def wrap(phase: np.ndarray) -> np.ndarray:
+    """Wrap to (-pi, pi]."""
+    return np.angle(np.exp(1j * np.asarray(phase, float)))
+
+
+def working_currents(rho2: np.ndarray, rho3: np.ndarray, n: int = 64) -> np.ndarray:
+    """(n_heaters, n) currents 0 .. I_2pi per heater (mA)."""
+    from calibration.heater_map import invert_cubic
+
+    i2pi = invert_cubic(np.full(len(rho2), 2 * np.pi), rho2, rho3)
+    return i2pi[:, None] * np.linspace(0, 1, n)[None, :]
+
+
+def partner_fraction(K: sp.spmatrix, eta: np.ndarray) -> np.ndarray:
+    """Fraction of each heater's own phase that its heat adds to its partner arm."""
+    n = K.shape[0]
+    partner = np.arange(n) ^ 1
+    return np.asarray(K.tocsr()[partner, np.arange(n)]).ravel() / np.asarray(eta, float)
+
+
+def phase_errors(
+    cmap: CalibrationMap,
+    alpha: np.ndarray,
+    rho2: np.ndarray,
+    rho3: np.ndarray,
+    crosstalk: sp.spmatrix,
+    eta: np.ndarray,
+    n: int = 64,
+) -> dict[str, Any]:
+    """Compare ``cmap`` with true heater parameters (arrays of shape (n_heaters,)).
+
+    Returns the chip-wide figures named in the module docstring plus per-heater RMS
+    (``per_heater_rms_rad``) and per-TBU offset errors (``delta_error_rad``).
+    """
+    cur = working_currents(rho2, rho3, n)
+    s_true = self_phase(cur, rho2[:, None], rho3[:, None])
+    s_fit = self_phase(cur, cmap.rho2[:, None], cmap.rho3[:, None])
+    e_self = s_fit - s_true
+    d_err = wrap(cmap.delta - (alpha[0::2] - alpha[1::2]))
+    f_true = partner_fraction(crosstalk, eta)
+    f_fit = partner_fraction(cmap.crosstalk, cmap.eta)
+    sign = np.tile([1.0, -1.0], len(cmap.delta))[:, None]
+    effect_fit = (1 - f_fit)[:, None] * s_fit  # what the heater does to the differential
+    effect_true = (1 - f_true)[:, None] * s_true
+    e_set = np.repeat(d_err, 2)[:, None] + sign * (effect_fit - effect_true)
+    return {
+        "phase_rms_error_rad": float(np.sqrt(np.mean(e_self**2))),
+        "phase_max_error_rad": float(np.max(np.abs(e_self))),
+        "delta_rms_error_rad": float(np.sqrt(np.mean(d_err**2))),
+        "delta_max_error_rad": float(np.max(np.abs(d_err))),
+        "setpoint_rms_error_rad": float(np.sqrt(np.mean(e_set**2))),
+        "setpoint_max_error_rad": float(np.max(np.abs(e_set))),
+        "per_heater_rms_rad": np.sqrt(np.mean(e_self**2, axis=1)),
+        "delta_error_rad": d_err,
+    }

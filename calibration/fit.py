@@ -1,0 +1,333 @@
+"""Fringe fits: heater current sweeps of one TBU -> passive differential phase and heater curves.
+
+A TBU seen from one input and one output is a single Mach-Zehnder, and for *any* coupler
+ratios and arm losses its power transmission is exactly ``A + B cos(theta)``, ``theta`` the
+total top-minus-bottom arm phase (see ``photonics.physics``: the cross path has its
+maximum at ``theta = 0``, the bar path its minimum). We write it as::
+
+    P = b + a (1 + s cos(theta)) / 2        s = +1 cross output, -1 bar output
+    theta = delta + sigma * (rho2 I^2 + rho3 I^3)   sigma = +1 top heater, -1 bottom heater
+
+``a`` (mW) carries the insertion loss of the whole light path and ``b`` (mW) the finite
+extinction, so both are fitted. ``delta = alpha_top - alpha_bot`` (rad) is the only
+passive phase power readings can show. One TBU is fitted jointly: its top sweep and its
+bottom sweep share ``delta`` and the per-output ``a`` and ``b``.
+
+Fits are weighted nonlinear least squares (``scipy.optimize.least_squares``) on power in
+linear units, with a robust loss, seeded by a periodogram over the fringe rate in ``I^2``
+(the sweep is uniform in ``I^2`` so the fringe is nearly periodic there) and restarted
+from the neighbouring rates (half and double) so half-period aliasing cannot stick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import least_squares
+
+# The nominal heater (R0 = 250 Ohm, eta = pi / 1.3 mW) has rho2 = 0.60 rad/mA^2: the rate
+# search spans a factor 5 either way, far wider than any fabrication spread.
+RHO2_SEARCH = (0.12, 3.0)
+# rho3 / rho2 is the resistance tempco (about 0.02 /mA); the bound keeps the curve monotone
+# and physical over the sweep.
+RHO3_RATIO_BOUNDS = (-0.1, 0.2)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One heater swept with everything else fixed.
+
+    Attributes:
+        arm: 0 for the top heater, 1 for the bottom heater.
+        current_ma: (n,) currents applied (mA).
+        power_mw: (n, n_outputs) powers read at the observed outputs (mW, linear).
+    """
+
+    arm: int
+    current_ma: np.ndarray
+    power_mw: np.ndarray
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Power-meter noise used to weight the fit: sigma = rel * P + floor_mw + model_floor * max(P).
+
+    ``model_floor`` (a fraction of the fringe's peak) keeps fringe minima from dominating:
+    there the reading is set by stray light the single-MZI model does not describe.
+    """
+
+    rel: float = 0.005
+    floor_mw: float = 1e-7
+    model_floor: float = 2e-3
+
+    def sigma(self, power_mw: np.ndarray) -> np.ndarray:
+        """Standard deviation (mW) assumed for each reading."""
+        p = np.maximum(np.asarray(power_mw, float), 0.0)
+        peak = p.max(axis=0, keepdims=True) if p.ndim > 1 else p.max()
+        return self.rel * p + self.floor_mw + self.model_floor * peak
+
+
+@dataclass(frozen=True)
+class TBUFit:
+    """Result of a joint fit of one TBU's sweeps.
+
+    Attributes:
+        delta: alpha_top - alpha_bot (rad, wrapped to [0, 2 pi)).
+        rho2, rho3: (2,) per arm (top, bot), rad/mA^2 and rad/mA^3: the heater's effect on
+            the TBU's differential phase (its own phase minus what leaks onto the other arm).
+        amplitude_mw, floor_mw: (n_outputs,) fitted ``a`` and ``b``.
+        signs: (n_outputs,) +1 cross, -1 bar.
+        sigma_delta: 1-sigma uncertainty of delta (rad).
+        sigma_rho2, sigma_rho3: (2,) 1-sigma uncertainties.
+        sigma_phase_2pi: (2,) 1-sigma uncertainty of each arm's curve at its 2 pi current (rad).
+        rms_residual: RMS of the normalised residuals (1 means "as noisy as the meter").
+        rms_residual_rel: RMS residual relative to the fringe amplitude (dimensionless).
+        residuals: normalised residuals, per sweep (for plots).
+        n_points: readings used.
+    """
+
+    delta: float
+    rho2: np.ndarray
+    rho3: np.ndarray
+    amplitude_mw: np.ndarray
+    floor_mw: np.ndarray
+    signs: np.ndarray
+    sigma_delta: float
+    sigma_rho2: np.ndarray
+    sigma_rho3: np.ndarray
+    sigma_phase_2pi: np.ndarray
+    rms_residual: float
+    rms_residual_rel: float
+    n_points: int
+    residuals: list[np.ndarray] = field(default_factory=list, repr=False)
+
+
+def fringe_model(
+    current_ma: np.ndarray, arm: int, delta: float, rho2: float, rho3: float,
+    amplitude_mw: np.ndarray, floor_mw: np.ndarray, signs: np.ndarray,
+) -> np.ndarray:
+    """Predicted powers (n, n_outputs) in mW for one heater sweep (see module docstring)."""
+    i = np.asarray(current_ma, float)
+    sigma = 1.0 if arm == 0 else -1.0
+    theta = delta + sigma * (rho2 * i**2 + rho3 * i**3)
+    return floor_mw[None, :] + amplitude_mw[None, :] * (1 + signs[None, :] * np.cos(theta)[:, None]) / 2
+
+
+def sweep_currents(i_max_ma: float, n: int) -> np.ndarray:
+    """``n`` currents from 0 to ``i_max_ma`` (mA), uniform in I^2 so the fringe is near-periodic."""
+    return i_max_ma * np.sqrt(np.linspace(0.0, 1.0, n))
+
+
+def periodogram(
+    x: np.ndarray, power_mw: np.ndarray, weights: np.ndarray, rates: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weighted sinusoid fit P ~ c0 + c1 cos(r x) + c2 sin(r x) for every trial rate r.
+
+    Args:
+        x: (n,) the swept variable (here I^2, mA^2).
+        power_mw: (n, k) readings of k outputs.
+        weights: (n, k) 1/sigma of each reading.
+        rates: (m,) trial rates (rad per unit of x).
+
+    Returns:
+        (chi2 (m,), c1 (m, k), c2 (m, k)): residual sum of squares summed over outputs,
+        and the cosine/sine coefficients for each rate and output.
+    """
+    n_rates, k = len(rates), power_mw.shape[1]
+    chi2 = np.zeros(n_rates)
+    c1 = np.zeros((n_rates, k))
+    c2 = np.zeros((n_rates, k))
+    arg = rates[:, None] * x[None, :]
+    basis = np.stack([np.ones_like(arg), np.cos(arg), np.sin(arg)], -1)  # (m, n, 3)
+    for j in range(k):
+        w = weights[:, j]
+        A = basis * w[None, :, None]
+        y = power_mw[:, j] * w
+        # Normal equations per rate (3 x 3): batched and cheap.
+        ata = np.einsum("mni,mnj->mij", A, A) + 1e-12 * np.eye(3)
+        aty = np.einsum("mni,n->mi", A, y)
+        coef = np.linalg.solve(ata, aty[..., None])[..., 0]
+        chi2 += ((np.einsum("mni,mi->mn", A, coef) - y[None, :]) ** 2).sum(1)
+        c1[:, j], c2[:, j] = coef[:, 1], coef[:, 2]
+    return chi2, c1, c2
+
+
+def _seed_rates(x: np.ndarray, p: np.ndarray, w: np.ndarray, n_best: int = 3) -> list[float]:
+    """Best local minima of the periodogram over the plausible heater rates (rad/mA^2)."""
+    span = max(float(x.max() - x.min()), 1e-9)
+    # Resolution a tenth of a fringe over the whole sweep; the fit refines from there.
+    n = int(np.clip(10 * RHO2_SEARCH[1] * span / (2 * np.pi) * 4, 200, 4000))
+    rates = np.geomspace(*RHO2_SEARCH, n)
+    chi2, _, _ = periodogram(x, p, w, rates)
+    interior = (chi2[1:-1] <= chi2[:-2]) & (chi2[1:-1] <= chi2[2:])
+    idx = np.flatnonzero(interior) + 1
+    if idx.size == 0:
+        idx = np.array([int(np.argmin(chi2))])
+    best = idx[np.argsort(chi2[idx])][:n_best]
+    return [float(rates[i]) for i in best]
+
+
+def _delta_seed(x: np.ndarray, p: np.ndarray, w: np.ndarray, rate: float, arm: int,
+                signs: np.ndarray) -> float:
+    """The delta implied by the sinusoid of ``rate`` (see module docstring for the signs)."""
+    _, c1, c2 = periodogram(x, p, w, np.array([rate]))
+    sigma = 1.0 if arm == 0 else -1.0
+    # s a/2 cos(delta + sigma r x) = s a/2 (cos delta cos rx - sigma sin delta sin rx)
+    cos_d = (signs * c1[0]).sum()
+    sin_d = (-sigma * signs * c2[0]).sum()
+    return float(np.arctan2(sin_d, cos_d))
+
+
+def fit_tbu(
+    sweeps: list[Sweep],
+    signs: np.ndarray,
+    noise: NoiseModel | None = None,
+    loss: str = "soft_l1",
+    prior: tuple[float, np.ndarray, np.ndarray] | None = None,
+) -> TBUFit:
+    """Joint fit of a TBU's heater sweeps (one or both arms), all seen at the same outputs.
+
+    Args:
+        sweeps: one :class:`Sweep` per arm (top and/or bottom), at most one per arm.
+        signs: (n_outputs,) +1 for an output on the TBU's cross path, -1 for the bar path.
+        noise: reading noise model used for weights.
+        loss: robust loss of ``least_squares`` ("soft_l1", "huber", "linear", ...).
+        prior: optional (delta, rho2 (2,), rho3 (2,)) of an earlier fit, added as a start.
+
+    Returns:
+        The :class:`TBUFit`; arms that were not swept keep NaN coefficients.
+    """
+    noise = noise or NoiseModel()
+    signs = np.asarray(signs, float)
+    k = len(signs)
+    arms = [s.arm for s in sweeps]
+    if len(set(arms)) != len(arms) or not sweeps:
+        raise ValueError("give one sweep per arm (top = 0, bottom = 1)")
+    weights = [1.0 / noise.sigma(s.power_mw) for s in sweeps]
+    peak = max(float(np.max(s.power_mw)) for s in sweeps)
+
+    # Seeds: per-sweep periodogram minima, then their half and double (aliasing guard).
+    per_arm_rates: dict[int, list[float]] = {}
+    deltas: list[float] = []
+    for s, w in zip(sweeps, weights, strict=True):
+        x = s.current_ma**2
+        cands = _seed_rates(x, s.power_mw, w)
+        per_arm_rates[s.arm] = cands
+        deltas.append(_delta_seed(x, s.power_mw, w, cands[0], s.arm, signs))
+    starts: list[tuple[float, dict[int, float]]] = []
+    for rank in range(3):
+        for factor in (1.0, 0.5, 2.0) if rank == 0 else (1.0,):
+            rates = {a: c[min(rank, len(c) - 1)] * factor for a, c in per_arm_rates.items()}
+            starts.append((deltas[0], rates))
+    if prior is not None and np.isfinite(prior[0]):
+        starts.insert(0, (float(prior[0]), {a: float(prior[1][a]) for a in arms}))
+
+    def unpack(v: np.ndarray) -> tuple[float, dict[int, tuple[float, float]], np.ndarray, np.ndarray]:
+        curves = {a: (float(v[1 + 2 * n]), float(v[2 + 2 * n])) for n, a in enumerate(arms)}
+        off = 1 + 2 * len(arms)
+        return v[0], curves, v[off:off + k], v[off + k:off + 2 * k]
+
+    def residuals(v: np.ndarray) -> np.ndarray:
+        delta, curves, amp, flo = unpack(v)
+        out = []
+        for s, w in zip(sweeps, weights, strict=True):
+            r2, r3 = curves[s.arm]
+            out.append(((fringe_model(s.current_ma, s.arm, delta, r2, r3, amp, flo, signs)
+                         - s.power_mw) * w).ravel())
+        return np.concatenate(out)
+
+    n_par = 1 + 2 * len(arms) + 2 * k
+
+    def jacobian(v: np.ndarray) -> np.ndarray:
+        delta, curves, amp, _ = unpack(v)
+        blocks = []
+        for n, (s, w) in enumerate(zip(sweeps, weights, strict=True)):
+            r2, r3 = curves[s.arm]
+            i = s.current_ma
+            sgn = 1.0 if s.arm == 0 else -1.0
+            theta = delta + sgn * (r2 * i**2 + r3 * i**3)
+            npts = len(i)
+            J = np.zeros((npts, k, n_par))
+            dtheta = -amp[None, :] * signs[None, :] * np.sin(theta)[:, None] / 2 * w
+            J[:, :, 0] = dtheta
+            J[:, :, 1 + 2 * n] = dtheta * sgn * (i**2)[:, None]
+            J[:, :, 2 + 2 * n] = dtheta * sgn * (i**3)[:, None]
+            off = 1 + 2 * len(arms)
+            for j in range(k):
+                J[:, j, off + j] = (1 + signs[j] * np.cos(theta)) / 2 * w[:, j]
+                J[:, j, off + k + j] = w[:, j]
+            blocks.append(J.reshape(npts * k, n_par))
+        return np.concatenate(blocks)
+
+    i_max = max(float(s.current_ma.max()) for s in sweeps)
+    best = None
+    for delta0, rates in starts:
+        amp0 = np.array([max(float(np.max(s.power_mw[:, j])) for s in sweeps) for j in range(k)])
+        flo0 = np.array([max(min(float(np.min(s.power_mw[:, j])) for s in sweeps), 0.0) for j in range(k)])
+        v0 = [delta0]
+        lo, hi = [-np.inf], [np.inf]
+        for a in arms:
+            v0 += [rates[a], 0.0]
+            lo += [RHO2_SEARCH[0] / 2, RHO3_RATIO_BOUNDS[0] * RHO2_SEARCH[1] / max(i_max, 1e-9)]
+            hi += [RHO2_SEARCH[1] * 2, RHO3_RATIO_BOUNDS[1] * RHO2_SEARCH[1]]
+        v0 += list(np.maximum(amp0 - flo0, 1e-12)) + list(flo0)
+        lo += [0.0] * (2 * k)
+        hi += [np.inf] * (2 * k)
+        v0 = np.clip(np.array(v0), np.array(lo) + 1e-15, np.array(hi) - 1e-15)
+        res = least_squares(residuals, v0, jac=jacobian, bounds=(lo, hi), loss=loss, f_scale=3.0,
+                            x_scale="jac", max_nfev=200)
+        if best is None or res.cost < best.cost:
+            best = res
+    assert best is not None
+
+    delta, curves, amp, flo = unpack(best.x)
+    m = best.fun.size
+    dof = max(m - n_par, 1)
+    J = best.jac
+    s2 = 2 * best.cost / dof
+    cov = np.linalg.pinv(J.T @ J) * s2
+    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
+    rho2 = np.full(2, np.nan)
+    rho3 = np.full(2, np.nan)
+    s_r2 = np.full(2, np.nan)
+    s_r3 = np.full(2, np.nan)
+    s_2pi = np.full(2, np.nan)
+    for n, a in enumerate(arms):
+        rho2[a], rho3[a] = curves[a]
+        s_r2[a], s_r3[a] = sd[1 + 2 * n], sd[2 + 2 * n]
+        i2pi = float(_current_for(2 * np.pi, rho2[a], rho3[a]))
+        g = np.zeros(n_par)
+        g[0] = 1.0
+        g[1 + 2 * n], g[2 + 2 * n] = i2pi**2, i2pi**3
+        s_2pi[a] = float(np.sqrt(max(g @ cov @ g, 0.0)))
+    raw = residuals(best.x)
+    chunks = np.cumsum([s.power_mw.size for s in sweeps])[:-1]
+    abs_res = np.concatenate([
+        (fringe_model(s.current_ma, s.arm, delta, *curves[s.arm], amp, flo, signs) - s.power_mw).ravel()
+        for s in sweeps
+    ])
+    return TBUFit(
+        delta=float(np.mod(delta, 2 * np.pi)),
+        rho2=rho2, rho3=rho3, amplitude_mw=amp, floor_mw=flo, signs=signs,
+        sigma_delta=float(sd[0]), sigma_rho2=s_r2, sigma_rho3=s_r3, sigma_phase_2pi=s_2pi,
+        rms_residual=float(np.sqrt(np.mean(raw**2))),
+        rms_residual_rel=float(np.sqrt(np.mean(abs_res**2)) / max(peak, 1e-30)),
+        n_points=int(m),
+        residuals=[r.reshape(s.power_mw.shape) for r, s in zip(np.split(raw, chunks), sweeps, strict=True)],
+    )
+
+
+def _current_for(phase: float, rho2: float, rho3: float) -> float:
+    """Current (mA) where rho2 I^2 + rho3 I^3 reaches ``phase`` (rad); Newton from the quadratic."""
+    i = np.sqrt(phase / rho2)
+    for _ in range(40):
+        f = rho2 * i**2 + rho3 * i**3 - phase
+        df = 2 * rho2 * i + 3 * rho3 * i**2
+        if df <= 0:
+            break
+        step = f / df
+        i = max(i - step, 0.0)
+        if abs(step) < 1e-12:
+            break
+    return float(i)

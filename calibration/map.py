@@ -1,0 +1,339 @@
+"""The fitted calibration map: per-TBU passive differential phase, per-heater curves, crosstalk K.
+
+A :class:`CalibrationMap` implements :class:`calibration.heater_map.HeaterMap`: it turns a
+:class:`~photonics.configuration.Configuration` (per-TBU cross fractions) into heater
+currents, compensating thermal crosstalk with a bounded least-squares solve.
+
+Phase model of the map (rad; currents in mA, heat in mW)::
+
+    s_h(I)   = rho2_h I^2 + rho3_h I^3                  own (self) phase of heater h
+    arm_h    = alpha_h + s_h + sum_j K[h, j] s_j / eta_j  crosstalk: K rad/mW, heat s_j/eta_j
+    theta_t  = arm_top(t) - arm_bot(t)                     TBU t's differential phase
+
+Only ``delta_t = alpha_top - alpha_bot`` is stored: power readings cannot show a common
+arm phase, and bar, cross and every split depend on the differential only.
+
+JSON form (schema ``lumion.calibration``, version 1), written atomically::
+
+    {"schema": "lumion.calibration", "version": 1, "chip_id": "...", "created": ISO-8601,
+     "mesh": {"kind": "hexagonal", "rows": 3, "cols": 6, "n_tbus": 71, "n_heaters": 142},
+     "tbus": [{"name": "tbu:0.0.0", "delta_rad": ..., "sigma_delta_rad": ...}, ...],
+     "heaters": [{"channel": 0, "rho2": ..., "rho3": ..., "eta_rad_per_mw": ...,
+                  "sigma_phase_2pi_rad": ..., "rms_residual": ...}, ...],
+     "crosstalk": {"nearest_fraction": ..., "cutoff_tbu": ..., "entries": [[i, j, K], ...]},
+     "quality": {...}}
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import lsq_linear
+
+from calibration.heater_map import UnreachableError, invert_cubic
+from calibration.model import self_phase
+from photonics.configuration import Configuration
+from photonics.errors import LumionError
+from photonics.topology import Mesh, atomic_write_text
+
+SCHEMA = "lumion.calibration"
+SCHEMA_VERSION = 1
+TWO_PI = 2 * np.pi
+
+
+class CalibrationError(LumionError):
+    """A calibration map or procedure cannot be used: wrong chip, bad file, failed fit."""
+
+
+def mesh_signature(mesh: Mesh) -> dict[str, Any]:
+    """What a map records about the mesh it belongs to (kind, rows, cols, n_tbus, n_heaters)."""
+    return {"kind": mesh.kind, "rows": mesh.rows, "cols": mesh.cols,
+            "n_tbus": mesh.n_tbus, "n_heaters": mesh.n_heaters}
+
+
+def target_differential(cross_fraction: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Heater-made differential phase per TBU and which arm makes it (as ``split_phases``).
+
+    Returns ``(phase, arm)``: ``phase`` (rad, >= 0) is what the chosen heater must add to
+    its arm's side of the differential; ``arm`` is 0 (top: theta += phase) or 1 (bottom:
+    theta -= phase). The cheaper of the two is chosen, the passive ``delta`` cancelled.
+    """
+    r = np.asarray(cross_fraction, float)
+    want = 2 * np.arccos(np.sqrt(np.clip(r, 0, 1)))  # total theta for this split
+    need = np.mod(want - np.asarray(delta, float), TWO_PI)
+    on_top = need <= np.pi + 1e-12
+    return np.where(on_top, need, TWO_PI - need), np.where(on_top, 0, 1)
+
+
+@dataclass(frozen=True, eq=False)
+class CalibrationMap:
+    """A chip's fitted heater-phase map (see module docstring for the model and units).
+
+    Attributes:
+        chip_id: the chip the map belongs to.
+        mesh: :func:`mesh_signature` of the chip's mesh.
+        delta: (n_tbus,) alpha_top - alpha_bot (rad).
+        rho2, rho3: (n_heaters,) self-phase coefficients (rad/mA^2, rad/mA^3).
+        eta: (n_heaters,) rad/mW converting self-phase to heat for crosstalk.
+        crosstalk: sparse (n_heaters, n_heaters) K (rad/mW), zero diagonal.
+        created: ISO-8601 timestamp.
+        tbu_names: names of the TBUs (for the JSON form).
+        quality: fit quality, per TBU / heater arrays and chip-wide figures.
+        nearest_fraction, cutoff_tbu: the crosstalk law K was built from (for the record).
+    """
+
+    chip_id: str
+    mesh: dict[str, Any]
+    delta: np.ndarray
+    rho2: np.ndarray
+    rho3: np.ndarray
+    eta: np.ndarray
+    crosstalk: sp.csr_matrix
+    created: str = ""
+    tbu_names: tuple[str, ...] = ()
+    quality: dict[str, Any] = field(default_factory=dict)
+    nearest_fraction: float = 0.0
+    cutoff_tbu: float = 0.0
+
+    @property
+    def n_heaters(self) -> int:
+        """Number of heaters."""
+        return len(self.rho2)
+
+    @property
+    def n_tbus(self) -> int:
+        """Number of TBUs."""
+        return len(self.delta)
+
+    # -- the model --------------------------------------------------------------------
+    def self_phases(self, current_ma: np.ndarray) -> np.ndarray:
+        """Each heater's own phase (rad) at ``current_ma``."""
+        return self_phase(current_ma, self.rho2, self.rho3)
+
+    def arm_phases(self, current_ma: np.ndarray, with_crosstalk: bool = True) -> np.ndarray:
+        """Heater-made arm phases (rad, passive phase excluded), crosstalk included by default."""
+        s = self.self_phases(current_ma)
+        return s + self.crosstalk @ (s / self.eta) if with_crosstalk else s
+
+    def differential(self, current_ma: np.ndarray, with_crosstalk: bool = True) -> np.ndarray:
+        """Total differential phase theta per TBU (rad, not wrapped)."""
+        arms = self.arm_phases(current_ma, with_crosstalk)
+        return self.delta + arms[0::2] - arms[1::2]
+
+    def _coupling(self) -> sp.csr_matrix:
+        """D (I + K / eta): heater self-phases -> TBU differential phases."""
+        n = self.n_heaters
+        full = sp.identity(n, format="csr") + self.crosstalk @ sp.diags(1.0 / self.eta)
+        d = sp.csr_matrix((np.tile([1.0, -1.0], self.n_tbus),
+                           (np.repeat(np.arange(self.n_tbus), 2), np.arange(n))),
+                          shape=(self.n_tbus, n))
+        return (d @ full).tocsr()
+
+    # -- HeaterMap --------------------------------------------------------------------
+    def currents_for(self, configuration: Configuration, max_current_ma: float,
+                     *, compensate: bool = True) -> np.ndarray:
+        """Currents (n_heaters,) in mA realising ``configuration``, each <= ``max_current_ma``.
+
+        One heater per TBU is driven (the cheaper one, as ``split_phases`` chooses); with
+        ``compensate`` the driven self-phases solve ``D (I + K/eta) s = target`` by bounded
+        least squares, so every heater's heat on its neighbours is cancelled; without it,
+        each heater is set as if it were alone (to show what crosstalk costs).
+
+        Raises:
+            UnreachableError: a TBU's target needs more than ``max_current_ma``.
+            CalibrationError: the configuration is for a different number of TBUs.
+        """
+        r = configuration.cross_fraction
+        if r.shape != (self.n_tbus,):
+            raise CalibrationError(
+                f"configuration has {r.size} TBUs but the map {self.n_tbus}; use the chip's own map"
+            )
+        phase, arm = target_differential(r, self.delta)
+        active = 2 * np.arange(self.n_tbus) + arm
+        s_max = self_phase(np.asarray(max_current_ma, float), self.rho2[active], self.rho3[active])
+        too_far = phase > s_max + 1e-9
+        if too_far.any():
+            t = int(np.argmax(too_far))
+            raise UnreachableError(
+                f"{self._tbu_name(t)} needs {phase[t]:.3f} rad on heater {active[t]}, which "
+                f"reaches only {s_max[t]:.3f} rad at the {max_current_ma} mA limit"
+            )
+        sign = np.where(arm == 0, 1.0, -1.0)
+        target = sign * phase  # wanted heater-made differential per TBU
+        if compensate and self.crosstalk.nnz:
+            A = self._coupling()[:, active]  # square: one driven heater per TBU
+            sol = lsq_linear(A, target, bounds=(np.zeros(self.n_tbus), s_max), method="trf",
+                             tol=1e-12, lsmr_tol="auto", max_iter=200)
+            x = np.clip(sol.x, 0, s_max)
+            miss = np.abs(A @ x - target)
+            if (miss > 1e-6).any():
+                t = int(np.argmax(miss))
+                raise UnreachableError(
+                    f"{self._tbu_name(t)}: crosstalk from its neighbours leaves it {miss[t]:.3f} rad "
+                    f"from its target within the {max_current_ma} mA limit"
+                )
+        else:
+            x = phase
+        s = np.zeros(self.n_heaters)
+        s[active] = x
+        currents = invert_cubic(s, self.rho2, self.rho3)
+        return np.minimum(currents, max_current_ma)
+
+    def _tbu_name(self, t: int) -> str:
+        return self.tbu_names[t] if self.tbu_names else f"TBU {t}"
+
+    # -- JSON ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Versioned JSON-ready form (see module docstring)."""
+        q = self.quality
+        tq = {k: q[k] for k in ("sigma_delta_rad",) if k in q}
+        hq = {k: q[k] for k in ("sigma_phase_2pi_rad", "rms_residual") if k in q}
+        coo = self.crosstalk.tocoo()
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "chip_id": self.chip_id,
+            "created": self.created,
+            "mesh": dict(self.mesh),
+            "tbus": [
+                {"name": (self.tbu_names[t] if self.tbu_names else f"tbu:{t}"),
+                 "delta_rad": float(self.delta[t]),
+                 **{k: float(v[t]) for k, v in tq.items()}}
+                for t in range(self.n_tbus)
+            ],
+            "heaters": [
+                {"channel": h, "rho2": float(self.rho2[h]), "rho3": float(self.rho3[h]),
+                 "eta_rad_per_mw": float(self.eta[h]),
+                 **{k: float(v[h]) for k, v in hq.items()}}
+                for h in range(self.n_heaters)
+            ],
+            "crosstalk": {
+                "nearest_fraction": float(self.nearest_fraction),
+                "cutoff_tbu": float(self.cutoff_tbu),
+                "entries": [[int(i), int(j), float(v)] for i, j, v in zip(coo.row, coo.col, coo.data,
+                                                                          strict=True)],
+            },
+            "quality": {k: v for k, v in q.items() if k not in (*tq, *hq)},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "calibration map") -> CalibrationMap:
+        """Parse and validate :meth:`to_dict` output; raises :class:`CalibrationError`."""
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise CalibrationError(f"{source} is not a LUMION calibration map (expected schema {SCHEMA!r})")
+        if data.get("version") != SCHEMA_VERSION:
+            raise CalibrationError(
+                f"{source} has calibration map version {data.get('version')!r}; this software reads "
+                f"version {SCHEMA_VERSION} (upgrade lumion or recalibrate with `lumion calibrate`)"
+            )
+        try:
+            chip_id = data["chip_id"]
+            mesh = dict(data["mesh"])
+            tbus, heaters, xt = data["tbus"], data["heaters"], data["crosstalk"]
+            if not isinstance(chip_id, str) or not chip_id:
+                raise TypeError("chip_id must be a non-empty string")
+            n_t, n_h = int(mesh["n_tbus"]), int(mesh["n_heaters"])
+            if len(tbus) != n_t or len(heaters) != n_h or n_h != 2 * n_t:
+                raise ValueError(f"expected {n_t} TBUs and {2 * n_t} heaters, found "
+                                 f"{len(tbus)} and {len(heaters)}")
+            if [int(h["channel"]) for h in heaters] != list(range(n_h)):
+                raise ValueError("heaters must be listed in channel order 0..n-1")
+            delta = np.array([float(t["delta_rad"]) for t in tbus])
+            rho2 = np.array([float(h["rho2"]) for h in heaters])
+            rho3 = np.array([float(h["rho3"]) for h in heaters])
+            eta = np.array([float(h["eta_rad_per_mw"]) for h in heaters])
+            entries = np.array(xt["entries"], dtype=float).reshape(-1, 3)
+            quality = dict(data.get("quality", {}))
+            for key in ("sigma_delta_rad",):
+                if all(key in t for t in tbus):
+                    quality[key] = np.array([float(t[key]) for t in tbus])
+            for key in ("sigma_phase_2pi_rad", "rms_residual"):
+                if all(key in h for h in heaters):
+                    quality[key] = np.array([float(h[key]) for h in heaters])
+            names = tuple(str(t["name"]) for t in tbus)
+            nearest, cutoff = float(xt.get("nearest_fraction", 0.0)), float(xt.get("cutoff_tbu", 0.0))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CalibrationError(f"{source} is malformed: {exc}") from exc
+        values = np.concatenate([delta, rho2, rho3, eta, entries.ravel()])
+        if not np.isfinite(values).all():
+            raise CalibrationError(f"{source} contains non-finite numbers")
+        if (rho2 <= 0).any() or (eta <= 0).any():
+            raise CalibrationError(f"{source}: rho2 and eta must be positive for every heater")
+        idx = entries[:, :2]
+        if idx.size and (idx.min() < 0 or idx.max() >= n_h or (idx != np.round(idx)).any()):
+            raise CalibrationError(f"{source}: crosstalk entries refer to heaters outside 0..{n_h - 1}")
+        K = sp.csr_matrix((entries[:, 2], (entries[:, 0].astype(int), entries[:, 1].astype(int))),
+                          shape=(n_h, n_h))
+        return cls(chip_id=chip_id, mesh=mesh, delta=delta, rho2=rho2, rho3=rho3, eta=eta,
+                   crosstalk=K, created=str(data.get("created", "")), tbu_names=names,
+                   quality=quality, nearest_fraction=nearest, cutoff_tbu=cutoff)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Validate, then write atomically; a failed save leaves any old file untouched."""
+        path = Path(path)
+        try:
+            text = json.dumps(_plain(self.to_dict()), indent=1, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise CalibrationError(f"map for {self.chip_id} cannot be saved: {exc}") from exc
+        CalibrationMap.from_dict(json.loads(text), source=f"map for {self.chip_id}")
+        try:
+            atomic_write_text(path, text)
+        except OSError as exc:
+            raise CalibrationError(f"cannot write calibration map {path}: {exc}") from exc
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, chip_id: str | None = None,
+             mesh: Mesh | None = None) -> CalibrationMap:
+        """Read a map; with ``chip_id``/``mesh`` refuse one made for another chip."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise CalibrationError(f"calibration map {path} not found; run `lumion calibrate`") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CalibrationError(f"calibration map {path} is corrupt (not valid JSON: {exc}); "
+                                   "recalibrate or restore it") from exc
+        cmap = cls.from_dict(data, source=str(path))
+        cmap.check_for(chip_id=chip_id, mesh=mesh, source=str(path))
+        return cmap
+
+    def check_for(self, *, chip_id: str | None = None, mesh: Mesh | None = None,
+                  source: str = "calibration map") -> None:
+        """Raise :class:`CalibrationError` unless the map belongs to this chip and mesh."""
+        if chip_id is not None and chip_id != self.chip_id:
+            raise CalibrationError(
+                f"{source} was made for chip {self.chip_id!r}, not {chip_id!r}; calibrate this chip "
+                "(`lumion calibrate`) or load its own map"
+            )
+        if mesh is not None:
+            want = mesh_signature(mesh)
+            got = {k: self.mesh.get(k) for k in want}
+            if got != want:
+                raise CalibrationError(f"{source} describes mesh {got}, but the chip's mesh is {want}")
+
+
+def now_iso() -> str:
+    """Current UTC time, ISO-8601 to the second."""
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,160 @@
+"""Light paths for calibration: which mesh port feeds a TBU, and where its outputs can be read.
+
+Plain functions over a :class:`~photonics.topology.Mesh` and its ``peer()`` array. Global TBU
+port ``g = 4 * tbu + local`` with local 0 = a0, 1 = a1, 2 = b0, 3 = b1. Light entering a
+TBU at one end leaves at the other: bar keeps the side (a0 <-> b0), cross swaps it.
+
+A path passes through TBUs in ``allowed`` (already calibrated, so they can be set to bar or
+cross) and, when nothing better exists, through uncalibrated ones (fixed unknown splits);
+never through a TBU twice; paths of one measurement share no TBU.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from photonics.configuration import Hop
+from photonics.topology import Mesh
+
+BAR_EXIT = {0: 2, 2: 0, 1: 3, 3: 1}
+CROSS_EXIT = {0: 3, 3: 0, 1: 2, 2: 1}
+
+
+def far_end(local: int) -> tuple[int, int]:
+    """The two local ports at the other end of the TBU from ``local``."""
+    return (2, 3) if local in (0, 1) else (0, 1)
+
+
+def hop_for(tbu: int, entry: int, exit_: int) -> Hop:
+    """A :class:`Hop` (its ``state`` follows from the port pair)."""
+    return Hop(tbu, entry, exit_)
+
+
+UNKNOWN_COST = 10.0  # a TBU at an unknown split: passable (it is a fixed linear element) but dear
+
+
+def _cost(tbu: int, allowed: set[int], banned: set[int], passable: bool) -> float | None:
+    if tbu in banned:
+        return None
+    if tbu in allowed:
+        return 1.0
+    return UNKNOWN_COST if passable else None
+
+
+def feed_path(peer: np.ndarray, target: int, allowed: set[int], banned: set[int],
+              passable: bool = False) -> tuple[int, list[Hop]] | None:
+    """Cheapest way to bring light from a mesh port into global TBU port ``target``.
+
+    TBUs in ``allowed`` cost 1; with ``passable`` other TBUs (not ``banned``) may be
+    crossed at :data:`UNKNOWN_COST`: an uncalibrated TBU is a fixed, unknown splitter,
+    which scales a fringe seen through it but does not distort it.
+
+    Returns ``(mesh_port, hops)`` with hops in light order (excluding the target TBU), or
+    None when no path exists.
+    """
+    return _search(peer, target, allowed, banned, passable, forward=False)
+
+
+def drain_path(peer: np.ndarray, source: int, allowed: set[int], banned: set[int],
+               passable: bool = False) -> tuple[int, list[Hop]] | None:
+    """Cheapest way for light leaving global TBU port ``source`` to reach a mesh port.
+
+    Returns ``(mesh_port, hops)`` with hops in light order, or None.
+    """
+    return _search(peer, source, allowed, banned, passable, forward=True)
+
+
+def _search(peer: np.ndarray, start: int, allowed: set[int], banned: set[int], passable: bool,
+            forward: bool) -> tuple[int, list[Hop]] | None:
+    """Dijkstra over TBUs (each used once) from a TBU port out to a mesh port."""
+    heap: list[tuple[float, int, int, tuple[Hop, ...]]] = [(0.0, 0, start, ())]
+    seen = {start // 4}
+    counter = 0
+    while heap:
+        cost, _, g, hops = heapq.heappop(heap)
+        p = int(peer[g])
+        if p < 0:
+            return -1 - p, list(hops)
+        tbu, local = divmod(p, 4)
+        if tbu in seen:
+            continue
+        step = _cost(tbu, allowed, banned, passable)
+        if step is None:
+            continue
+        seen.add(tbu)
+        for other in far_end(local):
+            counter += 1
+            # Forward: light enters at ``local``, leaves at ``other``; backward: the reverse.
+            nxt = (*hops, hop_for(tbu, local, other)) if forward else (hop_for(tbu, other, local), *hops)
+            heapq.heappush(heap, (cost + step, counter, 4 * tbu + other, nxt))
+    return None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """How to see one TBU's fringe: light into ``src``, read ``outputs``.
+
+    Attributes:
+        tbu: the TBU under test.
+        src: mesh port the laser feeds.
+        entry: local port where light enters the TBU under test.
+        outputs: mesh ports read, one per observed output of the TBU.
+        signs: +1 where the output is on the TBU's cross path, -1 on its bar path.
+        hops: every other TBU on the light paths, with the state it must be set to.
+    """
+
+    tbu: int
+    src: int
+    entry: int
+    outputs: tuple[int, ...]
+    signs: tuple[float, ...]
+    hops: tuple[Hop, ...]
+
+    @property
+    def length(self) -> int:
+        """Number of other TBUs the light crosses."""
+        return len(self.hops)
+
+
+def plan_probe(mesh: Mesh, tbu: int, allowed: set[int], peer: np.ndarray | None = None,
+               passable: bool = False) -> Probe | None:
+    """The best probe of ``tbu``: fewest uncalibrated TBUs, most outputs observed, shortest.
+
+    Paths go through ``allowed`` TBUs, and with ``passable`` also through others (see
+    :func:`feed_path`). Returns None when no input or no output can be reached.
+    """
+    peer = mesh.peer() if peer is None else peer
+    best: Probe | None = None
+    for entry in range(4):
+        fed = feed_path(peer, 4 * tbu + entry, allowed, set(), passable)
+        if fed is None:
+            continue
+        src, in_hops = fed
+        used = {h.tbu for h in in_hops}
+        outs, signs, hops = [], [], list(in_hops)
+        for out in far_end(entry):
+            drained = drain_path(peer, 4 * tbu + out, allowed, used | {tbu}, passable)
+            if drained is None:
+                continue
+            port, out_hops = drained
+            if port == src or port in outs:
+                continue
+            used |= {h.tbu for h in out_hops}
+            outs.append(port)
+            signs.append(1.0 if (entry, out) in CROSS_EXIT.items() else -1.0)
+            hops += out_hops
+        if not outs:
+            continue
+        probe = Probe(tbu, src, entry, tuple(outs), tuple(signs), tuple(hops))
+        if best is None or probe_rank(probe, allowed) < probe_rank(best, allowed):
+            best = probe
+    return best
+
+
+def probe_rank(probe: Probe, allowed: set[int]) -> tuple[int, int, int, int]:
+    """Sort key of probes, best first: fewest unknown TBUs, most outputs, shortest, lowest index."""
+    unknown = sum(h.tbu not in allowed for h in probe.hops)
+    return unknown, -len(probe.outputs), probe.length, probe.tbu

@@ -1,0 +1,119 @@
+"""Calibration maps: JSON round trip, refusal of bad maps, atomic saves, inversion."""
+
+import json
+
+import numpy as np
+import pytest
+
+from calibration.heater_map import HeaterMap, UnreachableError
+from calibration.map import SCHEMA_VERSION, CalibrationError, CalibrationMap, mesh_signature
+from calibration.model import crosstalk_matrix, heater_positions
+from photonics.configuration import Configuration
+from photonics.topology import hexagonal
+
+
+@pytest.fixture
+def mesh():
+    return hexagonal(1, 2)
+
+
+def make_map(mesh, chip_id="chip-A", fraction=0.01, seed=0):
+    rng = np.random.default_rng(seed)
+    n = mesh.n_heaters
+    eta = np.full(n, np.pi / 1.3)
+    rho2 = 0.6 * (1 + 0.05 * rng.standard_normal(n))
+    return CalibrationMap(
+        chip_id=chip_id, mesh=mesh_signature(mesh), delta=rng.uniform(0, 2 * np.pi, mesh.n_tbus),
+        rho2=rho2, rho3=0.02 * rho2, eta=eta,
+        crosstalk=crosstalk_matrix(heater_positions(mesh.tbu_xy), eta, fraction),
+        created="2024-01-01T00:00:00+00:00", tbu_names=mesh.tbu_names,
+        quality={"fit_rms_residual": 1.0, "sigma_delta_rad": np.full(mesh.n_tbus, 1e-3)},
+        nearest_fraction=fraction, cutoff_tbu=1.05,
+    )
+
+
+def test_round_trip(tmp_path, mesh):
+    cmap = make_map(mesh)
+    path = cmap.save(tmp_path / "map.json")
+    back = CalibrationMap.load(path, chip_id="chip-A", mesh=mesh)
+    assert isinstance(back, HeaterMap)
+    np.testing.assert_allclose(back.delta, cmap.delta)
+    np.testing.assert_allclose(back.rho3, cmap.rho3)
+    assert (back.crosstalk != cmap.crosstalk).nnz == 0
+    data = json.loads(path.read_text())
+    assert data["schema"] == "lumion.calibration"
+    assert data["version"] == 1
+    assert data["mesh"] == {"kind": "hexagonal", "rows": 1, "cols": 2, "n_tbus": 11, "n_heaters": 22}
+    conf = Configuration.parked(mesh)
+    np.testing.assert_allclose(back.currents_for(conf, 24.0), cmap.currents_for(conf, 24.0))
+
+
+def test_refuses_other_chip_and_mesh(tmp_path, mesh):
+    path = make_map(mesh).save(tmp_path / "map.json")
+    with pytest.raises(CalibrationError, match="chip-A"):
+        CalibrationMap.load(path, chip_id="chip-B")
+    with pytest.raises(CalibrationError, match="mesh"):
+        CalibrationMap.load(path, mesh=hexagonal(2, 2))
+
+
+def test_refuses_unknown_version_and_corruption(tmp_path, mesh):
+    path = make_map(mesh).save(tmp_path / "map.json")
+    data = json.loads(path.read_text())
+    data["version"] = SCHEMA_VERSION + 1
+    (tmp_path / "v2.json").write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match="version"):
+        CalibrationMap.load(tmp_path / "v2.json")
+    (tmp_path / "cut.json").write_text(path.read_text()[:500])
+    with pytest.raises(CalibrationError, match="corrupt"):
+        CalibrationMap.load(tmp_path / "cut.json")
+    data["version"] = SCHEMA_VERSION
+    data["heaters"] = data["heaters"][:-1]
+    (tmp_path / "short.json").write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match="malformed"):
+        CalibrationMap.load(tmp_path / "short.json")
+    data = json.loads(path.read_text())
+    data["heaters"][0]["rho2"] = -1.0
+    (tmp_path / "neg.json").write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match="positive"):
+        CalibrationMap.load(tmp_path / "neg.json")
+    with pytest.raises(CalibrationError, match="not found"):
+        CalibrationMap.load(tmp_path / "missing.json")
+
+
+def test_failed_save_leaves_old_file(tmp_path, mesh):
+    path = make_map(mesh).save(tmp_path / "map.json")
+    before = path.read_bytes()
+    bad = make_map(mesh, chip_id="chip-A", seed=1)
+    bad.rho2[3] = np.nan
+    with pytest.raises(CalibrationError):
+        bad.save(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["map.json"]
+
+
+def test_inversion_hits_targets_with_crosstalk(mesh):
+    cmap = make_map(mesh, fraction=0.03)
+    rng = np.random.default_rng(2)
+    conf = Configuration(rng.uniform(0, 1, mesh.n_tbus))
+    currents = cmap.currents_for(conf, 24.0)
+    theta = cmap.differential(currents)
+    want = 2 * np.arccos(np.sqrt(conf.cross_fraction))
+    err = np.angle(np.exp(1j * (theta - want)))
+    assert np.max(np.abs(err)) < 1e-6
+    # One heater per TBU is driven.
+    assert np.all((currents[0::2] == 0) | (currents[1::2] == 0))
+    raw = cmap.currents_for(conf, 24.0, compensate=False)
+    err_raw = np.angle(np.exp(1j * (cmap.differential(raw) - want)))
+    assert np.max(np.abs(err_raw)) > 0.01
+
+
+def test_unreachable_target(mesh):
+    cmap = make_map(mesh)
+    conf = Configuration(np.full(mesh.n_tbus, 0.3))
+    with pytest.raises(UnreachableError, match="mA limit"):
+        cmap.currents_for(conf, 0.5)
+
+
+def test_wrong_size_configuration(mesh):
+    with pytest.raises(CalibrationError, match="TBUs"):
+        make_map(mesh).currents_for(Configuration(np.ones(3)), 24.0)
