@@ -253,3 +253,15 @@ def test_routing_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(f"photonics.routing.{module}"))
     assert result.attempted
     assert result.failed == 0
+
+
+def test_docs_routing_examples_run(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "routing.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for code in blocks:
+        exec(compile(code, "docs/routing.md", "exec"), {"__name__": "__docs__"})
