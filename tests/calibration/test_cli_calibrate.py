@@ -1,0 +1,30 @@
+"""`lumion calibrate` on the simulated bench."""
+
+import json
+
+from lab_scripts.cli import main
+
+
+def test_calibrate_sim_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "map.json"
+    code = main(["calibrate", "--bench", "sim", "--mesh", "hex:1x1", "--seed", "4", "--out", str(out),
+                 "--points", "12", "--refine-points", "16", "--verify-routes", "2",
+                 "--plot", str(tmp_path / "plots"), "--json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("heaters", "operations", "duration_s", "fit_rms_residual", "phase_rms_error_rad",
+                "phase_max_error_rad", "min_acr_db"):
+        assert key in data
+    assert data["heaters"] == 12
+    assert data["operations"] == 6 * 2 * (12 + 16)
+    assert data["phase_rms_error_rad"] < 0.02
+    assert json.loads(out.read_text())["chip_id"] == "sim-hexagonal-1x1-seed4"
+    assert not (tmp_path / "map.json.ckpt").exists()
+    assert len(list((tmp_path / "plots").glob("*.png"))) == 2
+
+
+def test_calibrate_refuses_bad_arguments(tmp_path, capsys):
+    code = main(["calibrate", "--bench", "sim", "--mesh", "hex:1x1", "--out",
+                 str(tmp_path / "nodir" / "map.json"), "--json"])
+    assert code == 2
+    assert "does not exist" in json.loads(capsys.readouterr().out)["error"]
