@@ -22,7 +22,9 @@ COMMANDS: dict[str, str] = {
     "mesh": "lab_scripts.cmd_mesh",
     "simulate": "lab_scripts.cmd_simulate",
     "route": "lab_scripts.cmd_route",
+    "layout": "lab_scripts.cmd_layout",
     "demo": "lab_scripts.cmd_demo",
+    "calibrate": "lab_scripts.cmd_calibrate",
 }
 
 
