@@ -1,0 +1,40 @@
+"""``lumion layout``: draw the mesh as a GDS (gdsfactory) with its pad map and a PNG."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab_scripts.common import add_json_flag, print_json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "layout",
+        help="draw the mesh as a GDS with heater pads and a pad map",
+        description="Draw a mesh chip (brick-wall MZI mesh, grating couplers, heater pads). "
+        "Example: lumion layout --mesh smartlight --out chip.gds --png chip.png --json",
+    )
+    p.add_argument("--mesh", default="smartlight", help="smartlight | hex:RxC | FILE.json (hexagonal)")
+    p.add_argument("--out", required=True, metavar="FILE.gds", help="GDS file to write; the pad map "
+                   "goes next to it as FILE.pads.csv and FILE.pads.json")
+    p.add_argument("--png", metavar="FILE.png", help="also write a picture of the layout")
+    add_json_flag(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build and write the layout, print a summary."""
+    from layouts.export import write_layout
+
+    summary = write_layout(args.mesh, args.out, png=args.png)
+    if args.json:
+        print_json(summary)
+        return 0
+    w, h = summary["size_um"]
+    print(f"{summary['mesh']}: {summary['n_tbus']} TBUs, {summary['n_ports']} ports, "
+          f"{summary['n_pads']} pads ({summary['n_heater_pads']} heaters), "
+          f"{w / 1000:.2f} x {h / 1000:.2f} mm")
+    print(f"wrote {summary['gds']} ({summary['gds_bytes'] / 1e3:.0f} kB), pad map {summary['pad_map']}"
+          + (f", picture {summary['png']}" if summary["png"] else ""))
+    return 0

@@ -1,0 +1,128 @@
+"""Checks of a drawn mesh against its topology: optical netlist and heater wiring.
+
+Used by the tests and available to a layout engineer before tape-out. The optical
+check reads gdsfactory's own extracted netlist; the electrical check merges the metal
+of the flattened layout with klayout, so it sees exactly what a mask shop would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from photonics.topology import PORT_LABELS, Mesh
+
+TBU_PORTS = set(PORT_LABELS)
+
+
+def netlist_connectivity(component: Any) -> tuple[set[frozenset[str]], dict[str, str]]:
+    """TBU-to-TBU links and mesh-port-to-TBU-port map from ``component.get_netlist()``.
+
+    Chains of two-port passive instances (links, bends, straights, S-bends, couplers)
+    are followed from one TBU port to the next, so the result does not depend on how a
+    link is drawn. Returns ``({frozenset({"tbu_0_0_0,b0", ...}), ...}, {"port:0": "tbu_...,a1"})``.
+    """
+    netlist = component.get_netlist(on_dangling_port="ignore")
+    peer: dict[str, str] = {}
+    for net in netlist["nets"]:
+        peer[net["p1"]] = net["p2"]
+        peer[net["p2"]] = net["p1"]
+    exported = {v: k for k, v in netlist["ports"].items()}
+
+    def other_end(inst_port: str) -> str:
+        inst, port = inst_port.split(",")
+        return f"{inst},{'o2' if port == 'o1' else 'o1'}"
+
+    def walk(start: str) -> str:
+        here = peer.get(start)
+        for _ in range(100):
+            if here is None:
+                return ""
+            inst, port = here.split(",")
+            if inst.startswith("tbu_") and port in TBU_PORTS:
+                return here
+            far = other_end(here)
+            if far in exported:
+                return exported[far]
+            here = peer.get(far)
+        return ""
+
+    links, ports = set(), {}
+    for inst in netlist["instances"]:
+        if not inst.startswith("tbu_"):
+            continue
+        for label in PORT_LABELS:
+            start = f"{inst},{label}"
+            end = walk(start)
+            if end.startswith("tbu_"):
+                links.add(frozenset((start, end)))
+            elif end:
+                ports[end] = start
+    return links, ports
+
+
+def expected_connectivity(mesh: Mesh) -> tuple[set[frozenset[str]], dict[str, str]]:
+    """What :func:`netlist_connectivity` must return for ``mesh``."""
+    from layouts.mesh_cell import instance_name
+
+    def name(g: int) -> str:
+        return f"{instance_name(mesh.tbu_names[g // 4])},{PORT_LABELS[g % 4]}"
+
+    links = {frozenset((name(int(a)), name(int(b)))) for a, b in mesh.links}
+    ports = {n: name(int(g)) for n, g in zip(mesh.port_names, mesh.port_tbu_ports, strict=True)}
+    return links, ports
+
+
+def wiring_report(component: Any) -> dict[str, Any]:
+    """Which heater via each bond pad reaches through the merged metal (flattened layout).
+
+    Returns ``{"pad_to_vias": {channel: [channels of signal vias on that net]},
+    "shorts": [...], "ground_ok": bool}``; a correct layout maps every channel to itself.
+    """
+    import klayout.db as kdb
+
+    gf_layer = _layers()
+    m3 = _merged(component, gf_layer["M3"])
+    m2 = _merged(component, gf_layer["M2"])
+    vias: dict[tuple[str, int], tuple[float, float]] = {}
+    gnd_vias: list[tuple[float, float]] = []
+    for inst in component.insts:
+        if not inst.name.startswith("tbu_"):
+            continue
+        for arm_k, arm in enumerate(("top", "bot")):
+            vias[(inst.name, arm_k)] = (inst.ports[f"{arm}_sig"].x, inst.ports[f"{arm}_sig"].y)
+            gnd_vias.append((inst.ports[f"{arm}_gnd"].x, inst.ports[f"{arm}_gnd"].y))
+    pads = {int(p.name.split(":")[1]): (p.x, p.y) for p in component.ports if p.name.startswith("heater:")}
+
+    def net_of(region: Any, xy: tuple[float, float]) -> int:
+        point = kdb.DPoint(*xy).to_itype(component.kcl.dbu)
+        for i, poly in enumerate(region.each()):
+            if poly.bbox().contains(point) and poly.inside(point):
+                return i
+        return -1
+
+    via_net = {key: net_of(m3, xy) for key, xy in vias.items()}
+    pad_net = {ch: net_of(m3, xy) for ch, xy in pads.items()}
+    by_net: dict[int, list[Any]] = {}
+    for key, n in via_net.items():
+        by_net.setdefault(n, []).append(key)
+    pad_to_vias = {ch: sorted(by_net.get(n, [])) if n >= 0 else [] for ch, n in pad_net.items()}
+    gnd_nets = {net_of(m2, xy) for xy in gnd_vias}
+    sig_m2 = {net_of(m2, xy) for xy in vias.values()}
+    return {
+        "pad_to_vias": pad_to_vias,
+        "ground_ok": len(gnd_nets) == 1 and -1 not in gnd_nets and not (gnd_nets & sig_m2),
+    }
+
+
+def _layers() -> dict[str, Any]:
+    import gdsfactory as gf
+
+    return {"M2": gf.gpdk.LAYER.M2, "M3": gf.gpdk.LAYER.M3}
+
+
+def _merged(component: Any, layer: Any) -> Any:
+    import gdsfactory as gf
+    import klayout.db as kdb
+
+    index = gf.get_layer(layer)
+    return kdb.Region(component.begin_shapes_rec(index)).merged()

@@ -1,0 +1,173 @@
+"""The mesh cell: TBUs, links, grating couplers at the mesh ports, heater wiring and pads.
+
+``mesh_cell("smartlight")`` draws the chip of a mesh topology in the gdsfactory style (a
+cached cell function of plain settings). Names follow :mod:`photonics.topology`:
+instance ``tbu_<r>_<c>_<s>`` is TBU ``tbu:<r>.<c>.<s>``, instance ``link_<i>`` is
+``Mesh.links[i]``, the coupler of mesh port ``port:<n>`` is ``gc_port_<n>`` and the
+component's optical port is named ``port:<n>``; bond pad ``pad_ch<ch>`` (component port
+``heater:<ch>``, text label ``ch<ch>``) drives heater channel ``ch`` (``2*i`` = top arm of
+TBU ``i``, ``2*i+1`` = bottom arm). All lengths are in µm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from layouts import draw
+from layouts.cells import link_bend, link_straight_length, tbu_mzi, vertical_half_gap
+from layouts.errors import LayoutError, require_gdsfactory
+from layouts.geometry import Placement, place_mesh
+from layouts.params import LayoutParams
+from layouts.wiring import Frame, PadFrame, Terminal, fan_out, route_bands
+from photonics.topology import PORT_LABELS, Mesh, mesh_from_spec
+
+GC_SPEC = "grating_coupler_elliptical_te"
+
+
+def instance_name(tbu_name: str) -> str:
+    """Instance name of a TBU in the layout: ``tbu:0.1.2`` -> ``tbu_0_1_2``."""
+    return tbu_name.replace(":", "_").replace(".", "_")
+
+
+@dataclass(frozen=True)
+class PadInfo:
+    """One bond pad of the pad map (centre in µm)."""
+
+    pad: str
+    channel: int | None
+    tbu: str
+    arm: str
+    x: float
+    y: float
+    edge: str
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def mesh_cell(mesh: str = "smartlight", **params: Any) -> Any:
+    """The layout of a mesh as a cached gdsfactory cell.
+
+    Args:
+        mesh: ``smartlight``, ``hex:RxC`` or a mesh JSON file (see ``lumion mesh``).
+        **params: overrides of :class:`layouts.params.LayoutParams` (µm).
+
+    Returns:
+        The gdsfactory Component; ``info["pads"]`` holds the pad map rows.
+
+    Raises:
+        LayoutError: the mesh is not hexagonal or too large for the pad ring.
+    """
+    if "cell" not in _CACHE:
+        gf = require_gdsfactory()
+
+        def mesh_layout(mesh: str = "smartlight", **settings: Any) -> Any:
+            return build_mesh(mesh_from_spec(mesh), LayoutParams(**settings))
+
+        _CACHE["cell"] = gf.cell(mesh_layout)
+    return _CACHE["cell"](mesh=mesh, **LayoutParams(**params).to_dict())
+
+
+def build_mesh(mesh: Mesh, p: LayoutParams) -> Any:
+    """Draw ``mesh`` into a new (uncached) gdsfactory Component; see :func:`mesh_cell`."""
+    gf = require_gdsfactory()
+    if mesh.n_tbus > p.max_tbus:
+        raise LayoutError(f"{mesh.n_tbus} TBUs is more than the {p.max_tbus} the layout draws "
+                          "(raise max_tbus if you really want it)")
+    c = gf.Component()
+    tbu = tbu_mzi(p)
+    half_x = link_straight_length(p) / 2
+    half_y = vertical_half_gap(p, gf.components.bend_euler(radius=p.bend_radius).info["length"])
+    placement = place_mesh(mesh, tbu.info["length"], half_x, half_y)
+    refs = _place_tbus(c, mesh, placement, tbu)
+    _place_links(c, gf, mesh, placement, refs, p)
+
+    core = c.dbbox()
+    x_mid = (core.left + core.right) / 2
+    terminals, grounds = _terminals(placement, refs)
+    outer_start = p.arm_spacing / 2 + p.via_offset + p.via_size / 2 + p.wire_pitch + p.wire_width
+    frame = Frame(placement.pitch_y, placement.n_lines, p.heater_length / 2 - p.via_size - p.wire_pitch,
+                  outer_start, x_mid)
+    gc = gf.get_component(GC_SPEC)
+    gc_len = gc.dbbox().right - gc.dbbox().left
+    # the S-bend that spreads a vertex's two ports to the fiber pitch needs ~gc_pitch of run
+    x_gc_left = core.left - p.gc_clearance - p.gc_pitch
+    x_gc_right = core.right + p.gc_clearance + p.gc_pitch
+    x_left = x_gc_left - gc_len - 2 * p.margin - p.pad_size
+    x_right = x_gc_right + gc_len + 2 * p.margin + p.pad_size
+    bands = route_bands(terminals, frame, p.wire_pitch, x_left, x_right)
+    y_last = placement.line_y(placement.n_lines - 1)
+    y_rail_top = outer_start + bands.top_tracks * p.wire_pitch
+    y_rail_bot = y_last - outer_start - bands.bottom_tracks * p.wire_pitch
+    y_gc_top = y_rail_top + p.gc_clearance + p.gc_pitch
+    y_gc_bot = y_rail_bot - p.gc_clearance - p.gc_pitch
+    draw.mesh_ports(c, gf, placement, refs, p, gc, {"N": y_gc_top, "S": y_gc_bot,
+                                                     "W": x_gc_left, "E": x_gc_right})
+    pads = fan_out(bands.wires, PadFrame(y_gc_top + gc_len + p.margin, y_gc_bot - gc_len - p.margin,
+                                         x_left, x_right, x_mid),
+                   p.wire_pitch, p.pad_pitch, p.pad_size, p.margin)
+    draw.signal_wires(c, gf, bands.wires, p)
+    rails = [-(b + 0.5) * placement.pitch_y for b in range(placement.n_lines - 1)]
+    draw.ground(c, gf, grounds, rails, y_rail_top, y_rail_bot, pads, p)
+    rows = draw.pads(c, gf, mesh, bands.wires, pads, p)
+    c.info["pads"] = [r.__dict__ for r in rows]
+    c.info["n_tbus"] = mesh.n_tbus
+    c.info["n_ports"] = mesh.n_ports
+    c.info["n_pads"] = len(rows)
+    return c
+
+
+def _place_tbus(c: Any, mesh: Mesh, placement: Placement, tbu: Any) -> list[Any]:
+    refs = []
+    for name, where in zip(mesh.tbu_names, placement.tbus, strict=True):
+        ref = c.add_ref(tbu, name=instance_name(name))
+        ref.drotate(where.rotation)
+        ref.dmove((where.x, where.y))
+        refs.append(ref)
+    return refs
+
+
+def _place_links(c: Any, gf: Any, mesh: Mesh, placement: Placement, refs: list[Any],
+                 p: LayoutParams) -> None:
+    """One link instance per ``Mesh.links`` row, joined to both TBU ports (checked)."""
+    straight = gf.components.straight(length=link_straight_length(p))
+    bend = link_bend(p)
+    for i, (g1, g2) in enumerate(mesh.links):
+        (t1, l1), (t2, l2) = divmod(int(g1), 4), divmod(int(g2), 4)
+        v1, v2 = placement.tbus[t1].vertical, placement.tbus[t2].vertical
+        if v1 and v2:
+            raise LayoutError(f"link {i} joins two vertical TBUs; not a brick-wall mesh")
+        if v2:  # the bent link starts with its straight run at the vertical TBU
+            (t1, l1), (t2, l2) = (t2, l2), (t1, l1)
+        start, target = refs[t1].ports[PORT_LABELS[l1]], refs[t2].ports[PORT_LABELS[l2]]
+        ref = c.add_ref(straight if not (v1 or v2) else bend, name=f"link_{i}")
+        for mirror in (False, True):
+            ref.connect("o1", start, mirror=mirror)
+            if _same_place(ref.ports["o2"], target):
+                break
+        else:
+            raise LayoutError(f"link {i} ({mesh.tbu_port_name(int(g1))} - {mesh.tbu_port_name(int(g2))}) "
+                              "does not meet its TBU ports; the placement is inconsistent")
+
+
+def _same_place(a: Any, b: Any) -> bool:
+    return abs(a.x - b.x) < 1e-3 and abs(a.y - b.y) < 1e-3
+
+
+def _terminals(placement: Placement, refs: list[Any]) -> tuple[list[Terminal], list[tuple]]:
+    """Signal vias (with their band) and ground vias ``(x, y, band)`` of every heater."""
+    signals, grounds = [], []
+    for i, (ref, where) in enumerate(zip(refs, placement.tbus, strict=True)):
+        (_, ka), (_, kb) = placement.vertices[i]
+        for k, arm in enumerate(("top", "bot")):
+            for kind in ("sig", "gnd"):
+                port = ref.ports[f"{arm}_{kind}"]
+                # vertical TBUs wire into their own band, horizontal ones into the
+                # band their via faces (above or below the line)
+                band = min(ka, kb) if where.vertical else (ka - 1 if port.y > where.y else ka)
+                if kind == "sig":
+                    signals.append(Terminal(2 * i + k, port.x, port.y, band))
+                else:
+                    grounds.append((port.x, port.y, band))
+    return signals, grounds

@@ -1,0 +1,52 @@
+"""Layout parameters: every dimension of the drawn chip, in µm (no gdsfactory here)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from layouts.errors import LayoutError
+
+
+@dataclass(frozen=True)
+class LayoutParams:
+    """Dimensions of the mesh layout, all in µm.
+
+    The defaults give the SmartLight basic unit length of 811 µm (TBU plus one link) and
+    a 10 µm spacing between the two waveguides at each end of a TBU.
+    """
+
+    basic_unit_length: float = 811.0  # TBU (port to port) + one link, µm
+    port_pitch: float = 10.0  # spacing of a0/a1 (and b0/b1) at a TBU end, µm
+    bend_radius: float = 10.0  # Euler bend radius of the links, µm
+    arm_spacing: float = 60.0  # centre-to-centre spacing of the two MZI arms, µm
+    fanin_length: float = 20.0  # S-bend from the port pitch to the MMI ports, µm
+    arm_bend_length: float = 60.0  # S-bend from the MMI ports to the arms, µm
+    heater_length: float = 400.0  # heater on each arm, µm
+    heater_width: float = 2.5  # µm
+    via_size: float = 11.0  # heater-to-metal via stack, µm
+    via_offset: float = 12.0  # via centre outside the arm (away from the other arm), µm
+    wire_width: float = 4.0  # M3 signal wires and M2 ground wires, µm
+    wire_pitch: float = 10.0  # centre-to-centre spacing of parallel wires, µm
+    pad_size: float = 60.0  # square bond pads, µm
+    pad_pitch: float = 80.0  # centre-to-centre pad spacing along the chip edge, µm
+    gc_pitch: float = 127.0  # grating couplers of one vertex (fiber-array pitch), µm
+    gc_clearance: float = 60.0  # space between the last wire track and the couplers, µm
+    margin: float = 50.0  # space between functional blocks and around the chip, µm
+    max_tbus: int = 2000  # refuse bigger meshes (build time grows linearly)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int | float) or value <= 0:
+                raise LayoutError(f"layout parameter {f.name} must be a positive number, got {value!r}")
+        if self.wire_pitch <= self.wire_width:
+            raise LayoutError("wire_pitch must exceed wire_width so parallel wires do not touch")
+        if self.pad_pitch <= self.pad_size:
+            raise LayoutError("pad_pitch must exceed pad_size so pads do not touch")
+        if self.arm_spacing < 2 * (self.via_offset + self.via_size):
+            raise LayoutError("arm_spacing is too small for the heater via stacks; increase it")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the parameters (stored in the regression references)."""
+        return asdict(self)

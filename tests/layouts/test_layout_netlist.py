@@ -1,0 +1,70 @@
+"""The drawn mesh against the model: optical netlist, port names, heater pads."""
+
+import pytest
+
+from layouts.checks import expected_connectivity, netlist_connectivity, wiring_report
+from layouts.mesh_cell import instance_name, mesh_cell
+from photonics.topology import mesh_from_spec
+
+
+def _check_netlist(cell, mesh):
+    links, ports = netlist_connectivity(cell)
+    want_links, want_ports = expected_connectivity(mesh)
+    assert links == want_links
+    assert ports == want_ports
+    netlist = cell.get_netlist(on_dangling_port="ignore")
+    insts = {name for name in netlist["instances"] if name.startswith("tbu_")}
+    assert insts == {instance_name(n) for n in mesh.tbu_names}
+
+
+def _check_pads(cell, mesh):
+    report = wiring_report(cell)
+    index = {instance_name(n): i for i, n in enumerate(mesh.tbu_names)}
+    assert sorted(report["pad_to_vias"]) == list(range(mesh.n_heaters))
+    for ch, vias in report["pad_to_vias"].items():
+        # exactly one heater via on the pad's metal, and it is this channel's heater
+        assert [(index[inst], arm) for inst, arm in vias] == [divmod(ch, 2)], ch
+    assert report["ground_ok"]
+
+
+def test_smartlight_matches_topology(smartlight_cell):
+    mesh = mesh_from_spec("smartlight")
+    _check_netlist(smartlight_cell, mesh)
+    names = {p.name for p in smartlight_cell.ports}
+    assert {n for n in names if n.startswith("port:")} == set(mesh.port_names)
+    assert {n for n in names if n.startswith("heater:")} == set(mesh.heater_names())
+    assert smartlight_cell.info["n_tbus"] == 71
+    assert smartlight_cell.info["n_ports"] == 40
+
+
+def test_smartlight_pads_reach_their_heaters(smartlight_cell):
+    _check_pads(smartlight_cell, mesh_from_spec("smartlight"))
+
+
+def test_smartlight_pad_map(smartlight_cell):
+    mesh = mesh_from_spec("smartlight")
+    rows = [r for r in smartlight_cell.info["pads"] if r["channel"] is not None]
+    assert len(rows) == mesh.n_heaters == 142
+    for r in rows:
+        assert mesh.heater_channel(r["tbu"], r["arm"]) == r["channel"]
+        assert r["pad"] == f"pad_ch{r['channel']}"
+    # pads never overlap: centres at least one pad pitch apart along the ring
+    xy = sorted((r["x"], r["y"]) for r in smartlight_cell.info["pads"])
+    assert len(set(xy)) == len(xy)
+
+
+@pytest.mark.parametrize("spec", ["hex:1x1", "hex:4x3"])
+def test_other_meshes_match_topology(spec):
+    mesh = mesh_from_spec(spec)
+    cell = mesh_cell(spec)
+    _check_netlist(cell, mesh)
+    _check_pads(cell, mesh)
+
+
+def test_netlist_check_catches_a_wrong_link(smartlight_cell):
+    mesh = mesh_from_spec("smartlight")
+    links, _ = netlist_connectivity(smartlight_cell)
+    want, _ = expected_connectivity(mesh)
+    broken = set(want)
+    broken.remove(next(iter(broken)))
+    assert links != broken
