@@ -1,0 +1,440 @@
+"""All-to-all by matchings, and per-phase reconfiguration (Opus-style) of a job.
+
+**Matchings.** For N ports (N even) the complete graph K_N splits into N - 1 perfect
+matchings (a 1-factorization); that is also the lower bound on the number of mesh
+configurations that together connect every pair, because a port carries one circuit
+per configuration. :func:`schedule` builds the circle-method factorization, routes
+every matching with ``photonics.routing`` (conflict-free, circuit-checked), tries other
+labelings of the ports when a matching does not route, and as a last resort splits a
+matching that still does not route into two (reported as overhead above the bound).
+Odd N: a dummy port makes N + 1, so N configurations, each with one port idle.
+
+**A pair is one bidirectional circuit, one route.** The mesh is passive, linear and
+reciprocal (S = S^T, no magneto-optics), so the optical path A -> B carries B -> A light
+with the same loss; a pair of ports with bidirectional transceivers (BiDi optics on two
+wavelengths, or a circulator) needs one route. :func:`schedule` checks both directions
+with the circuit solve (transmission each way; crosstalk from each end into every other
+port of the matching). A fabric whose accelerators have separate TX and RX lanes needs
+two routes per pair (a.tx -> b.rx and b.tx -> a.rx): :func:`accelerator_matchings`.
+
+**Phases.** :func:`plan_phases` routes every phase of a :class:`~photonics.fabric.PhasedJob`,
+an all-to-all phase expanding into its matchings, and reports the heater deltas and the
+modelled switch time between consecutive configurations.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from photonics.budget import Transceiver, link_budget
+from photonics.circuit import solve
+from photonics.configuration import Configuration
+from photonics.errors import MeshSpecError, RoutingError
+from photonics.fabric import (
+    DEFAULT_TRANSCEIVER,
+    Fabric,
+    FabricError,
+    PhasedJob,
+    _profile,
+    link_ports,
+    links_job,
+)
+from photonics.fabric_plan import (
+    MAX_CURRENT_MA,
+    WRITE_RESOLUTION,
+    CurrentMap,
+    TimingModel,
+    evaluate,
+    heater_values,
+    recovery_timing,
+    route_links,
+)
+from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
+from photonics.routing import build_graph, parse_failed, route_loss_db, route_many
+from photonics.routing.verify import plan_state
+from photonics.topology import Mesh
+
+
+def circle_factorization(n: int) -> list[list[tuple[int, int]]]:
+    """The circle-method 1-factorization of K_n (n even): n - 1 perfect matchings of 0..n-1.
+
+    Vertex n - 1 sits at the centre; in round r it meets r, and the others pair up
+    symmetrically around r: (r + i, r - i) mod (n - 1).
+
+    Example:
+        >>> circle_factorization(4)
+        [[(0, 3), (1, 2)], [(1, 3), (2, 0)], [(2, 3), (0, 1)]]
+    """
+    if n < 2 or n % 2:
+        raise FabricError(f"a 1-factorization needs an even number of vertices, not {n}")
+    m = n - 1
+    return [[(r, n - 1)] + [((r + i) % m, (r - i) % m) for i in range(1, n // 2)] for r in range(m)]
+
+
+def well_connected_ports(mesh: Mesh) -> list[int]:
+    """Ports whose TBU's far end meets two internal links (not another mesh port).
+
+    A port whose TBU ends at a two-TBU boundary vertex can only be reached along a chain
+    of boundary TBUs, and two such ports near one corner compete for the same link: on a
+    9 x 9 hexagonal mesh two such routes are provably unroutable together. Choosing ports
+    from this list avoids that.
+    """
+    peer = mesh.peer()
+    out = []
+    for p in range(mesh.n_ports):
+        g = int(mesh.port_tbu_ports[p])
+        t, far = g // 4, ((2, 3) if g % 4 < 2 else (0, 1))
+        if all(peer[4 * t + k] >= 0 for k in far):
+            out.append(p)
+    return out
+
+
+def spread_ports(mesh: Mesh, n: int) -> list[int]:
+    """``n`` well-connected ports spread evenly around the mesh edge (for examples and benches)."""
+    good = well_connected_ports(mesh)
+    if n > len(good):
+        raise FabricError(f"{mesh.kind} mesh has {len(good)} well-connected ports, fewer than {n}")
+    return [good[i] for i in np.round(np.linspace(0, len(good), n, endpoint=False)).astype(int)]
+
+
+@dataclass(frozen=True, eq=False)
+class MatchingConfig:
+    """One configuration of a schedule: a matching, its routes and its figures (dB).
+
+    ``worst_acr_db`` is the bidirectional attenuation-to-crosstalk ratio: for every port,
+    signal to its partner over the strongest leak into any other port of the matching.
+    ``reciprocity_error_db`` is the largest |T(A->B) - T(B->A)| (a sanity check, ~0).
+    """
+
+    pairs: tuple[tuple[int, int], ...]
+    configuration: Configuration
+    losses_db: tuple[float, ...]
+    transmissions_db: tuple[float, ...]
+    worst_loss_db: float
+    worst_transmission_db: float
+    worst_acr_db: float
+    worst_margin_db: float
+    reciprocity_error_db: float
+    split: bool = False
+
+    def to_dict(self, mesh: Mesh) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"pairs": [[mesh.port_names[a], mesh.port_names[b]] for a, b in self.pairs],
+                "worst_loss_db": self.worst_loss_db, "worst_transmission_db": self.worst_transmission_db,
+                "worst_acr_db": self.worst_acr_db, "worst_margin_db": self.worst_margin_db,
+                "reciprocity_error_db": self.reciprocity_error_db, "split": self.split}
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """Configurations whose union connects every pair of ``ports`` exactly once."""
+
+    ports: tuple[int, ...]
+    configs: tuple[MatchingConfig, ...]
+    lower_bound: int
+    labelings_tried: int
+    seconds: float
+
+    @property
+    def overhead(self) -> int:
+        """Configurations above the lower bound (0 when the bound is reached)."""
+        return len(self.configs) - self.lower_bound
+
+    def to_dict(self, mesh: Mesh) -> dict[str, Any]:
+        """JSON-ready form (``lumion schedule --json``)."""
+        return {"ports": [mesh.port_names[p] for p in self.ports], "n_ports": len(self.ports),
+                "count": len(self.configs), "lower_bound": self.lower_bound, "overhead": self.overhead,
+                "labelings_tried": self.labelings_tried, "seconds": self.seconds,
+                "worst_loss_db": max(c.worst_loss_db for c in self.configs),
+                "worst_acr_db": min(c.worst_acr_db for c in self.configs),
+                "configurations": [c.to_dict(mesh) for c in self.configs]}
+
+
+def _bidirectional_check(mesh: Mesh, conf: Configuration, pairs: Sequence[tuple[int, int]],
+                         params: TBUParams) -> tuple[list[float], float, float]:
+    """(transmission per pair in dB (worse direction), worst bidirectional ACR, reciprocity error)."""
+    ends = [p for ab in pairs for p in ab]
+    S = solve(mesh, plan_state(conf, params), np.array([params.center_wavelength_nm]), params,
+              inputs=ends)[0][0]  # (n_ports, n_inputs)
+    power = np.maximum(np.abs(S) ** 2, 1e-300)
+    col = {p: k for k, p in enumerate(ends)}
+    partner = dict(pairs) | {b: a for a, b in pairs}
+    trans, acr, recip = [], np.inf, 0.0
+    for a, b in pairs:
+        ab, ba = power[b, col[a]], power[a, col[b]]
+        trans.append(float(10 * np.log10(min(ab, ba))))
+        recip = max(recip, abs(float(10 * np.log10(ab / ba))))
+    for p in ends:
+        victims = [q for q in ends if q not in (p, partner[p])]
+        if victims:
+            acr = min(acr, float(10 * np.log10(power[partner[p], col[p]] / power[victims, col[p]].max())))
+    return trans, acr, recip
+
+
+def _route_matching(mesh: Mesh, pairs: Sequence[tuple[int, int]], params: TBUParams, method: str,
+                    tx: Transceiver, defaults: PhysicsDefaults | None, margin: float,
+                    require_budget: bool, failed: Mapping[int, str], time_limit_s: float) -> MatchingConfig:
+    plan = route_many(mesh, list(pairs), method=method, params=params, transceiver=tx,
+                      required_margin_db=margin, check_budget=require_budget, failed=failed,
+                      defaults=defaults, time_limit_s=time_limit_s)
+    conf = plan.configuration
+    trans, acr, recip = _bidirectional_check(mesh, conf, pairs, params)
+    margins = [link_budget(-t, tx, tx, defaults, margin).margin_db for t in trans]
+    losses = tuple(r.loss_db for r in plan.routes)
+    return MatchingConfig(tuple(pairs), conf, losses, tuple(trans), max(losses), min(trans), acr,
+                          min(margins), recip)
+
+
+def schedule(
+    mesh_or_fabric: Mesh | Fabric,
+    ports: Sequence[int | str],
+    *,
+    params: TBUParams | None = None,
+    transceiver: Transceiver | str = DEFAULT_TRANSCEIVER,
+    defaults: PhysicsDefaults | None = None,
+    required_margin_db: float = 3.0,
+    require_budget: bool = True,
+    failed: Mapping[int | str, str] | None = None,
+    labelings: int = 12,
+    seed: int = 0,
+    exact: bool = True,
+    time_limit_s: float = 30.0,
+) -> Schedule:
+    """Conflict-free perfect matchings whose union covers every pair of ``ports`` once.
+
+    Tries the circle method on the ports in the given order, then on up to ``labelings``
+    - 1 seeded random relabelings, with the fast router; the first labeling whose every
+    matching routes wins (N - 1 configurations, the bound). Otherwise the labeling with
+    the fewest failures is kept, its failing matchings get the exact router (when
+    ``exact``), and any that still fail are split in two, recursively (overhead).
+
+    Args:
+        mesh_or_fabric: a mesh, or a fabric (its mesh, and the lane declared on the
+            first port for the budget).
+        ports: mesh ports, by index, ``"n"`` or ``"port:n"``; each a bidirectional port.
+        params: the chip's per-TBU physics (nominal when omitted).
+        transceiver: lane profile for the budget when no fabric lane applies.
+        defaults: physics defaults for the budget (facet and access losses).
+        required_margin_db: margin every link must keep (dB).
+        require_budget: refuse configurations whose links cannot close the budget with
+            ``transceiver`` lanes; without it margins are still reported (may be negative).
+        failed: ``{TBU: "dead"|"bar"|"cross"}`` to route around.
+        labelings: how many port labelings to try (the first is the given order).
+        seed: seed of the random relabelings.
+        exact: give failing matchings to the integer program before splitting them.
+        time_limit_s: limit per integer program (s).
+
+    Raises:
+        FabricError: fewer than two ports, a port listed twice or unknown, or a pair that
+            cannot be routed even alone.
+    """
+    t0 = time.perf_counter()
+    mesh = mesh_or_fabric.mesh if isinstance(mesh_or_fabric, Fabric) else mesh_or_fabric
+    try:
+        idx = [mesh.port_index(p) for p in ports]
+    except MeshSpecError as exc:
+        raise FabricError(str(exc)) from None
+    if len(idx) < 2:
+        raise FabricError("a schedule needs at least two ports")
+    if len(set(idx)) != len(idx):
+        raise FabricError("a port is listed twice")
+    if isinstance(mesh_or_fabric, Fabric) and idx[0] in mesh_or_fabric.lanes:
+        tx = mesh_or_fabric.lane(idx[0])
+    else:
+        tx = _profile(transceiver) if isinstance(transceiver, str) else transceiver
+    params = params or nominal_params(mesh.n_tbus, mesh.n_links, defaults)
+    fails = parse_failed(mesh, failed)
+    n = len(idx) + len(idx) % 2
+    dummy = -1
+    verts = [*idx, dummy][:n]
+    rounds = circle_factorization(n)
+    rng = np.random.default_rng(seed)
+
+    def route(pairs: list[tuple[int, int]], method: str) -> MatchingConfig:
+        return _route_matching(mesh, pairs, params, method, tx, defaults, required_margin_db,
+                               require_budget, fails, time_limit_s)
+
+    best: tuple[int, list[MatchingConfig | list[tuple[int, int]]]] | None = None
+    tried = 0
+    for attempt in range(max(labelings, 1)):
+        tried += 1
+        order = list(range(n)) if attempt == 0 else list(rng.permutation(n))
+        results: list[MatchingConfig | list[tuple[int, int]]] = []
+        failures = 0
+        for rnd in rounds:
+            pairs = [(verts[order[a]], verts[order[b]]) for a, b in rnd]
+            pairs = [(a, b) for a, b in pairs if dummy not in (a, b)]
+            try:
+                results.append(route(pairs, "fast"))
+            except RoutingError:
+                failures += 1
+                results.append(pairs)
+                if best is not None and failures >= best[0]:
+                    break
+        if best is None or failures < best[0]:
+            best = (failures, results)
+        if failures == 0:
+            break
+    assert best is not None
+    configs: list[MatchingConfig] = []
+    for item in best[1]:
+        if isinstance(item, MatchingConfig):
+            configs.append(item)
+        else:
+            configs += _route_or_split(item, route, exact)
+    return Schedule(tuple(idx), tuple(configs), n - 1, tried, time.perf_counter() - t0)
+
+
+def _route_or_split(pairs: list[tuple[int, int]], route: Any, exact: bool) -> list[MatchingConfig]:
+    """Route a matching (exact router), or split it into two halves and recurse."""
+    if exact:
+        try:
+            return [route(pairs, "auto")]
+        except RoutingError:
+            pass
+    if len(pairs) == 1:
+        try:
+            return [route(pairs, "auto")]
+        except RoutingError as exc:
+            raise FabricError(f"pair {pairs[0]} cannot be routed even alone: {exc}") from None
+    out = []
+    for part in (pairs[0::2], pairs[1::2]):
+        for c in _route_or_split(part, route, exact):
+            out.append(MatchingConfig(**{**c.__dict__, "split": True}))
+    return out
+
+
+def accelerator_matchings(names: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """Directed links of each round of an all-to-all over accelerators with separate lanes.
+
+    Each pair {a, b} of a circle-method matching becomes two links, a -> b and b -> a
+    (two routes: a TX lane and an RX lane are different mesh ports). Odd counts leave one
+    accelerator idle per round.
+    """
+    names = list(names)
+    n = len(names) + len(names) % 2
+    verts: list[str | None] = [*names, None][:n]
+    out = []
+    for rnd in circle_factorization(n):
+        links: list[tuple[str, str]] = []
+        for a, b in rnd:
+            va, vb = verts[a], verts[b]
+            if va is not None and vb is not None:
+                links += [(va, vb), (vb, va)]
+        out.append(links)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Phases
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class PhaseConfig:
+    """One configuration of a phased job: links, routes, figures and the step into it."""
+
+    phase: str
+    step: str
+    links: tuple[tuple[str, str], ...]
+    configuration: Configuration
+    heater: np.ndarray
+    worst_loss_db: float
+    worst_margin_db: float
+    worst_acr_db: float
+    changed_tbus: int
+    changed_heaters: int
+    switch_ms: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"phase": self.phase, "step": self.step, "links": [f"{a}->{b}" for a, b in self.links],
+                "worst_loss_db": self.worst_loss_db, "worst_margin_db": self.worst_margin_db,
+                "worst_acr_db": self.worst_acr_db, "changed_tbus": self.changed_tbus,
+                "changed_heaters": self.changed_heaters, "switch_ms": self.switch_ms}
+
+
+def plan_phases(
+    fabric: Fabric,
+    job: PhasedJob,
+    *,
+    heater_map: CurrentMap | None = None,
+    params: TBUParams | None = None,
+    timing: TimingModel | None = None,
+    defaults: PhysicsDefaults | None = None,
+    required_margin_db: float = 3.0,
+    max_current_ma: float = MAX_CURRENT_MA,
+    cyclic: bool = True,
+) -> list[PhaseConfig]:
+    """Route every phase and model the switch between consecutive configurations.
+
+    A phase of rings, lines or links is one configuration; an all-to-all phase is one
+    configuration per round of :func:`accelerator_matchings`. The switch into a
+    configuration writes only the heaters that change from the previous one (the first
+    from an all-parked chip; with ``cyclic`` the first also gets the step from the last,
+    as a training loop repeats its phases) and costs write + settle + re-lock + verify
+    of :func:`~photonics.fabric_plan.recovery_timing` (nothing to detect or compute: the
+    schedule is computed ahead).
+    """
+    timing = timing or TimingModel()
+    mesh = fabric.mesh
+    # (phase, step label, links, splittable): an all-to-all round that does not route is
+    # split into two halves of its pairs (reported in the step label), recursively.
+    steps: list[tuple[str, str, tuple[tuple[str, str], ...], bool]] = []
+    for ph in job.phases:
+        if ph.kind == "all-to-all":
+            for g_i, group in enumerate(ph.groups):
+                rounds = accelerator_matchings(group)
+                for r, links in enumerate(rounds):
+                    tag = f"group {g_i + 1} " if len(ph.groups) > 1 else ""
+                    steps.append((ph.name, f"{tag}matching {r + 1}/{len(rounds)}", tuple(links), True))
+        else:
+            steps.append((ph.name, "all circuits", ph.links, False))
+    graph = build_graph(mesh, params)
+    built = []
+    while steps:
+        name, step, links, splittable = steps.pop(0)
+        try:
+            sub = links_job(links, name)
+            pairs = link_ports(fabric, sub.links)
+            routes = route_links(mesh, pairs, params=params)
+        except (RoutingError, FabricError) as exc:
+            if splittable and len(links) > 2:
+                bidi = [links[i:i + 2] for i in range(0, len(links), 2)]  # (a->b, b->a) per pair
+                halves = [tuple(x for pr in bidi[k::2] for x in pr) for k in (0, 1)]
+                steps[:0] = [(name, f"{step} (split {k + 1}/2)", h, True) for k, h in enumerate(halves)]
+                continue
+            raise FabricError(f"phase {name!r} ({step}) cannot be routed: {exc}") from None
+        conf = Configuration.from_routes(mesh, routes)
+        res = evaluate(fabric, sub.links, routes, conf, params=params, defaults=defaults,
+                       required_margin_db=required_margin_db,
+                       loss_db=[route_loss_db(graph, r) for r in routes])
+        bad = [r for r in res if not r.budget_ok]
+        if bad:
+            raise FabricError(f"phase {name!r} ({step}): {bad[0].link[0]}->{bad[0].link[1]} refused: "
+                              f"{bad[0].reason}")
+        heater, _ = heater_values(conf, heater_map, max_current_ma)
+        built.append((name, step, sub.links, conf, heater, res, pairs))
+    parked = Configuration.parked(mesh)
+    out = []
+    for k, (name, step, links, conf, heater, res, pairs) in enumerate(built):
+        if k == 0 and not (cyclic and len(built) > 1):
+            prev_heater = heater_values(parked, heater_map, max_current_ma)[0]
+            prev_conf, prev_pairs = parked, []
+        else:
+            prev = built[k - 1]
+            prev_conf, prev_heater, prev_pairs = prev[3], prev[4], prev[6]
+        write = np.flatnonzero(np.abs(heater - prev_heater) > WRITE_RESOLUTION)
+        program = {int(ch): float(heater[ch]) for ch in write}
+        # Links whose receiver sees a new transmitter (or new light) must re-lock.
+        moved = [p for p in pairs if p not in prev_pairs]
+        relock = max((fabric.lane(d).relock_ms for _, d in moved), default=0.0)
+        switch = recovery_timing(timing, 0.0, program, relock, len(moved), detect=False)
+        del switch["compute"], switch["detect"]
+        out.append(PhaseConfig(name, step, links, conf, heater, max(r.loss_db for r in res),
+                               min(r.margin_db for r in res), min(r.acr_db for r in res),
+                               len(conf.changed_tbus(prev_conf)), len(program), switch))
+    return out
