@@ -1,0 +1,45 @@
+"""``lumion phases``: route every phase of a job description and time the switches between them."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab_scripts.common import add_json_flag, print_json, table
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "phases",
+        help="per-phase reconfiguration: route each phase of a TOML job, heater deltas, switch times",
+        description="Route every phase of a job description (TOML, see examples/tp4-dp2.toml) on its "
+        "fabric and report the sequence of configurations, the heaters that change between "
+        "consecutive ones and the modelled switch time. Example: lumion phases examples/tp4-dp2.toml",
+    )
+    p.add_argument("job", metavar="JOB.toml", help="phased job description")
+    p.add_argument("--fabric", metavar="FILE", help="fabric JSON (overrides the job's own)")
+    add_json_flag(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan and report."""
+    from calibration.heater_map import IdealMap
+    from photonics.fabric import Fabric, default_fabric, load_job_toml
+    from photonics.fabric_schedule import plan_phases
+
+    job = load_job_toml(args.job)
+    path = args.fabric or job.fabric
+    fabric = Fabric.load(path) if path else default_fabric()
+    steps = plan_phases(fabric, job, heater_map=IdealMap(fabric.mesh.n_heaters))
+    if args.json:
+        print_json({"job": job.name, "fabric": fabric.name, "cyclic": True,
+                    "configurations": [s.to_dict() for s in steps],
+                    "cycle_switch_ms": sum(s.switch_ms["total"] for s in steps)})
+        return 0
+    print(f"job {job.name}: {len(job.phases)} phase(s), {len(steps)} configuration(s) on {fabric.name}; "
+          "switch = write + settle + re-lock + verify into each step (the first from the last)")
+    rows = [(k + 1, s.phase, s.step, len(s.links), s.worst_margin_db, s.changed_tbus, s.changed_heaters,
+             s.switch_ms["total"]) for k, s in enumerate(steps)]
+    print(table(rows, ["#", "phase", "step", "links", "margin dB", "TBUs chg", "heaters chg", "switch ms"]))
+    return 0
