@@ -24,6 +24,9 @@ COMMANDS: dict[str, str] = {
     "route": "lab_scripts.cmd_route",
     "layout": "lab_scripts.cmd_layout",
     "demo": "lab_scripts.cmd_demo",
+    "failover": "lab_scripts.cmd_failover",
+    "schedule": "lab_scripts.cmd_schedule",
+    "phases": "lab_scripts.cmd_phases",
     "calibrate": "lab_scripts.cmd_calibrate",
 }
 
