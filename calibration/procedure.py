@@ -66,7 +66,7 @@ class Options:
         loss: robust loss for the fits.
     """
 
-    points: int = 24
+    points: int = 16
     refine_points: int = 24
     sweep_phase_rad: float = 3 * np.pi
     crosstalk_fraction: float = 0.01

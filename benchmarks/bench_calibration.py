@@ -1,0 +1,106 @@
+"""Full smartlight calibration on the simulated bench, several seeds, judged against the truth.
+
+Per seed: set-and-read operations (and the bench time they would take at SmartLight's
+15 ms per operation), wall-clock duration of the run here, self-phase RMS/max error vs the
+hidden truth over each heater's working range, the passive-offset and setpoint errors,
+and routes programmed through the map: ACR and loss vs the model, with and without
+crosstalk compensation (all defined in docs/calibration.md).
+
+Run: python benchmarks/bench_calibration.py [--seeds 0 1 2] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from calibration.evaluate import phase_errors
+from calibration.procedure import Options, Progress, calibrate
+from calibration.verify import measure_route, sample_routes
+from instruments.sim.chip import Chip
+from instruments.sim.direct import DirectBench
+from photonics.circuit import solve
+from photonics.configuration import Configuration
+from photonics.topology import smartlight
+
+SECONDS_PER_OPERATION = 0.015  # SmartLight bench: ~15 ms per set-and-read
+
+
+def model_route(chip: Chip, route) -> tuple[float, float]:
+    """(transmission dB, ACR dB) of the route on this chip with perfectly set phases (the model)."""
+    p = chip.truth.params
+    conf = Configuration.from_routes(chip.mesh, [route])
+    S = solve(chip.mesh, conf.heater_state(p.offset_top, p.offset_bot), [1550.0], p, inputs=[route.src])
+    db = 10 * np.log10(np.maximum(abs(S[0, 0, :, 0]) ** 2, 1e-30))
+    others = [q for q in range(chip.mesh.n_ports) if q not in (route.src, route.dst)]
+    return float(db[route.dst]), float(db[route.dst] - db[others].max())
+
+
+def run_seed(seed: int, n_routes: int) -> dict:
+    mesh = smartlight()
+    chip = Chip(mesh, seed=seed)
+    bench = DirectBench(chip)
+    t0 = time.perf_counter()
+    result = calibrate(bench, Options(), progress=Progress(stream=None))
+    duration = time.perf_counter() - t0
+    h = chip.truth.heaters
+    err = phase_errors(result.cmap, h.alpha, h.rho2, h.rho3, h.crosstalk, h.eta)
+    acr_on, acr_off, acr_model, dloss_on, dloss_off = [], [], [], [], []
+    for route in sample_routes(mesh, n_routes, np.random.default_rng(100 + seed)):
+        model, model_acr = model_route(chip, route)
+        acr_model.append(model_acr)
+        on = measure_route(bench, result.cmap, route, compensate=True)
+        off = measure_route(bench, result.cmap, route, compensate=False)
+        acr_on.append(on.acr_db)
+        acr_off.append(off.acr_db)
+        dloss_on.append(abs(on.transmission_db - model))
+        dloss_off.append(abs(off.transmission_db - model))
+    return {
+        "seed": seed,
+        "operations": result.operations,
+        "bench_time_s_at_15ms": result.operations * SECONDS_PER_OPERATION,
+        "duration_s": duration,
+        **{k: v for k, v in err.items() if not isinstance(v, np.ndarray)},
+        "true_crosstalk_fraction": float(np.mean(
+            np.asarray(h.crosstalk.tocsr()[np.arange(mesh.n_heaters) ^ 1, np.arange(mesh.n_heaters)]).ravel()
+            / h.eta)),
+        "routes": n_routes,
+        "acr_min_model_db": min(acr_model), "acr_median_model_db": float(np.median(acr_model)),
+        "acr_min_db": min(acr_on), "acr_median_db": float(np.median(acr_on)),
+        "acr_min_uncompensated_db": min(acr_off), "acr_median_uncompensated_db": float(np.median(acr_off)),
+        "loss_vs_model_max_db": max(dloss_on), "loss_vs_model_max_uncompensated_db": max(dloss_off),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--routes", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = [run_seed(s, args.routes) for s in args.seeds]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    cols = [("seed", "{}"), ("operations", "{}"), ("bench_time_s_at_15ms", "{:.0f}"),
+            ("duration_s", "{:.1f}"),
+            ("phase_rms_error_rad", "{:.4f}"), ("phase_max_error_rad", "{:.4f}"),
+            ("delta_rms_error_rad", "{:.4f}"), ("setpoint_rms_error_rad", "{:.4f}"),
+            ("setpoint_max_error_rad", "{:.4f}"), ("true_crosstalk_fraction", "{:.4f}"),
+            ("acr_min_model_db", "{:.1f}"), ("acr_median_model_db", "{:.1f}"),
+            ("acr_min_db", "{:.1f}"), ("acr_min_uncompensated_db", "{:.1f}"),
+            ("acr_median_db", "{:.1f}"), ("acr_median_uncompensated_db", "{:.1f}"),
+            ("loss_vs_model_max_db", "{:.3f}"), ("loss_vs_model_max_uncompensated_db", "{:.3f}")]
+    for name, fmt in cols:
+        print(f"{name:<36}" + "".join(f"{fmt.format(r[name]):>12}" for r in rows))
+
+
+if __name__ == "__main__":
+    main()
