@@ -135,6 +135,10 @@ class Channel:
         """Query through the parent."""
         return self.parent.query(command)
 
+    def ask(self, command: str, check: Callable[[str, str], Any]) -> Any:
+        """Checked query through the parent (retried on transient errors)."""
+        return self.parent.ask(command, check)
+
 
 def _ids(obj: Any) -> dict[str, Any]:
     return getattr(obj, "ids", {})
@@ -159,7 +163,7 @@ def control(get_cmd: str | None, set_cmd: str | None, doc: str, *, parse: Callab
     def fget(self: Any) -> Any:
         if get_cmd is None:
             raise AttributeError("write-only property")
-        return parse(self.query(get_cmd.format(**_ids(self))))
+        return self.ask(get_cmd.format(**_ids(self)), lambda _cmd, reply: parse(reply))
 
     def fset(self: Any, value: Any) -> None:
         if set_cmd is None:

@@ -7,7 +7,9 @@ the bytes it moves so the mesh controller can report time on the wire.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -143,15 +145,26 @@ def _serial_error(exc: Exception, url: str) -> InstrumentError:
     return ConnectionLostError(f"{url}: serial link lost ({exc}); reconnect() once the device is back")
 
 
+_MANAGERS: dict[str, Any] = {}
+
+
 def open_visa_resource(address: str, timeout_s: float) -> Any:
     """Open a VISA resource with pyvisa-py (``@py``), or pyvisa-sim for ``FILE.yaml@sim``."""
     import pyvisa
 
     backend, _, spec = address.rpartition("|")
-    rm = pyvisa.ResourceManager(backend or "@py")
+    backend = backend or "@py"
+    if backend not in _MANAGERS:
+        _MANAGERS[backend] = pyvisa.ResourceManager(backend)
+    rm = _MANAGERS[backend]
     try:
         res = rm.open_resource(spec, read_termination="\n", write_termination="\n",
                                timeout=int(timeout_s * 1000))
+        if spec.upper().startswith("TCPIP"):
+            # write-then-query otherwise waits on Nagle + delayed ACK (40 ms per setting)
+            with contextlib.suppress(Exception):  # not every backend exposes its socket
+                sock = res.visalib.sessions[res.session].interface
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except (pyvisa.errors.VisaIOError, OSError, ValueError) as exc:
         raise ConnectionLostError(
             f"cannot open VISA resource {spec!r}: {exc}; check the address and that the instrument "
@@ -198,11 +211,10 @@ class VisaTransport:
         return reply.strip()
 
     def clear(self) -> None:
-        """Drop pending input: a best-effort flush (not every session supports it)."""
-        try:
-            self._res.clear()
-        except Exception as exc:
-            log.debug("clear %s: %r", self.address, exc)
+        """Drop pending input by reopening the session: a late reply to a timed-out query must
+        not be taken for the next one's (pyvisa-py's own ``clear()`` can spin on a dead socket).
+        """
+        self.reopen()
 
     def reopen(self) -> None:
         """Close and open the resource again."""

@@ -25,6 +25,7 @@ import threading
 import tty
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -215,17 +216,25 @@ class HeaterDeviceSim:
         self.spare = currents[n_h:].copy()
 
 
+class LineDevice(Protocol):
+    """Anything that answers one command line: ``handle(line) -> reply | None | DROP``."""
+
+    def handle(self, line: str) -> object:
+        """Process one line."""
+        ...
+
+
 class PtyLink:
-    """Serve a :class:`HeaterDeviceSim` on a pseudo-terminal from a thread.
+    """Serve a line device (the heater driver, an I2C bridge) on a pseudo-terminal from a thread.
 
     ``path`` is a symlink to the current ``/dev/pts/N``; open it with pyserial.
     Close with :meth:`close` (joins the thread within ``timeout_s``).
     """
 
-    def __init__(self, device: HeaterDeviceSim, directory: str | None = None) -> None:
+    def __init__(self, device: LineDevice, directory: str | None = None, name: str = "heater_driver") -> None:
         self.device = device
         self._dir = tempfile.mkdtemp(prefix="lumion-pty-", dir=directory)
-        self.path = str(Path(self._dir) / "heater_driver")
+        self.path = str(Path(self._dir) / name)
         self._stop = threading.Event()
         self._master, self._slave = self._new_pty()
         self.drops = 0

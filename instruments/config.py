@@ -1,0 +1,224 @@
+"""Bench configuration (TOML): which driver and address each instrument has.
+
+Example (every ``address = "sim"`` starts the simulators; see docs/instruments.md)::
+
+    schema = "lumion.bench"
+    version = 1
+    mesh = "smartlight"              # smartlight | hex:RxC | ... | FILE.json
+    chip_id = "SL-0042"              # required unless the heater driver is "sim"
+
+    [heater_driver]
+    driver = "qontrol"
+    address = "/dev/ttyUSB0"         # or "sim", a pty path, "lumionsim://NAME"
+    max_current_ma = 24.0
+    max_total_power_mw = 1000.0
+
+    [laser]
+    driver = "keysight-8164"
+    address = "TCPIP::10.0.0.5::5025::SOCKET"
+    [laser.switch]                   # mesh port = switch output
+    "port:0" = 1
+
+    [power_meter]
+    driver = "keysight-816x"
+    address = "GPIB0::20::INSTR"
+    [power_meter.channels]           # mesh port = [slot, channel]
+    "port:5" = [1, 1]
+
+    [[transceivers]]
+    name = "gpu0"
+    spec = "sff8636"                 # or "cmis"
+    address = "smbus:1"              # or "serial-i2c:/dev/ttyACM0", "sim"
+    tx_ports = [0, 1, 2, 3]
+    rx_ports = [4, 5, 6, 7]
+
+    [sim]                            # only read when something is "sim"
+    seed = 0
+    crosstalk_fraction = 0.01
+    heater_link = "pty"              # or "url" (in-process lumionsim://)
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from calibration.heater_map import HeaterMap
+from instruments.controller import InstrumentBench, MeshController
+from instruments.errors import BenchConfigError
+from instruments.heater_driver import HeaterDriver
+from instruments.scpi import PowerMeter, TunableLaser
+from instruments.transceiver import MODULE_ADDRESS, SerialI2CBridge, SMBusI2C, TransceiverModule
+from instruments.transport import SerialTransport
+from photonics.errors import LumionError
+from photonics.topology import Mesh, mesh_from_spec
+
+SCHEMA = "lumion.bench"
+DRIVERS = {"heater_driver": {"qontrol"}, "laser": {"keysight-8164"}, "power_meter": {"keysight-816x"}}
+
+
+def load_config(source: str | Path | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Read and validate a bench config (a path, a parsed dict, or None for all-simulated)."""
+    if source is None:
+        return default_config()
+    if isinstance(source, Mapping):
+        data, where = dict(source), "bench config"
+    else:
+        where = str(source)
+        try:
+            data = tomllib.loads(Path(source).read_text())
+        except FileNotFoundError as exc:
+            raise BenchConfigError(f"bench config {where} does not exist") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise BenchConfigError(f"bench config {where} is not valid TOML: {exc}") from exc
+    if data.get("schema") != SCHEMA:
+        raise BenchConfigError(f"{where}: expected schema = \"{SCHEMA}\" at the top")
+    if data.get("version") != 1:
+        raise BenchConfigError(f"{where}: unsupported version {data.get('version')!r} (this is version 1)")
+    for section, drivers in DRIVERS.items():
+        sec = data.get(section)
+        if not isinstance(sec, dict) or "address" not in sec:
+            raise BenchConfigError(f"{where}: [{section}] needs an address (or \"sim\")")
+        if sec.get("driver", next(iter(drivers))) not in drivers:
+            raise BenchConfigError(f"{where}: [{section}] driver {sec['driver']!r} unknown; use one of "
+                                   f"{sorted(drivers)}")
+    return data
+
+
+def default_config(mesh: str = "smartlight", seed: int = 0) -> dict[str, Any]:
+    """Every instrument simulated."""
+    return {"schema": SCHEMA, "version": 1, "mesh": mesh, "heater_driver": {"address": "sim"},
+            "laser": {"address": "sim"}, "power_meter": {"address": "sim"}, "sim": {"seed": seed}}
+
+
+def _port_map(mesh: Mesh, table: Mapping[str, Any], what: str) -> dict[int, Any]:
+    out = {}
+    for key, value in table.items():
+        try:
+            out[mesh.port_index(int(key) if str(key).isdigit() else key)] = value
+        except LumionError as exc:
+            raise BenchConfigError(f"{what}: {exc}") from exc
+    return out
+
+
+def uses_sim(cfg: Mapping[str, Any]) -> bool:
+    """True when any instrument address is ``sim``."""
+    addrs = [cfg[s]["address"] for s in DRIVERS] + [t.get("address") for t in cfg.get("transceivers", [])]
+    return "sim" in addrs
+
+
+def start_simulators(cfg: Mapping[str, Any], seed: int | None = None) -> Any:
+    """Start a :class:`SimulatedBench` wired as ``cfg`` says."""
+    from instruments.sim.bench import SimulatedBench
+
+    mesh = mesh_from_spec(cfg.get("mesh", "smartlight"))
+    sim = dict(cfg.get("sim", {}))
+    s = int(seed if seed is not None else sim.get("seed", 0))
+    switch = cfg["laser"].get("switch")
+    heads = cfg["power_meter"].get("channels")
+    tx = cfg.get("transceivers")
+    return SimulatedBench(
+        mesh, s, crosstalk_fraction=float(sim.get("crosstalk_fraction", 0.01)),
+        switch_ports={int(k): p for p, k in _port_map(mesh, switch, "[laser.switch]").items()}
+        if switch else None,
+        meter_heads={(int(v[0]), int(v[1])): p for p, v in _port_map(mesh, heads, "[power_meter.channels]")
+                     .items()} if heads else None,
+        transceivers=[{**t, "tx_ports": [mesh.port_index(p) for p in t.get("tx_ports", [])],
+                       "rx_ports": [mesh.port_index(p) for p in t.get("rx_ports", [])]} for t in tx]
+        if tx is not None else None,
+    )
+
+
+def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: int | None = None,
+               heater_map: HeaterMap | None = None, timeout_s: float = 2.0) -> InstrumentBench:
+    """Open every instrument of a bench config and wrap them in an :class:`InstrumentBench`.
+
+    ``sim`` addresses start a :class:`~instruments.sim.bench.SimulatedBench` (closed with
+    the bench; reachable as ``bench.sim``). All drivers talk over real transports.
+    """
+    cfg = load_config(source)
+    mesh = mesh_from_spec(cfg.get("mesh", "smartlight"))
+    sim = start_simulators(cfg, seed) if uses_sim(cfg) else None
+    opened: list[Any] = []
+    try:
+        addr = sim.addresses() if sim else {}
+        h = cfg["heater_driver"]
+        link = cfg.get("sim", {}).get("heater_link", "pty")
+        haddr = h["address"] if h["address"] != "sim" else \
+            addr["heater_driver_url" if link == "url" else "heater_driver"]
+        driver = HeaterDriver.open(haddr, baudrate=int(h.get("baudrate", 115200)), timeout_s=timeout_s)
+        opened.append(driver)
+        controller = MeshController(driver, mesh, heater_map,
+                                    max_current_ma=float(h.get("max_current_ma", 24.0)),
+                                    max_total_power_mw=float(h.get("max_total_power_mw", 1000.0)))
+        la = cfg["laser"]
+        laser = TunableLaser.open(addr["laser"] if la["address"] == "sim" else la["address"],
+                                  timeout_s=timeout_s, switch_slot=int(la.get("switch_slot", 1)),
+                                  switch_channel=int(la.get("switch_channel", 1)),
+                                  switch_outputs=int(la.get("switch_outputs", 64)))
+        opened.append(laser)
+        pm = cfg["power_meter"]
+        meter = PowerMeter.open(addr["power_meter"] if pm["address"] == "sim" else pm["address"],
+                                timeout_s=timeout_s)
+        opened.append(meter)
+        if la.get("switch"):
+            switch = {p: int(k) for p, k in _port_map(mesh, la["switch"], "[laser.switch]").items()}
+        elif sim:
+            switch = {p: k for k, p in sim.switch_ports.items()}
+        else:
+            raise BenchConfigError("[laser.switch] is missing: map each mesh port the laser feeds to its "
+                                   "switch output")
+        if pm.get("channels"):
+            heads = {p: (int(v[0]), int(v[1])) for p, v in
+                     _port_map(mesh, pm["channels"], "[power_meter.channels]").items()}
+        elif sim:
+            heads = {p: sc for sc, p in sim.meter_heads.items()}
+        else:
+            raise BenchConfigError("[power_meter.channels] is missing: map mesh ports to [slot, channel]")
+        modules = {}
+        tx_specs = cfg.get("transceivers")
+        if tx_specs is None and sim:
+            tx_specs = [{"name": n, "address": "sim"} for n in sim.buses]
+        for t in tx_specs or []:
+            modules[t["name"]] = open_transceiver(t, sim, timeout_s)
+            opened.append(modules[t["name"]])
+        chip_id = sim.chip.chip_id if sim and h["address"] == "sim" else cfg.get("chip_id")
+        if not chip_id:
+            raise BenchConfigError("chip_id is missing: name the chip so calibration maps match it")
+        bench = InstrumentBench(controller, laser, meter, switch, heads, str(chip_id), transceivers=modules,
+                                closers=[sim] if sim else [])
+        bench.sim = sim
+        return bench
+    except BaseException:
+        for inst in reversed(opened):
+            inst.close()
+        if sim:
+            sim.close()
+        raise
+
+
+def open_transceiver(spec: Mapping[str, Any], sim: Any = None, timeout_s: float = 1.0) -> TransceiverModule:
+    """Open one ``[[transceivers]]`` entry.
+
+    Addresses: ``sim``, ``smbus:<bus>[:<i2c addr>]``, ``serial-i2c:<path>[:<i2c addr>]``.
+    """
+    name, address = spec.get("name", "transceiver"), str(spec.get("address", "sim"))
+    if address == "sim":
+        if sim is None or name not in sim.buses:
+            raise BenchConfigError(f"transceiver {name!r} is 'sim' but no simulated module has that name")
+        return TransceiverModule(sim.buses[name], name=name)
+    kind, _, rest = address.partition(":")
+    target, _, i2c = rest.rpartition(":") if rest.count(":") and kind == "smbus" else (rest, "", "")
+    if kind == "serial-i2c" and rest.rsplit(":", 1)[-1].startswith("0x"):
+        target, i2c = rest.rsplit(":", 1)
+    i2c_addr = int(i2c, 0) if i2c else MODULE_ADDRESS
+    if kind == "smbus":
+        return TransceiverModule(SMBusI2C(int(target) if target.isdigit() else target), address=i2c_addr,
+                                 name=name)
+    if kind == "serial-i2c":
+        bridge = SerialI2CBridge(SerialTransport(target, timeout_s=timeout_s), name=f"{name}-bridge")
+        return TransceiverModule(bridge, address=i2c_addr, name=name)
+    raise BenchConfigError(f"transceiver {name!r}: address {address!r} must be sim, smbus:<bus>[:0x50] or "
+                           "serial-i2c:<device>[:0x50]")

@@ -1,0 +1,152 @@
+"""The simulated bench: one shared :class:`Chip` behind every simulated instrument.
+
+:class:`SimulatedBench` starts the heater driver on a pty (and as ``lumionsim://``),
+the laser (with its fiber switch) and the power meter as SCPI servers on loopback, and
+the transceivers as EEPROM maps (each also behind an ASCII I2C bridge on a pty, so
+another process can read them). Close it (or use ``with``) to stop everything.
+
+Default wiring for a mesh with P ports (override in the bench config):
+
+* fiber switch output ``k`` (1-based) feeds mesh port ``k - 1``;
+* power meter head (slot ``p // 4 + 1``, channel ``p % 4 + 1``) sits at mesh port ``p``;
+* with P >= 16: ``qsfp0`` (SFF-8636) TX lanes at ports 0-3, RX at 4-7, and ``qsfp1``
+  (CMIS, 4 of 8 lanes wired) TX at P/2..P/2+3, RX at P/2+4..P/2+7.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from instruments.sim.chip import Chip
+from instruments.sim.heater_device import HeaterDeviceSim, PtyLink, register, unregister
+from instruments.sim.scpi_devices import ScpiServer, SimLaser, SimPowerMeter
+from instruments.sim.transceivers import BridgeDeviceSim, SimI2CBus, SimTransceiver, TransceiverBench
+from photonics.topology import Mesh
+
+_names = itertools.count()
+
+
+def default_switch(mesh: Mesh) -> dict[int, int]:
+    """Switch output -> mesh port."""
+    return {p + 1: p for p in range(mesh.n_ports)}
+
+
+def default_heads(mesh: Mesh) -> dict[tuple[int, int], int]:
+    """(slot, channel) -> mesh port."""
+    return {(p // 4 + 1, p % 4 + 1): p for p in range(mesh.n_ports)}
+
+
+def default_transceivers(mesh: Mesh) -> list[dict[str, Any]]:
+    """Two modules facing each other across the mesh (none on meshes under 16 ports)."""
+    P = mesh.n_ports
+    if P < 16:
+        return []
+    h = P // 2
+    return [
+        {"name": "qsfp0", "spec": "sff8636", "tx_ports": [0, 1, 2, 3], "rx_ports": [4, 5, 6, 7]},
+        {"name": "qsfp1", "spec": "cmis", "tx_ports": [h, h + 1, h + 2, h + 3],
+         "rx_ports": [h + 4, h + 5, h + 6, h + 7]},
+    ]
+
+
+class SimulatedBench:
+    """Every simulated instrument around one chip.
+
+    Args:
+        mesh: topology (ignored when ``chip`` is given).
+        seed: chip truth seed (and noise seed).
+        chip: use this chip instead of drawing one.
+        switch_ports: switch output -> mesh port (default :func:`default_switch`).
+        meter_heads: (slot, chan) -> mesh port (default :func:`default_heads`).
+        transceivers: dicts with name, spec (sff8636|cmis), tx_ports, rx_ports.
+        chip_options: passed to :class:`Chip` (``crosstalk_fraction``, ``failed``).
+    """
+
+    def __init__(self, mesh: Mesh | None = None, seed: int = 0, *, chip: Chip | None = None,
+                 switch_ports: Mapping[int, int] | None = None,
+                 meter_heads: Mapping[tuple[int, int], int] | None = None,
+                 transceivers: Sequence[Mapping[str, Any]] | None = None, bridges: bool = True,
+                 **chip_options: Any) -> None:
+        if chip is None:
+            if mesh is None:
+                raise ValueError("give a mesh or a chip")
+            chip = Chip(mesh, seed, **chip_options)
+        self.chip = chip
+        self.mesh = chip.mesh
+        self._closers: list[Any] = []
+        try:
+            self.heater = HeaterDeviceSim(chip)
+            self.pty = PtyLink(self.heater)
+            self._closers.append(self.pty)
+            self._url_name = f"bench{os.getpid()}-{next(_names)}"
+            self.heater_url = register(self._url_name, self.heater)
+            self.switch_ports = dict(switch_ports or default_switch(self.mesh))
+            self.meter_heads = dict(meter_heads or default_heads(self.mesh))
+            self.laser = SimLaser(switch_outputs=max(64, max(self.switch_ports, default=1)))
+            self.meter = SimPowerMeter(chip, self.laser, self.meter_heads, self.switch_ports, seed=seed + 1)
+            self.laser_server = ScpiServer(self.laser)
+            self._closers.append(self.laser_server)
+            self.meter_server = ScpiServer(self.meter)
+            self._closers.append(self.meter_server)
+            specs = default_transceivers(self.mesh) if transceivers is None else list(transceivers)
+            self.transceiver_specs = [dict(s) for s in specs]
+            mods = [SimTransceiver(s["name"], s.get("spec", "sff8636"), s.get("tx_ports", []),
+                                   s.get("rx_ports", [])) for s in specs]
+            self.transceivers = TransceiverBench(chip, mods)
+            self.buses = {m.name: SimI2CBus(m) for m in mods}
+            self.bridges: dict[str, PtyLink] = {}
+            if bridges:
+                for name, bus in self.buses.items():
+                    link = PtyLink(BridgeDeviceSim(bus), name=f"i2c-{name}")
+                    self._closers.append(link)
+                    self.bridges[name] = link
+        except BaseException:
+            self.close()
+            raise
+
+    def addresses(self) -> dict[str, Any]:
+        """Where each instrument answers (the ``lumion bench serve --json`` object)."""
+        return {
+            "heater_driver": self.pty.path,
+            "heater_driver_url": self.heater_url,
+            "laser": self.laser_server.resource,
+            "power_meter": self.meter_server.resource,
+            "transceivers": {name: f"serial-i2c:{link.path}" for name, link in self.bridges.items()},
+            "chip_id": self.chip.chip_id,
+            "mesh": self.mesh.kind if self.mesh.kind == "custom" else f"{self.mesh.kind}:{self.mesh.rows}x"
+                    f"{self.mesh.cols}",
+        }
+
+    def client_config(self, mesh_spec: str) -> str:
+        """A bench config TOML another process can open to use these simulators."""
+        a = self.addresses()
+        lines = ['schema = "lumion.bench"', "version = 1", f'mesh = "{mesh_spec}"',
+                 f'chip_id = "{a["chip_id"]}"', "", "[heater_driver]", 'driver = "qontrol"',
+                 f'address = "{a["heater_driver"]}"', "", "[laser]", 'driver = "keysight-8164"',
+                 f'address = "{a["laser"]}"', "", "[laser.switch]"]
+        lines += [f'"port:{p}" = {k}' for k, p in sorted(self.switch_ports.items())]
+        lines += ["", "[power_meter]", 'driver = "keysight-816x"', f'address = "{a["power_meter"]}"', "",
+                  "[power_meter.channels]"]
+        lines += [f'"port:{p}" = [{s}, {c}]' for (s, c), p in sorted(self.meter_heads.items())]
+        for spec in self.transceiver_specs:
+            lines += ["", "[[transceivers]]", f'name = "{spec["name"]}"',
+                      f'spec = "{spec.get("spec", "sff8636")}"',
+                      f'address = "{a["transceivers"].get(spec["name"], "sim")}"',
+                      f"tx_ports = {list(spec.get('tx_ports', []))}",
+                      f"rx_ports = {list(spec.get('rx_ports', []))}"]
+        return "\n".join(lines) + "\n"
+
+    def close(self) -> None:
+        """Stop every simulator (idempotent)."""
+        unregister(getattr(self, "_url_name", ""))
+        while self._closers:
+            self._closers.pop().close()
+
+    def __enter__(self) -> SimulatedBench:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
