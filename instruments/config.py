@@ -109,18 +109,20 @@ def uses_sim(cfg: Mapping[str, Any]) -> bool:
     return "sim" in addrs
 
 
-def start_simulators(cfg: Mapping[str, Any], seed: int | None = None) -> Any:
-    """Start a :class:`SimulatedBench` wired as ``cfg`` says."""
+def start_simulators(cfg: Mapping[str, Any], seed: int | None = None, chip: Any = None) -> Any:
+    """Start a :class:`SimulatedBench` wired as ``cfg`` says (around ``chip`` if given)."""
     from instruments.sim.bench import SimulatedBench
 
-    mesh = mesh_from_spec(cfg.get("mesh", "smartlight"))
+    mesh = chip.mesh if chip is not None else mesh_from_spec(cfg.get("mesh", "smartlight"))
     sim = dict(cfg.get("sim", {}))
     s = int(seed if seed is not None else sim.get("seed", 0))
     switch = cfg["laser"].get("switch")
     heads = cfg["power_meter"].get("channels")
     tx = cfg.get("transceivers")
+    options = {"chip": chip} if chip is not None else \
+        {"crosstalk_fraction": float(sim.get("crosstalk_fraction", 0.01))}
     return SimulatedBench(
-        mesh, s, crosstalk_fraction=float(sim.get("crosstalk_fraction", 0.01)),
+        mesh, s, **options,
         switch_ports={int(k): p for p, k in _port_map(mesh, switch, "[laser.switch]").items()}
         if switch else None,
         meter_heads={(int(v[0]), int(v[1])): p for p, v in _port_map(mesh, heads, "[power_meter.channels]")
@@ -132,15 +134,17 @@ def start_simulators(cfg: Mapping[str, Any], seed: int | None = None) -> Any:
 
 
 def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: int | None = None,
-               heater_map: HeaterMap | None = None, timeout_s: float = 2.0) -> InstrumentBench:
+               heater_map: HeaterMap | None = None, timeout_s: float = 2.0, chip: Any = None,
+               ) -> InstrumentBench:
     """Open every instrument of a bench config and wrap them in an :class:`InstrumentBench`.
 
     ``sim`` addresses start a :class:`~instruments.sim.bench.SimulatedBench` (closed with
-    the bench; reachable as ``bench.sim``). All drivers talk over real transports.
+    the bench; reachable as ``bench.sim``), around ``chip`` when given. All drivers talk
+    over real transports.
     """
     cfg = load_config(source)
-    mesh = mesh_from_spec(cfg.get("mesh", "smartlight"))
-    sim = start_simulators(cfg, seed) if uses_sim(cfg) else None
+    mesh = chip.mesh if chip is not None else mesh_from_spec(cfg.get("mesh", "smartlight"))
+    sim = start_simulators(cfg, seed, chip) if uses_sim(cfg) else None
     opened: list[Any] = []
     try:
         addr = sim.addresses() if sim else {}

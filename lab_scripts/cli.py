@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "schedule": "lab_scripts.cmd_schedule",
     "phases": "lab_scripts.cmd_phases",
     "calibrate": "lab_scripts.cmd_calibrate",
+    "bench": "lab_scripts.cmd_bench",
+    "program": "lab_scripts.cmd_program",
 }
 
 

@@ -1,1 +1,69 @@
-"""Pytest fixtures for a simulated LUMION bench (filled in by the instruments work)."""
+"""Pytest fixtures for a simulated LUMION bench (entry point ``pytest11: lumion_bench``).
+
+Installed with the package, so downstream lab code can test itself the way we do::
+
+    def test_my_sweep(lumion_sim_bench):
+        lumion_sim_bench.select_input(5)
+        assert lumion_sim_bench.read_powers_dbm([28]).shape == (1,)
+
+Fixtures (function scope; each closes its ports and servers on teardown):
+
+* ``lumion_chip`` -- a seeded smartlight :class:`~instruments.sim.chip.Chip` (seed from
+  ``--lumion-seed``, default 0).
+* ``lumion_sim_bench`` -- an :class:`~instruments.controller.InstrumentBench` over real
+  transports (heater driver on a pty, laser and meter over loopback TCP via pyvisa-py),
+  all backed by one chip; the simulators are at ``bench.sim``.
+* ``lumion_direct_bench`` -- the in-process :class:`~instruments.sim.direct.DirectBench`
+  on ``lumion_chip`` (no wire protocol; fastest).
+* ``lumion_truth_map`` -- TEST-ONLY oracle heater map from ``lumion_chip``'s hidden truth.
+
+Heavy imports happen inside the fixtures, so merely installing the plugin costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--lumion-seed``: the simulated chip's seed."""
+    group = parser.getgroup("lumion")
+    group.addoption("--lumion-seed", type=int, default=0, help="seed of the simulated LUMION chip")
+
+
+@pytest.fixture
+def lumion_chip(request: pytest.FixtureRequest) -> Any:
+    """A seeded simulated smartlight chip."""
+    from instruments.sim.chip import Chip
+    from photonics.topology import smartlight
+
+    return Chip(smartlight(), seed=request.config.getoption("--lumion-seed"))
+
+
+@pytest.fixture
+def lumion_sim_bench(lumion_chip: Any) -> Iterator[Any]:
+    """A ready bench over the real wire protocols, around ``lumion_chip``."""
+    from instruments.config import open_bench
+
+    bench = open_bench(None, chip=lumion_chip, timeout_s=2.0)
+    yield bench
+    bench.close()
+
+
+@pytest.fixture
+def lumion_direct_bench(lumion_chip: Any) -> Any:
+    """The in-process bench (no wire protocol)."""
+    from instruments.sim.direct import DirectBench
+
+    return DirectBench(lumion_chip)
+
+
+@pytest.fixture
+def lumion_truth_map(lumion_chip: Any) -> Any:
+    """TEST-ONLY: a heater map from the chip's hidden truth (a real bench has no such thing)."""
+    from instruments.sim.truth_map import TruthMap
+
+    return TruthMap(lumion_chip)

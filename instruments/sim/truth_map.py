@@ -1,0 +1,48 @@
+"""TEST-ONLY ORACLE: a :class:`~calibration.heater_map.HeaterMap` built from a simulated chip's hidden truth.
+
+A real bench never has this: it reads ``Chip.truth`` (passive phases, heater
+coefficients, crosstalk) that calibration has to measure. It exists so end-to-end tests
+of the instruments can program *good* routes on a simulated chip before the calibration
+map is available, and so calibration tests have a perfect reference to compare with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve
+
+from calibration.heater_map import UnreachableError, invert_cubic
+from instruments.sim.chip import Chip
+from photonics.configuration import Configuration
+
+
+class TruthMap:
+    """Currents realising a configuration exactly on ``chip``, crosstalk compensated (oracle)."""
+
+    def __init__(self, chip: Chip) -> None:
+        self.chip = chip
+        self.chip_id: str | None = chip.chip_id
+        h = chip.truth.heaters
+        n = h.n_heaters
+        # total = own + K (own / eta)  =>  own = (I + K diag(1/eta))^-1 total
+        self._A = (sp.identity(n) + h.crosstalk @ sp.diags(1 / h.eta)).tocsc()
+
+    def currents_for(self, configuration: Configuration, max_current_ma: float) -> np.ndarray:
+        """Currents (mA) giving the configuration's phases on this chip's arms."""
+        p = self.chip.truth.params
+        state = configuration.heater_state(p.offset_top, p.offset_bot)
+        target = np.empty(self._A.shape[0])
+        target[0::2], target[1::2] = state.phi_top, state.phi_bot
+        for _ in range(10):  # neighbours' heat may overshoot an arm: add 2 pi there and retry
+            own = spsolve(self._A, target)
+            low = own < -1e-12
+            if not low.any():
+                break
+            target = target + 2 * np.pi * low
+        h = self.chip.truth.heaters
+        currents = invert_cubic(np.maximum(own, 0.0), h.rho2, h.rho3)
+        if (currents > max_current_ma).any():
+            ch = int(np.argmax(currents))
+            raise UnreachableError(f"channel {ch} needs {currents[ch]:.2f} mA (> {max_current_ma} mA)")
+        return currents
