@@ -77,18 +77,20 @@ def solve_exact(
         # A solution better than `bound` has route k cheaper than this.
         return shortest + (bound - shortest.sum()) if objective == "total" else np.full(len(pairs), bound)
 
-    if incumbent_db is None:
-        trial = shortest.sum() + 4.0 if objective == "total" else shortest.max() + 4.0
-        keep = _keep(graph, d_src, d_dst, budget_per_route(trial))
-        res = _solve(graph, pairs, objective, time_limit_s, keep)
-        if res is not None and res.optimal and res.objective_db <= trial + 1e-9:
-            return res  # every better solution lies inside the pruned program
-        incumbent_db = res.objective_db if res is not None else None
+    # First try a tight bound (4 dB above the shortest paths, or the incumbent if tighter):
+    # if the pruned optimum lies within it, no better solution exists outside.
+    trial = (shortest.sum() if objective == "total" else shortest.max()) + 4.0
     if incumbent_db is not None:
-        res = _solve(graph, pairs, objective, time_limit_s,
-                     _keep(graph, d_src, d_dst, budget_per_route(incumbent_db + 1e-6)))
-        if res is not None:
-            return res
+        trial = min(trial, incumbent_db + 1e-6)
+    res = _solve(graph, pairs, objective, time_limit_s, _keep(graph, d_src, d_dst, budget_per_route(trial)))
+    if res is not None and res.optimal and res.objective_db <= trial + 1e-9:
+        return res
+    known = [x for x in (incumbent_db, res.objective_db if res is not None else None) if x is not None]
+    if known and min(known) > trial:
+        res2 = _solve(graph, pairs, objective, time_limit_s,
+                      _keep(graph, d_src, d_dst, budget_per_route(min(known) + 1e-6)))
+        if res2 is not None:
+            return res2
     res = _solve(graph, pairs, objective, time_limit_s, None)
     names = ", ".join(f"{graph.mesh.port_names[s]}->{graph.mesh.port_names[d]}" for s, d in pairs)
     if res is None:
