@@ -38,7 +38,7 @@ def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str
     plt = _pyplot()
     stages = ["detect", "compute", "write", "settle", "relock", "verify"]
     colours = plt.get_cmap("tab10")
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.6 * len(recoveries)), dpi=120)
+    fig, ax = plt.subplots(figsize=(8, 1.7 + 0.6 * len(recoveries)), dpi=120)
     for k, rec in enumerate(recoveries):
         left = 0.0
         for i, s in enumerate(stages):
@@ -49,8 +49,8 @@ def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str
     ax.set_yticks(range(len(recoveries)), [f"{r['failed']} -> {r['spare']}" for r in recoveries])
     ax.invert_yaxis()
     ax.set_xlabel("time since the failure (ms, modelled; compute measured)")
-    ax.set_title(title)
-    ax.legend(ncol=6, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.12))
+    ax.set_title(title, pad=26)  # room for the legend between the title and the bars
+    ax.legend(ncol=6, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     ax.set_xlim(0, max(sum(r["timing_ms"][s] for s in stages) for r in recoveries) * 1.25)
     fig.tight_layout()
     out = Path(path)
