@@ -58,9 +58,13 @@ class Hop:
         return hop_state(self.entry, self.exit)
 
     @property
-    def arm(self) -> int:
-        """Which side of the TBU the light enters on: 0 (a0/b0 side) or 1 (a1/b1 side)."""
-        return self.entry % 2
+    def path(self) -> int:
+        """Which of the TBU's two light paths this hop uses, named by its end-a port (0 or 1).
+
+        In bar the paths are a0-b0 and a1-b1; in cross a0-b1 and a1-b0. Two routes may
+        share a TBU only in the same state and on different paths.
+        """
+        return self.entry if self.entry < 2 else self.exit
 
 
 @dataclass(frozen=True)
