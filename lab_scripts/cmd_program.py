@@ -41,15 +41,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read configuration {args.configuration}: {exc}") from exc
     if isinstance(data, dict) and "configuration" in data and "schema" not in data:
         data = data["configuration"]  # accept `lumion route --json` output
-    heater_map = None
-    if args.map:
-        try:
-            from calibration.map import load_map  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise UsageError("calibration maps are not available in this version (calibration.map)") from exc
-        heater_map = load_map(args.map)
-    bench = open_bench(None if args.bench == "sim" else args.bench, seed=args.seed, heater_map=heater_map)
+    bench = open_bench(None if args.bench == "sim" else args.bench, seed=args.seed)
     with bench:
+        if args.map:
+            from calibration.map import CalibrationMap
+
+            # refuses a map made for another chip
+            heater_map = CalibrationMap.load(args.map, chip_id=bench.chip_id, mesh=bench.mesh)
+            bench.controller.heater_map = heater_map
         conf = Configuration.from_dict(data, bench.mesh, source=args.configuration)
         report = bench.program(conf)
         out = {"chip_id": bench.chip_id, "map": args.map or "ideal", **report.to_dict(),
