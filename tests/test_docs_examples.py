@@ -10,7 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # Pages whose ```python blocks are executed; pages join this list when their examples are
 # self-contained (no instruments or long runs).
-PAGES = ["README.md", "docs/physics.md", "docs/topology.md"]
+PAGES = ["README.md", "docs/physics.md", "docs/topology.md", "docs/fabric.md",
+         "docs/calibration.md", "docs/layout.md"]
 DOCTEST_MODULES = [
     "photonics.topology", "photonics.physics", "photonics.circuit", "photonics.budget",
     "calibration.model", "calibration.heater_map",
