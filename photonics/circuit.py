@@ -1,4 +1,4 @@
-"""Circuit solve of a whole mesh, loops included, with sparse linear algebra.
+"""Circuit solve of a whole mesh, loops included.
 
 Unknowns are the field amplitudes ``a`` entering every TBU port. Each TBU scatters them
 (``b = S a``, ``S = [[0, T.T], [T, 0]]``); each internal link feeds the wave leaving one
@@ -6,21 +6,34 @@ port into its peer (``a_p = t_link b_q``); mesh ports take the external input. S
 
     (I - L S) a = E x,        y = E.T S a
 
-with ``L`` the link matrix and ``E`` the mesh-port selector. One sparse system per
-(state, wavelength); the batch is stacked into block-diagonal sparse matrices of a few
-dozen blocks each, factorised by SuperLU on every core, so there is no Python loop over
-wavelengths or states.
+with ``L`` the link matrix and ``E`` the mesh-port selector. Two exact solvers, chosen
+automatically:
+
+* nested-dissection merge (photonics/circuit_merge.py, used whenever it applies, which is
+  every mesh built by photonics.topology): the mesh is bisected recursively by geometry
+  once (cached per mesh), and the halves' port scattering matrices are joined bottom-up,
+  eliminating the link unknowns of each cut as a small dense Schur complement. Every
+  step is one numpy call over all (state, wavelength) blocks; the root is the
+  port-to-port matrix itself.
+* sparse LU (fallback, and the reference the merge is tested against): one sparse system
+  per (state, wavelength), stacked into block-diagonal matrices of a few dozen blocks and
+  factorised by SuperLU.
+
+Either way the batch runs in chunks on every core, with no Python loop over wavelengths
+or states.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
+from photonics.circuit_merge import merge_plan, solve_merge
 from photonics.errors import StateError
 from photonics.physics import TBUParams, mzi_transfer, nominal_params, propagation_phase
 from photonics.state import MeshState
@@ -67,6 +80,10 @@ def solve(
 ) -> np.ndarray:
     """Port-to-port field scattering matrix of the mesh.
 
+    Solved by nested-dissection merging of sub-network scattering matrices when the mesh
+    allows it (every generated mesh does), otherwise by sparse LU; both are exact (they
+    agree to ~1e-13) and :func:`solve_sparse` forces the latter.
+
     Args:
         mesh: topology.
         state: heater phases, one state or a batch of ``n_states``.
@@ -85,6 +102,28 @@ def solve(
         >>> S.shape
         (1, 1, 12, 12)
     """
+    return _solve(mesh, state, wavelengths_nm, params, inputs, method="auto")
+
+
+def solve_sparse(
+    mesh: Mesh,
+    state: MeshState,
+    wavelengths_nm: np.ndarray | float = 1550.0,
+    params: TBUParams | None = None,
+    inputs: list[int] | np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`solve` by sparse LU only (the reference path; same arguments and result)."""
+    return _solve(mesh, state, wavelengths_nm, params, inputs, method="sparse")
+
+
+def _solve(
+    mesh: Mesh,
+    state: MeshState,
+    wavelengths_nm: np.ndarray | float,
+    params: TBUParams | None,
+    inputs: list[int] | np.ndarray | None,
+    method: str,
+) -> np.ndarray:
     params = params or nominal_params(mesh.n_tbus, mesh.n_links)
     if len(params.link_loss_db) != mesh.n_links:
         raise StateError(f"params describe {len(params.link_loss_db)} links, mesh has {mesh.n_links}")
@@ -99,21 +138,34 @@ def solve(
     n_states, n_wl, n = T.shape[:3]
     batch = n_states * n_wl
     T = T.reshape(batch, n, 4)
+    shape = (n_states, n_wl, mesh.n_ports, len(inputs))
+    mplan = merge_plan(mesh) if method == "auto" else None
+    if mplan is not None:
+        t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
+        out = _run_chunked(lambda c: solve_merge(mplan, T[c], t_link, inputs), batch, _MERGE_CHUNK)
+        if np.isfinite(out).all():
+            return out.reshape(shape)
+        # a lossless loop exactly on resonance: let SuperLU (with pivoting) have a go
     plan = _plan(mesh, params)
-    # Small block-diagonal chunks keep SuperLU's working set in cache; SuperLU releases the
-    # GIL, so the chunks run on every core.
-    chunks = [slice(i, min(i + _CHUNK, batch)) for i in range(0, batch, _CHUNK)]
+    out = _run_chunked(lambda c: _solve_blocks(plan, T[c], inputs), batch, _CHUNK)
+    return out.reshape(shape)
+
+
+def _run_chunked(fn: Callable[[slice], np.ndarray], batch: int, chunk: int) -> np.ndarray:
+    """``fn`` over slices of the batch, on every core (numpy and SuperLU release the GIL)."""
+    workers = min(os.cpu_count() or 1, -(-batch // chunk))
+    n_chunks = max(workers, -(-batch // chunk))
+    size = -(-batch // n_chunks)
+    chunks = [slice(i, min(i + size, batch)) for i in range(0, batch, size)]
     if len(chunks) == 1:
-        out = _solve_blocks(plan, T, inputs)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
+        return fn(chunks[0])
+    from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=min(len(chunks), os.cpu_count() or 1)) as pool:
-            parts = list(pool.map(lambda c: _solve_blocks(plan, T[c], inputs), chunks))
-        out = np.concatenate(parts, axis=0)
-    return out.reshape(n_states, n_wl, mesh.n_ports, len(inputs))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return np.concatenate(list(pool.map(fn, chunks)), axis=0)
 
 
+_MERGE_CHUNK = 64  # (state, wavelength) blocks per merge call: keeps the levels in cache
 _CHUNK = 24  # (state, wavelength) blocks per sparse factorisation
 
 

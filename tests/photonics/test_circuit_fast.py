@@ -1,0 +1,86 @@
+"""The nested-dissection merge solve against the sparse-LU reference."""
+
+import numpy as np
+import pytest
+
+from photonics.circuit import solve, solve_sparse
+from photonics.circuit_merge import merge_plan
+from photonics.physics import PhysicsDefaults, fabricated_params, nominal_params
+from photonics.state import MeshState
+from photonics.topology import Mesh, hexagonal, smartlight, square, triangular
+
+MESHES = {
+    "hex": lambda: hexagonal(2, 3),
+    "square": lambda: square(3, 3),
+    "tri": lambda: triangular(2, 4),
+    "smartlight": smartlight,
+    "hex1": lambda: hexagonal(1, 1),
+}
+LOSSLESS = PhysicsDefaults().lossless()
+
+
+def _states(mesh: Mesh, kind: str, rng: np.random.Generator) -> MeshState:
+    if kind == "random":
+        return MeshState.random(mesh, rng, n_states=3)
+    return MeshState.uniform(mesh, kind)
+
+
+@pytest.mark.parametrize("kind", ["random", "bar", "cross"])
+@pytest.mark.parametrize("lossless", [False, True])
+@pytest.mark.parametrize("name", list(MESHES))
+def test_merge_matches_sparse(name, lossless, kind):
+    mesh = MESHES[name]()
+    assert merge_plan(mesh) is not None  # every generated mesh takes the fast path
+    rng = np.random.default_rng([len(name), lossless, len(kind)])
+    params = (nominal_params(mesh.n_tbus, mesh.n_links, LOSSLESS) if lossless
+              else fabricated_params(mesh.n_tbus, mesh.n_links, rng))
+    state = _states(mesh, kind, rng)
+    wl = np.array([1540.0, 1549.37, 1550.0, 1555.21, 1560.0])
+    fast = solve(mesh, state, wl, params)
+    ref = solve_sparse(mesh, state, wl, params)
+    assert fast.shape == ref.shape
+    assert np.abs(fast - ref).max() <= 1e-9
+    if lossless:
+        for s in fast.reshape(-1, mesh.n_ports, mesh.n_ports):
+            np.testing.assert_allclose(s.conj().T @ s, np.eye(mesh.n_ports), atol=1e-9)
+            np.testing.assert_allclose(s, s.T, atol=1e-12)
+
+
+def test_input_subset_and_large_batch_match_sparse():
+    """More blocks than one chunk (threaded path) and a subset of inputs."""
+    mesh = smartlight()
+    rng = np.random.default_rng(11)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    state = MeshState.random(mesh, rng, n_states=2)
+    wl = np.linspace(1545.0, 1555.0, 101)
+    inputs = [3, 0, 17, 39]
+    fast = solve(mesh, state, wl, params, inputs=inputs)
+    ref = solve_sparse(mesh, state, wl, params, inputs=inputs)
+    assert fast.shape == (2, 101, mesh.n_ports, 4)
+    assert np.abs(fast - ref).max() <= 1e-9
+    full = solve(mesh, state, wl[:3], params)
+    np.testing.assert_allclose(full[..., inputs], fast[:, :3], atol=1e-13)
+
+
+def test_single_wavelength_scalar_and_single_tbu(single_tbu):
+    mesh = hexagonal(2, 2)
+    state = MeshState.random(mesh, np.random.default_rng(5))
+    assert np.abs(solve(mesh, state, 1550.0) - solve_sparse(mesh, state, 1550.0)).max() <= 1e-12
+    one = MeshState(np.array([0.7]), np.array([0.1]))
+    assert merge_plan(single_tbu) is not None
+    np.testing.assert_allclose(solve(single_tbu, one, [1550.0]), solve_sparse(single_tbu, one, [1550.0]),
+                               atol=1e-15)
+
+
+def test_custom_mesh_without_a_plan_falls_back_to_sparse():
+    """A TBU whose two ends are linked to each other is never cut, so the merge declines."""
+    mesh = Mesh(
+        kind="custom", rows=0, cols=0, tbu_names=("tbu:0", "tbu:1"),
+        tbu_xy=np.array([[[0.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [2.0, 0.0]]]),
+        links=np.array([[1, 3], [2, 4]]), port_tbu_ports=np.array([0, 5, 6, 7]),
+        port_names=("port:0", "port:1", "port:2", "port:3"),
+    )
+    assert merge_plan(mesh) is None
+    state = MeshState(np.array([0.3, 1.1]), np.array([0.0, 0.4]))
+    wl = [1549.0, 1551.0]
+    np.testing.assert_array_equal(solve(mesh, state, wl), solve_sparse(mesh, state, wl))
