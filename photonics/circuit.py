@@ -157,8 +157,10 @@ def _run_chunked(fn: Callable[[slice], np.ndarray], batch: int, chunk: int) -> n
     n_chunks = max(workers, -(-batch // chunk))
     size = -(-batch // n_chunks)
     chunks = [slice(i, min(i + size, batch)) for i in range(0, batch, size)]
-    if len(chunks) == 1:
-        return fn(chunks[0])
+    if batch < 8:
+        return fn(chunks[0]) if len(chunks) == 1 else np.concatenate([fn(c) for c in chunks])
+    # Worker threads even for a single chunk: their malloc arenas keep the multi-MB
+    # temporaries mapped, where the main thread's arena returns and re-faults them (2x).
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

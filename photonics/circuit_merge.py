@@ -30,8 +30,10 @@ import numpy as np
 
 from photonics.topology import Mesh
 
-_LAST_MAX_NE = 16  # levels with merged matrices up to this size run batch-last
+_LAST_MAX_NE = 16  # levels with merged matrices up to this size run batch-last...
+_LAST_MIN_BATCH = 16  # ... when the batch is at least this long
 _GJ_MAX = 24  # cuts up to this size are inverted inline, larger ones go to LAPACK
+_LAPACK_MAX_COUNT = 64  # ... unless there are this few systems (LAPACK's per-call cost wins)
 
 
 @dataclass(frozen=True)
@@ -77,15 +79,33 @@ def merge_plan(mesh: Mesh) -> MergePlan | None:
         return plan
 
 
-def _bisect(tbus: np.ndarray, centers: np.ndarray) -> dict:
+def _bisect(tbus: np.ndarray, centers: np.ndarray, tbu_links: np.ndarray) -> dict:
+    """Recursive bisection: at each split, the straight cut (along x or y, near the
+    middle) that crosses the fewest links; ``tbu_links`` is (n_links, 2) TBU pairs.
+    """
     if len(tbus) == 1:
         return {"tbus": tbus, "children": ()}
     xy = centers[tbus]
-    axis = int(np.argmax(xy.max(axis=0) - xy.min(axis=0)))
-    order = np.lexsort((xy[:, 1 - axis], xy[:, axis]))
-    half = (len(tbus) + 1) // 2
-    return {"tbus": tbus, "children": (_bisect(tbus[order[:half]], centers),
-                                       _bisect(tbus[order[half:]], centers))}
+    inside = np.zeros(len(centers), dtype=bool)
+    inside[tbus] = True
+    links = tbu_links[inside[tbu_links[:, 0]] & inside[tbu_links[:, 1]]]
+    n = len(tbus)
+    best = None
+    for axis in (0, 1):
+        order = np.lexsort((xy[:, 1 - axis], xy[:, axis]))
+        rank = np.empty(len(centers), dtype=np.int64)
+        rank[tbus[order]] = np.arange(n)
+        lo, hi = np.sort(rank[links], axis=1).T if len(links) else (np.zeros(0), np.zeros(0))
+        for half in range(max(1, (2 * n) // 5), max(2, n - (2 * n) // 5 + 1)):
+            if half >= n:
+                continue
+            cut = int(((lo < half) & (hi >= half)).sum())
+            key = (cut, abs(2 * half - n), axis)
+            if best is None or key < best[0]:
+                best = (key, order, half)
+    _, order, half = best
+    return {"tbus": tbus, "children": (_bisect(tbus[order[:half]], centers, tbu_links),
+                                       _bisect(tbus[order[half:]], centers, tbu_links))}
 
 
 def _build_plan(mesh: Mesh) -> MergePlan | None:
@@ -97,7 +117,7 @@ def _build_plan(mesh: Mesh) -> MergePlan | None:
     peer[mesh.links[:, 0]], peer[mesh.links[:, 1]] = mesh.links[:, 1], mesh.links[:, 0]
     link_of[mesh.links[:, 0]] = link_of[mesh.links[:, 1]] = np.arange(mesh.n_links)
 
-    root = _bisect(np.arange(n), mesh.tbu_centers())
+    root = _bisect(np.arange(n), mesh.tbu_centers(), mesh.links // 4)
     # Depth of each node, counted from the root; a TBU above the deepest level is carried
     # up level by level as a leaf (a 4x4 copy) until its merge.
     by_depth: list[list[dict]] = []
@@ -245,8 +265,12 @@ def _merge_last(lev: _Level, prev: np.ndarray, t_ext: np.ndarray, res: np.ndarra
         R = np.empty((*acc.shape[:2], ne, acc.shape[-1]), dtype=complex)
         _mm_last(bcc, ace, out=R[:, :, :ea])
         R[:, :, ea:] = bce
-        Ginv = np.moveaxis(_inverse_last(np.moveaxis(G, 0, 2)), 2, 0)
-        W = _mm_last(Ginv, R)
+        if k == 1:
+            W = R / G
+        elif G.shape[0] * G.shape[-1] <= _LAPACK_MAX_COUNT:
+            W = np.linalg.solve(G.transpose(0, 3, 1, 2), R.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
+        else:
+            W = _mm_last(_inverse_last(G.transpose(1, 2, 0, 3)).transpose(2, 0, 1, 3), R)
         ib = _mm_last(acc, W)
         ib[:, :, :ea] += ace
         _mm_last(aec, W, out=res[:, :ea])
@@ -273,10 +297,10 @@ def _merge_first(lev: _Level, prev: np.ndarray, t_ext: np.ndarray, res: np.ndarr
         R = np.empty((*G.shape[:-1], lev.ne), dtype=complex)
         np.matmul(bcc, ace, out=R[..., :ea])
         R[..., ea:] = bce
-        if k <= _GJ_MAX:
-            W = np.moveaxis(_inverse_last(np.moveaxis(G, (-2, -1), (0, 1))), (0, 1), (-2, -1)) @ R
-        else:
+        if k > _GJ_MAX or G.shape[0] * G.shape[1] <= _LAPACK_MAX_COUNT:
             W = np.linalg.solve(G, R)
+        else:
+            W = _inverse_last(G.transpose(2, 3, 0, 1)).transpose(2, 3, 0, 1) @ R
         ib = acc @ W
         ib[..., :ea] += ace
         np.matmul(aec, W, out=res[..., :ea, :])
@@ -294,12 +318,13 @@ def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.n
     batch = T.shape[0]
     t_ext = np.append(t_link, 0.0)
     prev = None
-    last = True
+    last = batch >= _LAST_MIN_BATCH
     for lev in plan.levels:
         m_end = lev.n_merge * lev.ne * lev.ne
         if last and lev.ne > _LAST_MAX_NE:
             last = False
-            prev = np.ascontiguousarray(prev.T)
+            if prev is not None:
+                prev = np.ascontiguousarray(prev.T)
         if last:
             buf = np.empty((lev.size, batch), dtype=complex)
             buf[m_end:] = 0.0
