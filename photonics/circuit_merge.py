@@ -17,8 +17,8 @@ so the Python cost does not grow with the batch. The root of the tree is the por
 matrix itself: no internal wave is ever solved for.
 
 Passive networks make every ``I - B_cc A_cc`` well conditioned unless the whole circuit
-is (a lossless closed loop exactly on resonance), so small systems are eliminated without
-pivoting; larger ones go to LAPACK.
+is (a lossless closed loop exactly on resonance), so many small systems are inverted by a
+batched Gauss-Jordan without pivoting; a few systems, or large ones, go to LAPACK.
 """
 
 from __future__ import annotations
