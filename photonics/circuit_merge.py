@@ -282,8 +282,8 @@ def _merge_last(lev: _Level, prev: np.ndarray, t_ext: np.ndarray, res: np.ndarra
 def _merge_first(lev: _Level, prev: np.ndarray, t_ext: np.ndarray, res: np.ndarray) -> None:
     """One level's merges on batch-first data: prev (B, size), res (B, M, ne, ne)."""
     k, ea = lev.k, lev.ea
-    A = np.take(prev, lev.idx_a, axis=1)  # (B, M, k+ea, k+ea)
-    B = np.take(prev, lev.idx_b, axis=1)
+    A = prev.take(lev.idx_a, axis=1)  # (B, M, k+ea, k+ea)
+    B = prev.take(lev.idx_b, axis=1)
     t = t_ext[lev.link]
     A[:, :, :k] *= t
     B[:, :, :k] *= t
@@ -297,7 +297,9 @@ def _merge_first(lev: _Level, prev: np.ndarray, t_ext: np.ndarray, res: np.ndarr
         R = np.empty((*G.shape[:-1], lev.ne), dtype=complex)
         np.matmul(bcc, ace, out=R[..., :ea])
         R[..., ea:] = bce
-        if k > _GJ_MAX or G.shape[0] * G.shape[1] <= _LAPACK_MAX_COUNT:
+        if k == 1:
+            W = R / G
+        elif k > _GJ_MAX or G.shape[0] * G.shape[1] <= _LAPACK_MAX_COUNT:
             W = np.linalg.solve(G, R)
         else:
             W = _inverse_last(G.transpose(2, 3, 0, 1)).transpose(2, 3, 0, 1) @ R
