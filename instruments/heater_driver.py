@@ -41,6 +41,12 @@ from instruments.transport import SerialTransport, Transport
 
 FULL_SCALE_MA = 24.0
 FULL_SCALE_V = 12.0
+# Total-power guard: heaters are assumed no hotter than this resistance (kOhm; nominal is
+# 0.25 kOhm rising ~2 %/mA), so R_max * I^2 over-estimates the electrical power.
+WORST_RESISTANCE_KOHM = 0.35
+# In voltage mode the coolest (lowest) resistance dissipates most: P = V^2 / R_min.
+LOWEST_RESISTANCE_KOHM = 0.2
+MAX_TOTAL_POWER_MW = 1000.0
 CHANNELS_PER_MODULE = 8
 BAUDRATE = 115200
 
@@ -67,14 +73,24 @@ class HeaterDriver(Instrument):
         transport: an open transport (``SerialTransport`` for real use).
         n_channels: channel count; asked with ``nchan?`` when None.
         retries: extra attempts on transient errors.
+        max_total_power_mw: limit on the summed heater power (mW), checked before every
+            current setting against ``worst_resistance_kohm * I^2`` of the currents the
+            driver would then hold. The driver starts from 0 mA (a module's power-on state)
+            and tracks what it sets and reads; call :meth:`currents` to resync after
+            another program changed the module.
+        worst_resistance_kohm: the hottest heater resistance assumed by that estimate.
     """
 
     def __init__(self, transport: Transport, *, n_channels: int | None = None, retries: int = 2,
-                 name: str = "heater_driver") -> None:
+                 name: str = "heater_driver", max_total_power_mw: float = MAX_TOTAL_POWER_MW,
+                 worst_resistance_kohm: float = WORST_RESISTANCE_KOHM) -> None:
         super().__init__(transport, name=name, retries=retries)
         self.n_channels = n_channels if n_channels is not None else self.channel_count()
         self.max_current_ma = np.full(self.n_channels, FULL_SCALE_MA)
         self.max_voltage_v = np.full(self.n_channels, FULL_SCALE_V)
+        self.max_total_power_mw = float(max_total_power_mw)
+        self.worst_resistance_kohm = float(worst_resistance_kohm)
+        self.known_currents_ma = np.zeros(self.n_channels)
 
     @classmethod
     def open(cls, url: str, *, baudrate: int = BAUDRATE, timeout_s: float = 1.0, **kwargs: object
@@ -135,6 +151,19 @@ class HeaterDriver(Instrument):
     def _current(self, ch: int, value: object) -> float:
         return check_range(value, 0.0, float(self.max_current_ma[ch]), f"channel {ch} current", "mA")
 
+    def _check_total_power(self, first: int, values: Sequence[float]) -> np.ndarray:
+        """The currents after setting ``values`` from channel ``first``; refuses over the limit."""
+        after = self.known_currents_ma.copy()
+        after[first:first + len(values)] = values
+        total = float(self.worst_resistance_kohm * np.sum(after**2))
+        if total > self.max_total_power_mw:
+            raise LimitError(
+                f"{self.name}: total heater power would reach {total:.1f} mW (estimated with "
+                f"{self.worst_resistance_kohm} kOhm heaters), over the {self.max_total_power_mw} mW "
+                "limit; nothing was sent. Lower some currents or raise max_total_power_mw."
+            )
+        return after
+
     # -- commands --------------------------------------------------------------------------
     def identity(self) -> str:
         """``id?``: the driver's identity string."""
@@ -148,7 +177,9 @@ class HeaterDriver(Instrument):
         """``i<ch>=<mA>``: set one channel's current (mA, 0..imax)."""
         ch = self._channel(channel)
         x = self._current(ch, current_ma)
+        after = self._check_total_power(ch, [x])
         self.ask(f"i{ch}={_fmt(x)}", self._ok)
+        self.known_currents_ma = after
 
     def set_block(self, first: int, currents_ma: Sequence[float] | np.ndarray) -> None:
         """Set consecutive channels ``first..first+len-1`` in one command (vector set, mA)."""
@@ -159,13 +190,19 @@ class HeaterDriver(Instrument):
         a = self._channel(first)
         b = self._channel(a + len(values) - 1)
         xs = [self._current(a + k, v) for k, v in enumerate(values)]
+        after = self._check_total_power(a, xs)
         self.ask(f"i{a}:{b}=" + ",".join(_fmt(x) for x in xs), self._ok)
+        self.known_currents_ma = after
 
     def set_voltage(self, channel: int, voltage_v: float) -> None:
         """``v<ch>=<V>``: voltage mode on one channel (V, 0..vmax)."""
         ch = self._channel(channel)
         x = check_range(voltage_v, 0.0, float(self.max_voltage_v[ch]), f"channel {ch} voltage", "V")
+        # the current that would dissipate the worst-case V^2/R_min in a worst-case heater
+        equivalent_ma = float(np.sqrt(x**2 / LOWEST_RESISTANCE_KOHM / self.worst_resistance_kohm))
+        after = self._check_total_power(ch, [equivalent_ma])
         self.ask(f"v{ch}={_fmt(x)}", self._ok)
+        self.known_currents_ma = after
 
     def current(self, channel: int) -> float:
         """``i<ch>?``: one channel's current (mA)."""
@@ -176,8 +213,10 @@ class HeaterDriver(Instrument):
         return self.ask(f"v{self._channel(channel)}?", self._number)
 
     def currents(self) -> np.ndarray:
-        """``iall?``: every channel's current (mA)."""
-        return self.ask("iall?", self._numbers)
+        """``iall?``: every channel's current (mA); also resyncs the total-power guard."""
+        values = self.ask("iall?", self._numbers)
+        self.known_currents_ma = np.asarray(values, dtype=float).copy()
+        return values
 
     def vip(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``vipall?``: (voltage V, current mA, power mW) of every channel."""
