@@ -3,8 +3,9 @@
 Per seed: set-and-read operations (and the bench time they would take at SmartLight's
 15 ms per operation), wall-clock duration of the run here, self-phase RMS/max error vs the
 hidden truth over each heater's working range, the passive-offset and setpoint errors,
-and routes programmed through the map: ACR and loss vs the model, with and without
-crosstalk compensation (all defined in docs/calibration.md).
+the fitted crosstalk K vs the truth (and what the design law alone would give), and routes
+programmed through the map: ACR and loss vs the model, with and without crosstalk
+compensation (all defined in docs/calibration.md).
 
 Run: python benchmarks/bench_calibration.py [--seeds 0 1 2] [--json]
 """
@@ -15,14 +16,15 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.evaluate import phase_errors
-from calibration.procedure import Options, Progress, calibrate
+from calibration.evaluate import differential_fraction, phase_errors
+from calibration.procedure import Options, Progress, calibrate, crosstalk_map
 from calibration.verify import measure_route, sample_routes
 from instruments.sim.chip import Chip
 from instruments.sim.direct import DirectBench
@@ -52,6 +54,25 @@ def run_seed(seed: int, n_routes: int) -> dict:
     duration = time.perf_counter() - t0
     h = chip.truth.heaters
     err = phase_errors(result.cmap, h.alpha, h.rho2, h.rho3, h.crosstalk, h.eta)
+    # The design law alone (what the map used before K was measured), on the same entries.
+    fitted = np.array(result.cmap.quality["crosstalk_fitted"]).reshape(-1, 4)
+    law, _ = crosstalk_map(mesh, result.cmap.eta, Options())
+    t, j = fitted[:, 0].astype(int), fitted[:, 1].astype(int)
+    true = differential_fraction(h.crosstalk, h.eta, t, j)
+    assumed = differential_fraction(law, result.cmap.eta, t, j)
+    law_error = float(np.sqrt(np.mean((assumed - true) ** 2) / np.mean(true**2)))
+    # Setpoint error of a whole configuration (every TBU bar, cross or 50:50) on the chip:
+    # compensated with the fitted K, with the design law, and not compensated.
+    conf = Configuration(np.random.default_rng(200 + seed).choice([0.0, 1.0, 0.5], mesh.n_tbus))
+    want = 2 * np.arccos(np.sqrt(conf.cross_fraction))
+    setpoint = {}
+    law_map = replace(result.cmap, crosstalk=law)
+    for name, cmap, comp in (("fitted", result.cmap, True), ("law", law_map, True),
+                             ("uncompensated", result.cmap, False)):
+        theta = h.phases(cmap.currents_for(conf, bench.max_current_ma, compensate=comp))
+        e = np.angle(np.exp(1j * (theta[0::2] - theta[1::2] - want)))
+        setpoint[f"config_setpoint_rms_{name}_rad"] = float(np.sqrt(np.mean(e**2)))
+        setpoint[f"config_setpoint_max_{name}_rad"] = float(np.max(np.abs(e)))
     acr_on, acr_off, acr_model, dloss_on, dloss_off = [], [], [], [], []
     for route in sample_routes(mesh, n_routes, np.random.default_rng(100 + seed)):
         model, model_acr = model_route(chip, route)
@@ -71,10 +92,15 @@ def run_seed(seed: int, n_routes: int) -> dict:
         "true_crosstalk_fraction": float(np.mean(
             np.asarray(h.crosstalk.tocsr()[np.arange(mesh.n_heaters) ^ 1, np.arange(mesh.n_heaters)]).ravel()
             / h.eta)),
+        "crosstalk_operations": result.cmap.quality["crosstalk_operations"],
+        "crosstalk_law_rms_error": law_error,
+        "true_neighbour_fraction_rms": float(np.sqrt(np.mean(true**2))),
+        **setpoint,
         "routes": n_routes,
         "acr_min_model_db": min(acr_model), "acr_median_model_db": float(np.median(acr_model)),
         "acr_min_db": min(acr_on), "acr_median_db": float(np.median(acr_on)),
         "acr_min_uncompensated_db": min(acr_off), "acr_median_uncompensated_db": float(np.median(acr_off)),
+        "acr_mean_gain_db": float(np.mean(np.array(acr_on) - np.array(acr_off))),
         "loss_vs_model_max_db": max(dloss_on), "loss_vs_model_max_uncompensated_db": max(dloss_off),
     }
 
@@ -94,9 +120,18 @@ def main() -> None:
             ("phase_rms_error_rad", "{:.4f}"), ("phase_max_error_rad", "{:.4f}"),
             ("delta_rms_error_rad", "{:.4f}"), ("setpoint_rms_error_rad", "{:.4f}"),
             ("setpoint_max_error_rad", "{:.4f}"), ("true_crosstalk_fraction", "{:.4f}"),
+            ("crosstalk_operations", "{}"), ("crosstalk_entries_fitted", "{}"),
+            ("crosstalk_entries_assumed", "{}"), ("true_neighbour_fraction_rms", "{:.4f}"),
+            ("crosstalk_rms_error", "{:.3f}"), ("crosstalk_rms_pull", "{:.2f}"),
+            ("crosstalk_law_rms_error", "{:.3f}"),
             ("acr_min_model_db", "{:.1f}"), ("acr_median_model_db", "{:.1f}"),
             ("acr_min_db", "{:.1f}"), ("acr_min_uncompensated_db", "{:.1f}"),
             ("acr_median_db", "{:.1f}"), ("acr_median_uncompensated_db", "{:.1f}"),
+            ("acr_mean_gain_db", "{:.1f}"),
+            ("config_setpoint_rms_fitted_rad", "{:.4f}"), ("config_setpoint_rms_law_rad", "{:.4f}"),
+            ("config_setpoint_rms_uncompensated_rad", "{:.4f}"),
+            ("config_setpoint_max_fitted_rad", "{:.4f}"), ("config_setpoint_max_law_rad", "{:.4f}"),
+            ("config_setpoint_max_uncompensated_rad", "{:.4f}"),
             ("loss_vs_model_max_db", "{:.3f}"), ("loss_vs_model_max_uncompensated_db", "{:.3f}")]
     for name, fmt in cols:
         print(f"{name:<36}" + "".join(f"{fmt.format(r[name]):>12}" for r in rows))

@@ -13,6 +13,13 @@ Definitions (all phases in rad; see docs/calibration.md):
   heater drives it, ``wrap(delta error) +- (d_fit(I) - d_true(I))`` with ``d`` the
   heater's effect on the differential (own phase minus what its heat puts on the partner
   arm), over the working range: ``setpoint_rms_error_rad`` / ``setpoint_max_error_rad``.
+* **crosstalk error**: over the measured (fitted) entries, the fitted differential fraction
+  ``(K[top_t, j] - K[bot_t, j]) / eta_j`` (victim TBU t's split shift per rad of heater j's
+  own phase; the only part of K power readings can see, and the only part that moves a
+  split) against the truth's: ``crosstalk_rms_error`` = RMS(fit - true) / RMS(true);
+  ``crosstalk_rms_pull`` = RMS((fit - true) / sigma), about 1 when the reported
+  uncertainties are honest; ``crosstalk_entries_fitted`` / ``crosstalk_entries_assumed``:
+  arm entries of K measured / taken from the fallback law (from the map's quality).
 
 Truth comes in as plain arrays so this module does not depend on the simulator.
 """
@@ -74,6 +81,7 @@ def phase_errors(
     effect_true = (1 - f_true)[:, None] * s_true
     e_set = np.repeat(d_err, 2)[:, None] + sign * (effect_fit - effect_true)
     return {
+        **crosstalk_errors(cmap, crosstalk, eta),
         "phase_rms_error_rad": float(np.sqrt(np.mean(e_self**2))),
         "phase_max_error_rad": float(np.max(np.abs(e_self))),
         "delta_rms_error_rad": float(np.sqrt(np.mean(d_err**2))),
@@ -83,3 +91,33 @@ def phase_errors(
         "per_heater_rms_rad": np.sqrt(np.mean(e_self**2, axis=1)),
         "delta_error_rad": d_err,
     }
+
+
+def differential_fraction(K: sp.spmatrix, eta: np.ndarray, tbus: np.ndarray,
+                          heaters: np.ndarray) -> np.ndarray:
+    """``(K[top_t, j] - K[bot_t, j]) / eta_j`` for each (t, j) pair given."""
+    K = K.tocsr()
+    t, j = np.asarray(tbus, int), np.asarray(heaters, int)
+    top = np.asarray(K[2 * t, j]).ravel()
+    bot = np.asarray(K[2 * t + 1, j]).ravel()
+    return (top - bot) / np.asarray(eta, float)[j]
+
+
+def crosstalk_errors(cmap: CalibrationMap, crosstalk: sp.spmatrix, eta: np.ndarray) -> dict[str, Any]:
+    """Fitted differential crosstalk vs the truth (see the module docstring)."""
+    q = cmap.quality
+    fitted = np.array(q.get("crosstalk_fitted", []), float).reshape(-1, 4)
+    out: dict[str, Any] = {
+        "crosstalk_entries_fitted": int(q.get("crosstalk_entries_fitted", 0)),
+        "crosstalk_entries_assumed": int(q.get("crosstalk_entries_assumed", cmap.crosstalk.nnz)),
+        "crosstalk_rms_error": None,
+        "crosstalk_rms_pull": None,
+    }
+    if len(fitted):
+        t, j = fitted[:, 0].astype(int), fitted[:, 1].astype(int)
+        true = differential_fraction(crosstalk, eta, t, j)
+        fit = fitted[:, 2] / cmap.eta[j]
+        sig = fitted[:, 3] / cmap.eta[j]
+        out["crosstalk_rms_error"] = float(np.sqrt(np.mean((fit - true) ** 2) / max(np.mean(true**2), 1e-30)))
+        out["crosstalk_rms_pull"] = float(np.sqrt(np.mean(((fit - true) / np.maximum(sig, 1e-12)) ** 2)))
+    return out

@@ -331,3 +331,92 @@ def _current_for(phase: float, rho2: float, rho3: float) -> float:
         if abs(step) < 1e-12:
             break
     return float(i)
+
+
+# ---------------------------------------------------------------------------------------
+# Crosstalk: a victim TBU held at quadrature, neighbouring heaters driven one at a time
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CrosstalkFit:
+    """Result of :func:`fit_crosstalk`.
+
+    Attributes:
+        fraction: (n_aggressors,) victim differential shift per rad of each aggressor's drive.
+        sigma: (n_aggressors,) 1-sigma uncertainties of ``fraction``.
+        offset: (2,) the victim's residual phase error at its two quadrature settings (rad).
+        level_mw: (n_outputs,) mean power ``c`` per output.
+        rms_residual: RMS weighted residual (sigma units).
+    """
+
+    fraction: np.ndarray
+    sigma: np.ndarray
+    offset: np.ndarray
+    level_mw: np.ndarray
+    rms_residual: float
+
+
+def crosstalk_model(level: np.ndarray, signs: np.ndarray, setting: np.ndarray, offset: np.ndarray,
+                    fraction: np.ndarray, drive: np.ndarray) -> np.ndarray:
+    """Powers (n_readings, n_outputs) of a victim held near quadrature.
+
+    ``P = c (1 - s q sin(eps_q + sum_k F_k x_k))``: setting ``q`` = 0 puts the victim at
+    theta = pi/2 (``q`` sign +1), setting 1 at 3 pi/2 (sign -1); ``c = b + a/2`` per output
+    (with the extinction floor ``b`` << ``a`` the fringe amplitude is ``a/2 = c``), ``x`` the
+    aggressors' drives (rad of their fitted effect), ``F`` the crosstalk fractions.
+    """
+    qsign = np.where(np.asarray(setting) == 0, 1.0, -1.0)
+    phi = np.asarray(offset)[np.asarray(setting)] + np.asarray(drive) @ np.asarray(fraction)
+    return level[None, :] * (1 - signs[None, :] * (qsign * np.sin(phi))[:, None])
+
+
+def fit_crosstalk(power_mw: np.ndarray, signs: np.ndarray, setting: np.ndarray, drive: np.ndarray,
+                  noise: NoiseModel | None = None, loss: str = "soft_l1") -> CrosstalkFit:
+    """Weighted least-squares fit of crosstalk fractions from quadrature readings.
+
+    Args:
+        power_mw: (n_readings, n_outputs) linear powers.
+        signs: (n_outputs,) +1 cross output, -1 bar output of the victim.
+        setting: (n_readings,) 0 (victim at pi/2) or 1 (at 3 pi/2); both must occur.
+        drive: (n_readings, n_aggressors) drive of each aggressor in each reading (rad).
+        noise: reading noise model for the weights.
+        loss: robust loss.
+    """
+    noise = noise or NoiseModel()
+    p = np.asarray(power_mw, float)
+    signs = np.asarray(signs, float)
+    setting = np.asarray(setting, int)
+    drive = np.asarray(drive, float)
+    n_out, n_agg = p.shape[1], drive.shape[1]
+    w = 1.0 / noise.sigma(p)
+
+    def unpack(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return v[:n_out], v[n_out:n_out + 2], v[n_out + 2:]
+
+    def residuals(v: np.ndarray) -> np.ndarray:
+        c, eps, f = unpack(v)
+        return ((crosstalk_model(c, signs, setting, eps, f, drive) - p) * w).ravel()
+
+    def jacobian(v: np.ndarray) -> np.ndarray:
+        c, eps, f = unpack(v)
+        qsign = np.where(setting == 0, 1.0, -1.0)
+        phi = eps[setting] + drive @ f
+        n = len(setting)
+        J = np.zeros((n, n_out, n_out + 2 + n_agg))
+        for o in range(n_out):
+            J[:, o, o] = (1 - signs[o] * qsign * np.sin(phi)) * w[:, o]
+        dphi = -(c[None, :] * signs[None, :]) * (qsign * np.cos(phi))[:, None] * w  # (n, n_out)
+        for q in (0, 1):
+            J[:, :, n_out + q] = dphi * (setting == q)[:, None]
+        J[:, :, n_out + 2:] = dphi[:, :, None] * drive[:, None, :]
+        return J.reshape(n * n_out, -1)
+
+    v0 = np.concatenate([np.maximum(np.mean(p, axis=0), 1e-12), np.zeros(2), np.zeros(n_agg)])
+    res = least_squares(residuals, v0, jac=jacobian, loss=loss, f_scale=3.0, x_scale="jac", max_nfev=200)
+    m, n_par = res.fun.size, v0.size
+    s2 = 2 * res.cost / max(m - n_par, 1)
+    cov = np.linalg.pinv(res.jac.T @ res.jac) * s2
+    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
+    c, eps, f = unpack(res.x)
+    raw = residuals(res.x)
+    return CrosstalkFit(fraction=f.copy(), sigma=sd[n_out + 2:].copy(), offset=eps.copy(),
+                        level_mw=c.copy(), rms_residual=float(np.sqrt(np.mean(raw**2))))

@@ -142,10 +142,11 @@ class CalibrationMap:
                      *, compensate: bool = True) -> np.ndarray:
         """Currents (n_heaters,) in mA realising ``configuration``, each <= ``max_current_ma``.
 
-        One heater per TBU is driven (the cheaper one, as ``split_phases`` chooses); with
-        ``compensate`` the driven self-phases solve ``D (I + K/eta) s = target`` by bounded
-        least squares, so every heater's heat on its neighbours is cancelled; without it,
-        each heater is set as if it were alone (to show what crosstalk costs).
+        One heater per TBU is driven (the cheaper one, as ``split_phases`` chooses, given the
+        differential its neighbours' heat adds); with ``compensate`` the driven self-phases
+        solve ``D (I + K/eta) s = target`` by bounded least squares, so every heater's heat
+        on its neighbours is cancelled (re-choosing heaters until every target is met);
+        without it, each heater is set as if it were alone (to show what crosstalk costs).
 
         Raises:
             UnreachableError: a TBU's target needs more than ``max_current_ma``.
@@ -156,32 +157,43 @@ class CalibrationMap:
             raise CalibrationError(
                 f"configuration has {r.size} TBUs but the map {self.n_tbus}; use the chip's own map"
             )
-        phase, arm = target_differential(r, self.delta)
-        active = 2 * np.arange(self.n_tbus) + arm
-        s_max = self_phase(np.asarray(max_current_ma, float), self.rho2[active], self.rho3[active])
-        too_far = phase > s_max + 1e-9
-        if too_far.any():
-            t = int(np.argmax(too_far))
-            raise UnreachableError(
-                f"{self._tbu_name(t)} needs {phase[t]:.3f} rad on heater {active[t]}, which "
-                f"reaches only {s_max[t]:.3f} rad at the {max_current_ma} mA limit"
-            )
-        sign = np.where(arm == 0, 1.0, -1.0)
-        target = sign * phase  # wanted heater-made differential per TBU
-        if compensate and self.crosstalk.nnz:
-            A = self._coupling()[:, active]  # square: one driven heater per TBU
+        compensate = compensate and bool(self.crosstalk.nnz)
+        coupling = self._coupling() if compensate else None
+        shift = np.zeros(self.n_tbus)  # differential each TBU gets from its neighbours' heat
+        for _ in range(6):
+            # The cheaper heater for the target *after* the neighbours' heat: otherwise a
+            # TBU needing ~0 rad can be pushed past its target where no heat can bring it back.
+            phase, arm = target_differential(r, self.delta + shift)
+            active = 2 * np.arange(self.n_tbus) + arm
+            s_max = self_phase(np.asarray(max_current_ma, float), self.rho2[active], self.rho3[active])
+            too_far = phase > s_max + 1e-9
+            if too_far.any():
+                t = int(np.argmax(too_far))
+                raise UnreachableError(
+                    f"{self._tbu_name(t)} needs {phase[t]:.3f} rad on heater {active[t]}, which "
+                    f"reaches only {s_max[t]:.3f} rad at the {max_current_ma} mA limit"
+                )
+            sign = np.where(arm == 0, 1.0, -1.0)
+            target = sign * phase + shift  # wanted heater-made differential per TBU
+            if coupling is None:
+                x = phase
+                break
+            A = coupling[:, active]  # square: one driven heater per TBU
             sol = lsq_linear(A, target, bounds=(np.zeros(self.n_tbus), s_max), method="trf",
                              tol=1e-12, lsmr_tol="auto", max_iter=200)
             x = np.clip(sol.x, 0, s_max)
             miss = np.abs(A @ x - target)
-            if (miss > 1e-6).any():
-                t = int(np.argmax(miss))
-                raise UnreachableError(
-                    f"{self._tbu_name(t)}: crosstalk from its neighbours leaves it {miss[t]:.3f} rad "
-                    f"from its target within the {max_current_ma} mA limit"
-                )
+            own = np.asarray(coupling[np.arange(self.n_tbus), active]).ravel() * x
+            new_shift = A @ x - own
+            if not (miss > 1e-6).any():
+                break
+            shift = new_shift
         else:
-            x = phase
+            t = int(np.argmax(miss))
+            raise UnreachableError(
+                f"{self._tbu_name(t)}: crosstalk from its neighbours leaves it {miss[t]:.3f} rad "
+                f"from its target within the {max_current_ma} mA limit"
+            )
         s = np.zeros(self.n_heaters)
         s[active] = x
         currents = invert_cubic(s, self.rho2, self.rho3)

@@ -13,7 +13,8 @@ the driver sets current and it needs no separate voltage reading; the power form
 crosstalk uses, because neighbouring arms feel the heat, not the current.
 
 Crosstalk: ``phi_i += sum_j K[i, j] * P_j`` with ``K`` (rad/mW) sparse, nearest heaters
-only, and ``P_j = self_phase_j / eta_j`` the heat of heater j (mW).
+only, and ``P_j = self_phase_j / eta_j`` the heat of heater j (mW). Only differential
+entries ``K[top_t, j] - K[bot_t, j]`` change a TBU's split; see docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -100,12 +101,28 @@ def crosstalk_matrix(
     eta: np.ndarray,
     nearest_fraction: float = 0.01,
     cutoff: float = 1.05,
+    *,
+    partner_fraction: float | None = None,
+    decay_length: float | None = None,
+    spread: float = 0.0,
+    rng: np.random.Generator | None = None,
 ) -> sp.csr_matrix:
     """Sparse thermal crosstalk K (rad/mW) decaying with distance.
 
-    The nearest heater (the other arm of the same TBU, ``d0`` apart) picks up
-    ``nearest_fraction`` of a heater's phase; farther heaters get that times ``(d0/d)^2``;
-    beyond ``cutoff`` TBU lengths nothing (DESIGN.md: 1 % nearest, decaying with distance).
+    Heaters come in pairs (channels ``2t``, ``2t+1`` are the two arms of TBU t, as
+    :func:`heater_positions` lays them out). Two laws:
+
+    * ``partner_fraction=None`` (the original law): the nearest heater (``d0`` apart, the
+      other arm of the same TBU) picks up ``nearest_fraction`` of a heater's phase,
+      farther heaters that times ``(d0/d)^2``.
+    * ``partner_fraction`` given (the simulated chip's law, docs/calibration.md): the other
+      arm of the same TBU picks up ``partner_fraction``; heaters of *other* TBUs pick up
+      ``nearest_fraction`` at the smallest inter-TBU distance ``d0`` and decay as
+      ``exp(-(d - d0) / decay_length)`` (or ``(d0/d)^2`` without ``decay_length``).
+
+    Beyond ``cutoff`` TBU lengths nothing. ``spread`` (with ``rng``) multiplies each
+    heater pair's fraction by ``1 + spread * N(0, 1)`` (clipped at 0), the same both ways;
+    with ``partner_fraction`` given only pairs on different TBUs vary.
     """
     from scipy.spatial import cKDTree
 
@@ -113,11 +130,44 @@ def crosstalk_matrix(
     pairs = tree.query_pairs(cutoff, output_type="ndarray")
     if len(pairs) == 0:
         return sp.csr_matrix((len(positions), len(positions)))
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]  # deterministic order for the spread
     d = np.linalg.norm(positions[pairs[:, 0]] - positions[pairs[:, 1]], axis=1)
-    d0 = d.min()
-    frac = nearest_fraction * (d0 / d) ** 2
+    same = pairs[:, 0] // 2 == pairs[:, 1] // 2
+    varies = np.ones(len(d), bool) if partner_fraction is None else ~same
+    if partner_fraction is None:
+        d0 = d.min()
+        frac = nearest_fraction * (d0 / d) ** 2
+    else:
+        frac = np.full(len(d), float(partner_fraction))
+        if (~same).any():
+            d_other = d[~same]
+            d0 = d_other.min()
+            if decay_length:
+                frac[~same] = nearest_fraction * np.exp(-(d_other - d0) / decay_length)
+            else:
+                frac[~same] = nearest_fraction * (d0 / d_other) ** 2
+    if spread and rng is not None:
+        frac[varies] *= np.maximum(1 + spread * rng.standard_normal(int(varies.sum())), 0.0)
     i = np.concatenate([pairs[:, 0], pairs[:, 1]])
     j = np.concatenate([pairs[:, 1], pairs[:, 0]])
     # phase on i per mW on j: a fraction of what j's own heat does to j.
     vals = np.concatenate([frac, frac]) * eta[j]
     return sp.csr_matrix((vals, (i, j)), shape=(len(positions), len(positions)))
+
+
+def neighbour_heaters(positions: np.ndarray, cutoff: float = 1.05) -> list[list[int]]:
+    """Per TBU t, the heaters of *other* TBUs within ``cutoff`` of either of t's arms (sorted).
+
+    These are the aggressors whose heat has a K entry on t's arms, and so on its
+    differential phase.
+    """
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(positions)
+    n_t = len(positions) // 2
+    out: list[list[int]] = []
+    for t in range(n_t):
+        near = set(tree.query_ball_point(positions[2 * t], cutoff))
+        near |= set(tree.query_ball_point(positions[2 * t + 1], cutoff))
+        out.append(sorted(j for j in near if j // 2 != t))
+    return out

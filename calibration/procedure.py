@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
+import scipy.sparse as sp
 
 from calibration.bench import Bench
-from calibration.fit import NoiseModel, Sweep, TBUFit, fit_tbu, sweep_currents
+from calibration.fit import NoiseModel, Sweep, TBUFit, fit_crosstalk, fit_tbu, sweep_currents
 from calibration.heater_map import invert_cubic
 from calibration.map import CalibrationError, CalibrationMap, mesh_signature, now_iso, target_differential
-from calibration.model import crosstalk_matrix, heater_positions
+from calibration.model import crosstalk_matrix, heater_positions, neighbour_heaters
 from calibration.paths import Probe, plan_probe, probe_rank
 from photonics.physics import PhysicsDefaults
 from photonics.topology import Mesh, atomic_write_text
@@ -60,8 +61,18 @@ class Options:
         refine_points: readings per heater sweep in the refinement pass (0 skips it).
         sweep_phase_rad: nominal phase the sweep reaches (3 pi: over one full fringe for
             any heater within +-30 % of nominal).
-        crosstalk_fraction: nearest-heater crosstalk fraction f (design value 1 %).
+        crosstalk_fraction: assumed crosstalk fraction f (design value 1 %) on the partner arm
+            of the same TBU (never measurable from power readings) and, for the fallback law,
+            on the nearest heater of a neighbouring TBU.
+        crosstalk_decay_tbu: decay length (TBU lengths) of the fallback law between TBUs.
         crosstalk_cutoff_tbu: neighbours within this distance (TBU lengths) get a K entry.
+        crosstalk_repeats: readings per aggressor heater and victim setting in the
+            crosstalk measurement (0: do not measure, use the fallback law everywhere).
+        crosstalk_baseline: readings per victim setting with no aggressor driven.
+        crosstalk_drive_rad: how far an aggressor heater is driven (its fitted effect on its
+            own TBU's differential phase); whole turns of 2 pi leave its TBU's split unchanged.
+        max_operations: operation budget of the whole run; crosstalk victims that do not fit
+            in it keep the fallback law.
         wavelength_nm: laser wavelength.
         loss: robust loss for the fits.
     """
@@ -70,7 +81,12 @@ class Options:
     refine_points: int = 24
     sweep_phase_rad: float = 3 * np.pi
     crosstalk_fraction: float = 0.01
+    crosstalk_decay_tbu: float = 0.1
     crosstalk_cutoff_tbu: float = 1.05
+    crosstalk_repeats: int = 1
+    crosstalk_baseline: int = 2
+    crosstalk_drive_rad: float = 6 * np.pi
+    max_operations: int | None = 10_000
     wavelength_nm: float = 1550.0
     loss: str = "soft_l1"
 
@@ -89,13 +105,39 @@ class TBURecord:
     stage: str
     src: int
     outputs: list[int]
+    base_ma: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_fit(cls, fit: TBUFit, probe: Probe, stage: str) -> TBURecord:
-        """Record of a fit made with ``probe``."""
+    def from_fit(cls, fit: TBUFit, probe: Probe, stage: str,
+                 base_ma: dict[str, float] | None = None) -> TBURecord:
+        """Record of a fit made with ``probe``.
+
+        ``base_ma``: non-zero currents of the TBU's crosstalk neighbours during the sweeps
+        (their heat is inside the fitted ``delta``).
+        """
         return cls(fit.delta, fit.rho2.tolist(), fit.rho3.tolist(), fit.sigma_delta,
                    fit.sigma_phase_2pi.tolist(), fit.rms_residual, fit.rms_residual_rel,
-                   stage, probe.src, list(probe.outputs))
+                   stage, probe.src, list(probe.outputs), dict(base_ma or {}))
+
+    def effect(self, arm: int, current_ma: float) -> float:
+        """Fitted effect (rad) of heater ``arm`` at ``current_ma`` on the TBU's differential."""
+        return float(self.g2[arm] * current_ma**2 + self.g3[arm] * current_ma**3)
+
+
+@dataclass
+class CrosstalkRecord:
+    """Measured differential crosstalk on one victim TBU.
+
+    ``fraction[k]``: the victim's differential phase shift per rad of ``heaters[k]``'s fitted
+    effect on its own TBU (dimensionless), ``sigma`` its 1-sigma uncertainty.
+    """
+
+    victim: int
+    heaters: list[int]
+    fraction: list[float]
+    sigma: list[float]
+    rms_residual: float
+    readings: int
 
 
 @dataclass
@@ -123,6 +165,7 @@ class Result:
     operations: int
     duration_s: float
     sweeps: dict[int, tuple[Probe, list[Sweep], TBUFit]] = field(default_factory=dict, repr=False)
+    crosstalk: dict[int, CrosstalkRecord] = field(default_factory=dict, repr=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -180,14 +223,106 @@ def measure_sweeps(bench: Bench, probe: Probe, base: np.ndarray, currents_ma: np
     return sweeps
 
 
+def victim_currents(record: TBURecord, theta: float) -> tuple[float, float]:
+    """(top, bottom) currents (mA) putting a calibrated TBU's differential phase at ``theta``."""
+    need = float(np.mod(theta - record.delta, 2 * np.pi))
+    if need <= np.pi:
+        return float(invert_cubic(np.array(need), record.g2[0], record.g3[0])), 0.0
+    return 0.0, float(invert_cubic(np.array(2 * np.pi - need), record.g2[1], record.g3[1]))
+
+
+def aggressor_current(record: TBURecord, arm: int, now_ma: float, drive_rad: float,
+                      max_current_ma: float) -> tuple[float, float]:
+    """Current (mA) adding ``drive_rad`` to a heater's fitted effect, and the drive reached.
+
+    With whole turns of 2 pi the aggressor's own TBU keeps its split, so light paths
+    through it are undisturbed.
+    """
+    g_now = record.effect(arm, now_ma)
+    i = min(float(invert_cubic(np.array(g_now + drive_rad), record.g2[arm], record.g3[arm])),
+            max_current_ma)
+    return i, record.effect(arm, i) - g_now
+
+
+def crosstalk_readings(n_aggressors: int, options: Options) -> int:
+    """Set-and-read operations to measure one victim with ``n_aggressors`` neighbours."""
+    return 2 * (options.crosstalk_baseline + options.crosstalk_repeats * n_aggressors)
+
+
+def measure_crosstalk(bench: Bench, probe: Probe, base: np.ndarray, records: dict[int, TBURecord],
+                      aggressors: list[int], options: Options, noise: NoiseModel) -> CrosstalkRecord:
+    """Hold ``probe.tbu`` at quadrature (pi/2, then 3 pi/2) and drive each aggressor heater.
+
+    At quadrature a shift of the victim's differential phase by ``x`` changes its outputs by
+    ``-+ c sin(x)``: first order, while every TBU on the light paths sits at bar or cross,
+    where a small shift changes the transmission only to second order. Each setting starts and
+    ends with baseline readings (no aggressor driven); each aggressor heater is then driven by
+    ``options.crosstalk_drive_rad`` on top of its base current (whole turns: its own TBU keeps
+    its split). All readings of a victim are fitted together (:func:`calibration.fit.fit_crosstalk`).
+    """
+    victim = probe.tbu
+    bench.select_input(probe.src, options.wavelength_nm)
+    powers, setting, drives = [], [], []
+    n_b = options.crosstalk_baseline
+    for q, theta in enumerate((np.pi / 2, 3 * np.pi / 2)):
+        cv = base.copy()
+        cv[2 * victim], cv[2 * victim + 1] = victim_currents(records[victim], theta)
+        schedule = ([-1] * (n_b - n_b // 2)
+                    + [k for k in range(len(aggressors)) for _ in range(options.crosstalk_repeats)]
+                    + [-1] * (n_b // 2))
+        for k in schedule:
+            c = cv.copy()
+            x = np.zeros(len(aggressors))
+            if k >= 0:
+                j = aggressors[k]
+                c[j], x[k] = aggressor_current(records[j // 2], j % 2, c[j], options.crosstalk_drive_rad,
+                                               bench.max_current_ma)
+            bench.set_currents(c)
+            powers.append(10 ** (np.asarray(bench.read_powers_dbm(list(probe.outputs))) / 10))
+            setting.append(q)
+            drives.append(x)
+    fit = fit_crosstalk(np.array(powers), np.array(probe.signs), np.array(setting), np.array(drives),
+                        noise, loss=options.loss)
+    return CrosstalkRecord(victim, list(aggressors), fit.fraction.tolist(), fit.sigma.tolist(),
+                           fit.rms_residual, len(powers))
+
+
+def crosstalk_map(mesh: Mesh, eta: np.ndarray, options: Options,
+                  crosstalk: dict[int, CrosstalkRecord] | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """K (rad/mW): the fallback law, with measured differential entries put in.
+
+    Power readings show only ``K[top_t, j] - K[bot_t, j]``; a measured entry keeps the
+    law's common part ``(K[top_t, j] + K[bot_t, j]) / 2`` (invisible to every split) and
+    takes the measured difference. A measured fraction ``F`` (victim shift per rad of the
+    aggressor's fitted effect ``g = (1 - f) s``) is ``F (1 - f) eta`` in rad/mW.
+
+    Returns ``(K, fitted)``: ``fitted`` is an (n, 4) array of [victim TBU, heater, K
+    difference (rad/mW), its sigma].
+    """
+    f = options.crosstalk_fraction
+    law = crosstalk_matrix(heater_positions(mesh.tbu_xy), eta, nearest_fraction=f,
+                           cutoff=options.crosstalk_cutoff_tbu, partner_fraction=f,
+                           decay_length=options.crosstalk_decay_tbu).tolil()
+    fitted = []
+    for t, rec in sorted((crosstalk or {}).items()):
+        for j, frac, sig in zip(rec.heaters, rec.fraction, rec.sigma, strict=True):
+            scale = (1 - f) * eta[j]
+            diff, common = frac * scale, (law[2 * t, j] + law[2 * t + 1, j]) / 2
+            law[2 * t, j], law[2 * t + 1, j] = common + diff / 2, common - diff / 2
+            fitted.append([t, j, diff, sig * scale])
+    return law.tocsr(), np.array(fitted, float).reshape(-1, 4)
+
+
 def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: Options,
-              defaults: PhysicsDefaults | None = None, quality: dict[str, Any] | None = None
-              ) -> CalibrationMap:
-    """The calibration map from per-TBU records and the crosstalk law.
+              defaults: PhysicsDefaults | None = None, quality: dict[str, Any] | None = None,
+              crosstalk: dict[int, CrosstalkRecord] | None = None) -> CalibrationMap:
+    """The calibration map from per-TBU records and crosstalk (measured, else the law).
 
     The fitted curves are differential: ``g = s - (K_partner / eta) s = (1 - f) s``; the map
     stores the self-phase ``s = g / (1 - f)`` and K, so the inversion can compensate heat
-    from every neighbour, not only the partner arm.
+    from every neighbour, not only the partner arm. Each TBU's fitted ``delta`` includes
+    the heat of its neighbours during its sweeps (recorded in ``base_ma``); that is
+    removed with K, so the map's ``delta`` is the passive differential phase.
     """
     d = defaults or PhysicsDefaults()
     missing = sorted(set(range(mesh.n_tbus)) - set(records))
@@ -196,23 +331,43 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
             f"{len(missing)} TBUs are not calibrated yet (first: {mesh.tbu_names[missing[0]]})"
         )
     eta = np.full(mesh.n_heaters, np.pi / d.heater_power_pi_mw)
-    K = crosstalk_matrix(heater_positions(mesh.tbu_xy), eta, nearest_fraction=options.crosstalk_fraction,
-                         cutoff=options.crosstalk_cutoff_tbu)
+    K, fitted = crosstalk_map(mesh, eta, options, crosstalk)
     partner = np.arange(mesh.n_heaters) ^ 1
     # Fraction of each heater's own phase landing on its partner arm (K is rad/mW, heat = s/eta).
     f_partner = np.asarray(K[partner, np.arange(mesh.n_heaters)]).ravel() / eta
     g2 = np.array([records[t].g2[k] for t in range(mesh.n_tbus) for k in (0, 1)])
     g3 = np.array([records[t].g3[k] for t in range(mesh.n_tbus) for k in (0, 1)])
     scale = 1.0 / (1.0 - f_partner)
+    rho2, rho3 = g2 * scale, g3 * scale
+    delta = np.array([records[t].delta for t in range(mesh.n_tbus)])
+    diff = (K[0::2] - K[1::2]).tocsr()  # (n_tbus, n_heaters): heat -> differential phase
+    for t in range(mesh.n_tbus):
+        base = records[t].base_ma
+        if base:
+            heat = np.zeros(mesh.n_heaters)
+            for key, i in base.items():
+                j = int(key)
+                if j // 2 != t:
+                    heat[j] = float(rho2[j] * i**2 + rho3[j] * i**3) / eta[j]
+            delta[t] = np.mod(delta[t] - float(diff[t].dot(heat)[0]), 2 * np.pi)
     q = dict(quality or {})
     q["sigma_delta_rad"] = np.array([records[t].sigma_delta for t in range(mesh.n_tbus)])
     q["sigma_phase_2pi_rad"] = np.array([records[t].sigma_phase_2pi[k] for t in range(mesh.n_tbus)
                                          for k in (0, 1)])
     q["rms_residual"] = np.repeat([records[t].rms_residual for t in range(mesh.n_tbus)], 2)
+    n_diff = sum(len(h) for h in neighbour_heaters(heater_positions(mesh.tbu_xy),
+                                                   options.crosstalk_cutoff_tbu))
+    q["crosstalk_entries_fitted"] = 2 * len(fitted)  # two arm entries per measured difference
+    q["crosstalk_entries_assumed"] = int(K.nnz) - 2 * len(fitted)
+    q["crosstalk_differences_fitted"] = len(fitted)
+    q["crosstalk_differences_total"] = n_diff
+    q["crosstalk_fitted"] = [[int(t), int(j), float(v), float(s)] for t, j, v, s in fitted]
+    if len(fitted):
+        rel = fitted[:, 3] / np.maximum(np.abs(fitted[:, 2]), 1e-12)
+        q["crosstalk_median_rel_sigma"] = float(np.median(rel))
     return CalibrationMap(
-        chip_id=chip_id, mesh=mesh_signature(mesh),
-        delta=np.array([records[t].delta for t in range(mesh.n_tbus)]),
-        rho2=g2 * scale, rho3=g3 * scale, eta=eta, crosstalk=K.tocsr(), created=now_iso(),
+        chip_id=chip_id, mesh=mesh_signature(mesh), delta=delta,
+        rho2=rho2, rho3=rho3, eta=eta, crosstalk=K.tocsr(), created=now_iso(),
         tbu_names=mesh.tbu_names, quality=q,
         nearest_fraction=options.crosstalk_fraction, cutoff_tbu=options.crosstalk_cutoff_tbu,
     )
@@ -222,12 +377,25 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
 # Checkpoint
 # ---------------------------------------------------------------------------------------
 def save_checkpoint(path: Path, chip_id: str, mesh: Mesh, records: dict[int, TBURecord],
-                    operations: int, duration_s: float) -> None:
+                    operations: int, duration_s: float,
+                    crosstalk: dict[int, CrosstalkRecord] | None = None) -> None:
     """Write the checkpoint atomically."""
     data = {"schema": CHECKPOINT_SCHEMA, "version": CHECKPOINT_VERSION, "chip_id": chip_id,
             "mesh": mesh_signature(mesh), "operations": operations, "duration_s": duration_s,
-            "tbus": {str(t): asdict(r) for t, r in sorted(records.items())}}
+            "tbus": {str(t): asdict(r) for t, r in sorted(records.items())},
+            "crosstalk": {str(t): asdict(r) for t, r in sorted((crosstalk or {}).items())}}
     atomic_write_text(path, json.dumps(data, indent=1))
+
+
+def load_checkpoint_crosstalk(path: Path) -> dict[int, CrosstalkRecord]:
+    """Crosstalk victims already measured in a checkpoint (call after :func:`load_checkpoint`)."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {int(t): CrosstalkRecord(**r) for t, r in data.get("crosstalk", {}).items()}
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"checkpoint {path} is corrupt ({exc}); delete it to start over") from exc
 
 
 def load_checkpoint(path: Path, chip_id: str, mesh: Mesh) -> tuple[dict[int, TBURecord], int, float]:
@@ -284,6 +452,8 @@ def calibrate(
     ckpt = Path(checkpoint) if checkpoint else None
     records, ops_before, dur_before = (load_checkpoint(ckpt, bench.chip_id, mesh) if ckpt
                                        else ({}, 0, 0.0))
+    xrecords = load_checkpoint_crosstalk(ckpt) if ckpt else {}
+    neighbours = neighbour_heaters(heater_positions(mesh.tbu_xy), options.crosstalk_cutoff_tbu)
     t0 = time.monotonic()
     ops0 = bench.operations
     noise = NoiseModel()
@@ -303,11 +473,12 @@ def calibrate(
         sweeps = measure_sweeps(bench, probe, base, currents, options.wavelength_nm)
         pri = None if prior is None else (prior.delta, np.array(prior.g2), np.array(prior.g3))
         fit = fit_tbu(sweeps, np.array(probe.signs), noise, loss=options.loss, prior=pri)
-        records[probe.tbu] = TBURecord.from_fit(fit, probe, stage)
+        hot = {str(j): float(base[j]) for j in neighbours[probe.tbu] if base[j] > 0}
+        records[probe.tbu] = TBURecord.from_fit(fit, probe, stage, hot)
         if keep_sweeps:
             sweeps_kept[probe.tbu] = (probe, sweeps, fit)
         if ckpt:
-            save_checkpoint(ckpt, bench.chip_id, mesh, records, ops(), elapsed())
+            save_checkpoint(ckpt, bench.chip_id, mesh, records, ops(), elapsed(), xrecords)
 
     # 1. bootstrap: grow the calibrated set one TBU at a time.
     while len(records) < mesh.n_tbus:
@@ -335,13 +506,36 @@ def calibrate(
             run_one(probe, "refine", options.refine_points, records[t])
             progress.update("refine", n, len(todo), ops(), t0)
 
+    # 3. crosstalk: each TBU at quadrature while its neighbours' heaters are driven in turn.
+    if options.crosstalk_repeats > 0:
+        allowed = set(range(mesh.n_tbus))
+        todo = [t for t in range(mesh.n_tbus) if t not in xrecords and neighbours[t]]
+        for n, t in enumerate(todo, 1):
+            cost = crosstalk_readings(len(neighbours[t]), options)
+            if options.max_operations is not None and ops() + cost > options.max_operations:
+                break  # over budget: the remaining victims keep the fallback law
+            probe = plan_probe(mesh, t, allowed - {t}, peer)
+            if probe is None:
+                continue
+            if on_tbu:
+                on_tbu("crosstalk", t)
+            base = base_currents(mesh.n_heaters, records, probe)
+            xrecords[t] = measure_crosstalk(bench, probe, base, records, neighbours[t], options, noise)
+            if ckpt:
+                save_checkpoint(ckpt, bench.chip_id, mesh, records, ops(), elapsed(), xrecords)
+            progress.update("crosstalk", n, len(todo), ops(), t0)
+
     quality = {
         "operations": ops(),
         "duration_s": elapsed(),
         "fit_rms_residual": float(np.sqrt(np.mean([r.rms_residual**2 for r in records.values()]))),
         "fit_rms_residual_rel": float(np.sqrt(np.mean([r.rms_residual_rel**2 for r in records.values()]))),
         "points_per_sweep": [options.points, options.refine_points],
+        "crosstalk_operations": sum(r.readings for r in xrecords.values()),
+        "crosstalk_victims": len(xrecords),
+        "crosstalk_rms_residual": (float(np.sqrt(np.mean([r.rms_residual**2 for r in xrecords.values()])))
+                                   if xrecords else None),
     }
-    cmap = build_map(mesh, bench.chip_id, records, options, quality=quality)
+    cmap = build_map(mesh, bench.chip_id, records, options, quality=quality, crosstalk=xrecords)
     return Result(cmap=cmap, records=dict(records), operations=ops(), duration_s=elapsed(),
-                  sweeps=sweeps_kept)
+                  sweeps=sweeps_kept, crosstalk=dict(xrecords))

@@ -22,6 +22,7 @@ from photonics.topology import Mesh
 
 FAILURE_MODES = ("dead", "bar", "cross")
 DEAD_LOSS_DB = 60.0
+CROSSTALK_DECAY_TBU = 0.1  # decay length of inter-TBU thermal crosstalk (TBU lengths)
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +45,8 @@ def draw_truth(
 
     Heaters: R0 = 250 Ohm +- 5 %, efficiency pi / P_pi (P_pi = 1.3 mW) +- 5 %,
     resistance tempco gamma = 0.02 /mA +- 10 %; so pi needs about 2.3 mA.
+    Crosstalk: ``crosstalk_fraction`` (+-20 % per chip) on the partner arm and on the
+    nearest heater of a neighbouring TBU, decaying exponentially (see the comment below).
     """
     d = defaults or PhysicsDefaults()
     rng = np.random.default_rng(seed)
@@ -55,7 +58,15 @@ def draw_truth(
     alpha = np.empty(n_h)
     alpha[0::2], alpha[1::2] = params.offset_top, params.offset_bot
     xfrac = crosstalk_fraction * (1 + 0.2 * rng.standard_normal())
-    K = crosstalk_matrix(heater_positions(mesh.tbu_xy), eta, nearest_fraction=max(xfrac, 0.0))
+    # Crosstalk law (docs/calibration.md, "Thermal crosstalk"): the other arm of the same TBU
+    # gets xfrac of a heater's phase; the nearest heater of a *neighbouring* TBU gets
+    # crosstalk_fraction +- 20 % (chip-wide) and farther ones decay as exp(-(d - d0) / 0.1 TBU
+    # lengths) up to 1.05 TBU lengths; every heater pair varies +- 10 % around the law.
+    # These draws come after all others, so the rest of the truth is unchanged per seed.
+    nfrac = crosstalk_fraction * (1 + 0.2 * rng.standard_normal())
+    K = crosstalk_matrix(heater_positions(mesh.tbu_xy), eta, nearest_fraction=max(nfrac, 0.0),
+                         partner_fraction=max(xfrac, 0.0), decay_length=CROSSTALK_DECAY_TBU,
+                         spread=0.1, rng=rng)
     heaters = HeaterModel(alpha=alpha, rho2=eta * r0, rho3=eta * r0 * gamma, eta=eta, crosstalk=K)
     return ChipTruth(params=params, heaters=heaters, r0_kohm=r0, gamma_per_ma=gamma)
 

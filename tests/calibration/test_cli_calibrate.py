@@ -2,7 +2,10 @@
 
 import json
 
+from calibration.model import heater_positions, neighbour_heaters
+from calibration.procedure import Options, crosstalk_readings
 from lab_scripts.cli import main
+from photonics.topology import hexagonal
 
 
 def test_calibrate_sim_json_and_plots(tmp_path, capsys):
@@ -16,8 +19,12 @@ def test_calibrate_sim_json_and_plots(tmp_path, capsys):
                 "phase_max_error_rad", "min_acr_db"):
         assert key in data
     assert data["heaters"] == 12
-    assert data["operations"] == 6 * 2 * (12 + 16)
+    neighbours = neighbour_heaters(heater_positions(hexagonal(1, 1).tbu_xy))
+    xt = sum(crosstalk_readings(len(n), Options()) for n in neighbours)
+    assert data["operations"] == 6 * 2 * (12 + 16) + xt
     assert data["phase_rms_error_rad"] < 0.02
+    assert data["crosstalk_entries_fitted"] > 0
+    assert data["crosstalk_rms_error"] < 0.25
     assert json.loads(out.read_text())["chip_id"] == "sim-hexagonal-1x1-seed4"
     assert not (tmp_path / "map.json.ckpt").exists()
     assert len(list((tmp_path / "plots").glob("*.png"))) == 2
