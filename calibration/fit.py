@@ -343,7 +343,9 @@ class CrosstalkFit:
     Attributes:
         fraction: (n_aggressors,) victim differential shift per rad of each aggressor's drive.
         sigma: (n_aggressors,) 1-sigma uncertainties of ``fraction``.
-        offset: (2,) the victim's residual phase error at its two quadrature settings (rad).
+        offset: (2,) the victim's residual phase error at its two quadrature settings (rad);
+            only their sum is well determined (their difference trades against ``level_mw``,
+            which changes ``fraction`` only by the cosine of the offsets, < 0.1 %).
         level_mw: (n_outputs,) mean power ``c`` per output.
         rms_residual: RMS weighted residual (sigma units).
     """

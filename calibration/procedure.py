@@ -13,11 +13,15 @@ light only goes where we can predict it through TBUs already calibrated. The pro
 2. **Refine.** Once every TBU is known, the whole chip can be parked, so each TBU is swept
    again in a clean surrounding (no uncalibrated TBU scattering light back into the
    measured outputs); this fit replaces the bootstrap fit.
-3. **Crosstalk.** Power readings show only each TBU's differential phase, where a heater's
-   heat on its partner arm cancels part of its own phase: the fitted curves are
-   ``(1 - f) s(I)`` with ``f`` the nearest-heater crosstalk fraction. ``f`` (and with it K,
-   following the 1/d^2 law of heat spreading) is taken from the design value unless a
-   measurement is given; see docs/calibration.md.
+3. **Crosstalk.** Each TBU (the victim) is held at quadrature through its fitted curve,
+   where a shift of its differential phase changes its outputs to first order, while every
+   heater of its neighbouring TBUs is driven in turn by whole turns of its fitted effect
+   (so its own TBU keeps its split); a weighted least-squares fit of all the victim's
+   readings gives the differential crosstalk ``K[top, j] - K[bot, j]`` with uncertainties
+   (:func:`measure_crosstalk`, :func:`calibration.fit.fit_crosstalk`). The partner-arm
+   fraction ``f`` (the fitted curves are ``(1 - f) s(I)``) is not separable from a heater's
+   efficiency and stays the design value; so do entries of victims that cannot be probed
+   or do not fit in the operation budget (a decaying law). See docs/calibration.md.
 
 A checkpoint (JSON, written atomically) after every TBU lets an interrupted run resume
 without redoing finished TBUs. Set-and-read operations are counted by the bench.
