@@ -32,6 +32,9 @@ RHO2_SEARCH = (0.12, 3.0)
 # rho3 / rho2 is the resistance tempco (about 0.02 /mA); the bound keeps the curve monotone
 # and physical over the sweep.
 RHO3_RATIO_BOUNDS = (-0.1, 0.2)
+# A start whose fit already explains the readings to within this RMS (in units of the
+# meter's sigma) cannot be beaten by an aliased start, so the remaining starts are skipped.
+GOOD_ENOUGH_RMS = 2.0
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,8 @@ def fit_tbu(
                             x_scale="jac", max_nfev=200)
         if best is None or res.cost < best.cost:
             best = res
+        if np.sqrt(np.mean(best.fun**2)) < GOOD_ENOUGH_RMS:
+            break
     assert best is not None
 
     delta, curves, amp, flo = unpack(best.x)

@@ -13,6 +13,12 @@ light only goes where we can predict it through TBUs already calibrated. The pro
 2. **Refine.** Once every TBU is known, the whole chip can be parked, so each TBU is swept
    again in a clean surrounding (no uncalibrated TBU scattering light back into the
    measured outputs); this fit replaces the bootstrap fit.
+2b. **Recheck.** Every fit records the TBUs its light crossed. A TBU is measured again when
+   one of those changed materially after it was measured (a re-fit moved its split by more
+   than ``recheck_tol_rad``), or once when its own fit is poor, through paths avoiding the
+   suspects; passes repeat until nothing is due. A wrong upstream TBU can recombine both
+   outputs of the TBU under test, which shifts its fringe without distorting it, so a clean
+   residual alone does not prove a fit right.
 3. **Crosstalk.** Each TBU (the victim) is held at quadrature through its fitted curve,
    where a shift of its differential phase changes its outputs to first order, while every
    heater of its neighbouring TBUs is driven in turn by whole turns of its fitted effect
@@ -33,7 +39,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -77,6 +83,12 @@ class Options:
             own TBU's differential phase); whole turns of 2 pi leave its TBU's split unchanged.
         max_operations: operation budget of the whole run; crosstalk victims that do not fit
             in it keep the fallback law.
+        recheck_passes: at most this many passes re-measuring TBUs whose fit is suspect (see
+            :func:`calibrate`, step 2b); 0 turns rechecks off.
+        recheck_tol_rad: a re-fit that moves a TBU's differential phase by more than this
+            (anywhere over its working range) counts as a material change.
+        poor_fit_residual: a fit whose RMS normalised residual exceeds this is re-measured
+            once through another light path.
         wavelength_nm: laser wavelength.
         loss: robust loss for the fits.
     """
@@ -91,6 +103,9 @@ class Options:
     crosstalk_baseline: int = 2
     crosstalk_drive_rad: float = 6 * np.pi
     max_operations: int | None = 10_000
+    recheck_passes: int = 4
+    recheck_tol_rad: float = 0.15
+    poor_fit_residual: float = 4.0
     wavelength_nm: float = 1550.0
     loss: str = "soft_l1"
 
@@ -110,22 +125,44 @@ class TBURecord:
     src: int
     outputs: list[int]
     base_ma: dict[str, float] = field(default_factory=dict)
+    hops: list[int] = field(default_factory=list)
+    seq: int = 0
+    changed: int = 0
 
     @classmethod
     def from_fit(cls, fit: TBUFit, probe: Probe, stage: str,
-                 base_ma: dict[str, float] | None = None) -> TBURecord:
+                 base_ma: dict[str, float] | None = None, seq: int = 0) -> TBURecord:
         """Record of a fit made with ``probe``.
 
         ``base_ma``: non-zero currents of the TBU's crosstalk neighbours during the sweeps
-        (their heat is inside the fitted ``delta``).
+        (their heat is inside the fitted ``delta``). ``seq``: ordinal of the measurement in
+        the run; ``changed`` (set by the caller) is the ordinal at which the TBU's fit last
+        changed materially, so measurements whose light crossed it earlier are suspect.
         """
         return cls(fit.delta, fit.rho2.tolist(), fit.rho3.tolist(), fit.sigma_delta,
                    fit.sigma_phase_2pi.tolist(), fit.rms_residual, fit.rms_residual_rel,
-                   stage, probe.src, list(probe.outputs), dict(base_ma or {}))
+                   stage, probe.src, list(probe.outputs), dict(base_ma or {}),
+                   sorted({h.tbu for h in probe.hops}), seq, seq)
 
     def effect(self, arm: int, current_ma: float) -> float:
         """Fitted effect (rad) of heater ``arm`` at ``current_ma`` on the TBU's differential."""
         return float(self.g2[arm] * current_ma**2 + self.g3[arm] * current_ma**3)
+
+    def differs_from(self, other: TBURecord, tol_rad: float) -> bool:
+        """True when the two fits set this TBU's split differently by more than ``tol_rad``.
+
+        Compares the differential phase at every current up to the 2 pi point of each arm
+        (delta included, wrapped), which is what decides where light goes.
+        """
+        for arm in (0, 1):
+            i2pi = float(invert_cubic(np.array(2 * np.pi), self.g2[arm], self.g3[arm]))
+            i = np.linspace(0.0, i2pi, 9)
+            sign = 1.0 if arm == 0 else -1.0
+            a = self.delta + sign * (self.g2[arm] * i**2 + self.g3[arm] * i**3)
+            b = other.delta + sign * (other.g2[arm] * i**2 + other.g3[arm] * i**3)
+            if np.max(np.abs(np.angle(np.exp(1j * (a - b))))) > tol_rad:
+                return True
+        return False
 
 
 @dataclass
@@ -469,7 +506,12 @@ def calibrate(
     def elapsed() -> float:
         return dur_before + time.monotonic() - t0
 
-    def run_one(probe: Probe, stage: str, n_points: int, prior: TBURecord | None) -> None:
+    seq = max((r.seq for r in records.values()), default=0)
+
+    def run_one(probe: Probe, stage: str, n_points: int, prior: TBURecord | None,
+                keep_better: bool = False) -> None:
+        """Measure and fit one TBU; with ``keep_better`` a worse-fitting result keeps ``prior``."""
+        nonlocal seq
         if on_tbu:
             on_tbu(stage, probe.tbu)
         currents = sweep_currents(nominal_sweep_max_ma(options.sweep_phase_rad), n_points)
@@ -478,7 +520,13 @@ def calibrate(
         pri = None if prior is None else (prior.delta, np.array(prior.g2), np.array(prior.g3))
         fit = fit_tbu(sweeps, np.array(probe.signs), noise, loss=options.loss, prior=pri)
         hot = {str(j): float(base[j]) for j in neighbours[probe.tbu] if base[j] > 0}
-        records[probe.tbu] = TBURecord.from_fit(fit, probe, stage, hot)
+        seq += 1
+        rec = TBURecord.from_fit(fit, probe, stage, hot, seq)
+        if prior is not None and not rec.differs_from(prior, options.recheck_tol_rad):
+            rec.changed = prior.changed
+        if keep_better and prior is not None and rec.rms_residual >= prior.rms_residual:
+            rec = replace(prior, stage=stage)
+        records[probe.tbu] = rec
         if keep_sweeps:
             sweeps_kept[probe.tbu] = (probe, sweeps, fit)
         if ckpt:
@@ -501,7 +549,7 @@ def calibrate(
 
     # 2. refine: every TBU again, in a fully parked chip.
     if options.refine_points > 0:
-        todo = [t for t in range(mesh.n_tbus) if records[t].stage != "refine"]
+        todo = [t for t in range(mesh.n_tbus) if records[t].stage == "bootstrap"]
         allowed = set(range(mesh.n_tbus))
         for n, t in enumerate(todo, 1):
             probe = plan_probe(mesh, t, allowed - {t}, peer)
@@ -509,6 +557,34 @@ def calibrate(
                 continue
             run_one(probe, "refine", options.refine_points, records[t])
             progress.update("refine", n, len(todo), ops(), t0)
+
+    # 2b. recheck: a fit is only as good as the TBUs its light crossed. Re-measure TBUs whose
+    # light crossed a TBU whose fit changed materially afterwards, and poor fits (once),
+    # through paths avoiding every suspect TBU where possible, until nothing is due.
+    rechecked = 0
+    if options.refine_points > 0:
+        allowed = set(range(mesh.n_tbus))
+        for _ in range(options.recheck_passes):
+            poor = {t for t, r in records.items() if r.rms_residual > options.poor_fit_residual}
+            due = [t for t, r in sorted(records.items())
+                   if any(records[h].changed > r.seq for h in r.hops)
+                   or (t in poor and r.stage == "refine")]
+            if not due:
+                break
+            suspects = poor | set(due)
+            for n, t in enumerate(sorted(due, key=lambda t: records[t].rms_residual), 1):
+                if options.max_operations is not None and \
+                        ops() + 2 * options.refine_points > options.max_operations:
+                    break
+                probe = (plan_probe(mesh, t, allowed - suspects, peer)
+                         or plan_probe(mesh, t, allowed - {t}, peer))
+                if probe is None:
+                    continue
+                r = records[t]
+                upstream_changed = any(records[h].changed > r.seq for h in r.hops)
+                run_one(probe, "recheck", options.refine_points, r, keep_better=not upstream_changed)
+                rechecked += 1
+                progress.update("recheck", n, len(due), ops(), t0)
 
     # 3. crosstalk: each TBU at quadrature while its neighbours' heaters are driven in turn.
     if options.crosstalk_repeats > 0:
@@ -535,6 +611,9 @@ def calibrate(
         "fit_rms_residual": float(np.sqrt(np.mean([r.rms_residual**2 for r in records.values()]))),
         "fit_rms_residual_rel": float(np.sqrt(np.mean([r.rms_residual_rel**2 for r in records.values()]))),
         "points_per_sweep": [options.points, options.refine_points],
+        "rechecks": rechecked,
+        "rechecked_tbus": sum(r.stage == "recheck" for r in records.values()),
+        "poor_fits": sum(r.rms_residual > options.poor_fit_residual for r in records.values()),
         "crosstalk_operations": sum(r.readings for r in xrecords.values()),
         "crosstalk_victims": len(xrecords),
         "crosstalk_rms_residual": (float(np.sqrt(np.mean([r.rms_residual**2 for r in xrecords.values()])))
