@@ -188,6 +188,11 @@ class Progress:
     stream: TextIO | None = field(default_factory=lambda: sys.stderr)
     every: int = 10
 
+    def note(self, message: str) -> None:
+        """Print a one-off line (e.g. that a run resumes from a checkpoint)."""
+        if self.stream is not None:
+            print(f"calibrate: {message}", file=self.stream, flush=True)
+
     def update(self, stage: str, done: int, total: int, ops: int, t0: float) -> None:
         """Print a progress line when due."""
         if self.stream is None or not (done % self.every == 0 or done == total):
@@ -494,6 +499,9 @@ def calibrate(
     records, ops_before, dur_before = (load_checkpoint(ckpt, bench.chip_id, mesh) if ckpt
                                        else ({}, 0, 0.0))
     xrecords = load_checkpoint_crosstalk(ckpt) if ckpt else {}
+    if records:
+        progress.note(f"resuming from {ckpt}: {len(records)} TBUs fitted, {len(xrecords)} crosstalk "
+                      f"victims measured, {ops_before} operations done (delete it to start over)")
     neighbours = neighbour_heaters(heater_positions(mesh.tbu_xy), options.crosstalk_cutoff_tbu)
     t0 = time.monotonic()
     ops0 = bench.operations
@@ -606,6 +614,7 @@ def calibrate(
             progress.update("crosstalk", n, len(todo), ops(), t0)
 
     quality = {
+        "resumed_operations": ops_before,
         "operations": ops(),
         "duration_s": elapsed(),
         "fit_rms_residual": float(np.sqrt(np.mean([r.rms_residual**2 for r in records.values()]))),

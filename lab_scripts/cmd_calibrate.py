@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         payload: dict[str, Any] = {
             "chip_id": cmap.chip_id, "out": str(out), "tbus": mesh.n_tbus, "heaters": mesh.n_heaters,
             "operations": result.operations, "duration_s": round(result.duration_s, 3),
+            "resumed_operations": cmap.quality["resumed_operations"],
             "fit_rms_residual": cmap.quality["fit_rms_residual"],
             "fit_rms_residual_rel": cmap.quality["fit_rms_residual_rel"],
             "worst_sigma_phase_2pi_rad": float(np.max(cmap.quality["sigma_phase_2pi_rad"])),

@@ -1,5 +1,7 @@
 """The calibration procedure on the simulated bench, judged against the hidden truth."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -156,8 +158,11 @@ def test_resume_after_interruption(tmp_path):
     first = list(seen[:13])
     seen.clear()
     bench = DirectBench(Chip(mesh, seed=5))
-    result = calibrate(bench, options, checkpoint=ckpt, progress=Progress(stream=None),
+    notes = io.StringIO()
+    result = calibrate(bench, options, checkpoint=ckpt, progress=Progress(stream=notes, every=10**6),
                        on_tbu=stop_after(10**6))
+    assert f"resuming from {ckpt}: {mesh.n_tbus} TBUs fitted" in notes.getvalue()
+    assert result.cmap.quality["resumed_operations"] == ops
     assert not set(first) & set(seen)  # nothing finished was measured again
     assert len(first) + len(seen) == 2 * mesh.n_tbus
     assert result.operations == 2 * mesh.n_tbus * 2 * 12
