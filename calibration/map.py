@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from scipy.optimize import lsq_linear
 
 from calibration.heater_map import UnreachableError, invert_cubic
-from calibration.model import self_phase
+from calibration.model import max_self_phase, self_phase
 from photonics.configuration import Configuration
 from photonics.errors import LumionError
 from photonics.topology import Mesh, atomic_write_text
@@ -165,7 +165,7 @@ class CalibrationMap:
             # TBU needing ~0 rad can be pushed past its target where no heat can bring it back.
             phase, arm = target_differential(r, self.delta + shift)
             active = 2 * np.arange(self.n_tbus) + arm
-            s_max = self_phase(np.asarray(max_current_ma, float), self.rho2[active], self.rho3[active])
+            s_max = max_self_phase(max_current_ma, self.rho2[active], self.rho3[active])
             too_far = phase > s_max + 1e-9
             if too_far.any():
                 t = int(np.argmax(too_far))

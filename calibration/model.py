@@ -36,6 +36,24 @@ def self_phase(current_ma: np.ndarray, rho2: np.ndarray, rho3: np.ndarray) -> np
     return rho2 * i**2 + rho3 * i**3
 
 
+def max_self_phase(max_current_ma: float, rho2: np.ndarray, rho3: np.ndarray) -> np.ndarray:
+    """Largest phase (rad) a heater reaches at currents 0 .. ``max_current_ma``.
+
+    With ``rho3 < 0`` (a negative resistance tempco) the curve peaks at ``-2 rho2 / (3 rho3)``
+    and falls after it, so the phase at the limit is not the reach.
+
+    Example:
+        >>> float(max_self_phase(10.0, 0.6, -0.03))  # peaks at 13.3 mA, beyond the limit
+        30.0
+        >>> round(float(max_self_phase(24.0, 0.6, -0.03)), 2)  # peak at 13.3 mA
+        35.56
+    """
+    rho2 = np.asarray(rho2, float)
+    rho3 = np.asarray(rho3, float)
+    peak = np.where(rho3 < 0, -2 * rho2 / (3 * np.where(rho3 < 0, rho3, -1.0)), np.inf)
+    return self_phase(np.minimum(float(max_current_ma), peak), rho2, rho3)
+
+
 def heater_power_mw(current_ma: np.ndarray, r0_kohm: np.ndarray, gamma_per_ma: np.ndarray) -> np.ndarray:
     """Electrical power (mW) of a heater with ``R(I) = R0 (1 + gamma I)``; mA^2 x kOhm = mW."""
     i = np.asarray(current_ma, dtype=float)

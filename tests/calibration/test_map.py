@@ -117,3 +117,18 @@ def test_unreachable_target(mesh):
 def test_wrong_size_configuration(mesh):
     with pytest.raises(CalibrationError, match="TBUs"):
         make_map(mesh).currents_for(Configuration(np.ones(3)), 24.0)
+
+
+def test_reach_of_a_heater_with_negative_tempco(mesh):
+    """A falling curve's reach is its peak, not the phase at the limit (which can be < 0)."""
+    from dataclasses import replace
+
+    cmap = make_map(mesh)
+    cmap = replace(cmap, rho3=np.full(mesh.n_heaters, -0.05))  # peaks at 8 mA, 12.8 rad
+    conf = Configuration(np.full(mesh.n_tbus, 0.3))
+    currents = cmap.currents_for(conf, 24.0)
+    assert (currents <= 8.0).all()  # solved on the rising side of the curve
+    err = np.angle(np.exp(1j * (cmap.differential(currents) - 2 * np.arccos(np.sqrt(0.3)))))
+    assert np.max(np.abs(err)) < 1e-6
+    with pytest.raises(UnreachableError, match=r"reaches only 0\.[0-9]+ rad at the 1\.0 mA limit"):
+        cmap.currents_for(conf, 1.0)
