@@ -69,13 +69,17 @@ class Serial(SerialBase):
                     self._cond.notify_all()
         return len(data)
 
-    def read(self, size: int = 1) -> bytes:
-        """Read up to ``size`` bytes within the timeout."""
+    def _check_readable(self) -> None:
+        """Raise as pyserial does for a closed port, or for a device that dropped off the bus."""
         if not self.is_open:
             raise PortNotOpenError()
         if self._dropped:
             self.is_open = False
             raise SerialException("read failed: device disconnected (lumionsim drop)")
+
+    def read(self, size: int = 1) -> bytes:
+        """Read up to ``size`` bytes within the timeout."""
+        self._check_readable()
         timeout = Timeout(self._timeout)
         with self._cond:
             while len(self._rx) < size and not timeout.expired():
@@ -88,11 +92,7 @@ class Serial(SerialBase):
 
     def read_until(self, expected: bytes = b"\n", size: int | None = None) -> bytes:
         """Fast path: take a whole line (at most ``size`` bytes) from the buffer at once."""
-        if not self.is_open:
-            raise PortNotOpenError()
-        if self._dropped:
-            self.is_open = False
-            raise SerialException("read failed: device disconnected (lumionsim drop)")
+        self._check_readable()
         timeout = Timeout(self._timeout)
         with self._cond:
             while expected not in self._rx and not timeout.expired():
