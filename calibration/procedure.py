@@ -11,8 +11,8 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    instead of round loops. Sweep the top heater (bottom at 0 mA), then the bottom heater,
    and fit both sweeps jointly (:func:`calibration.fit.fit_tbu`).
 2. **Refine.** Once every TBU is known, the whole chip can be parked, so each TBU is swept
-   again (in bootstrap order) in a clean surrounding (no uncalibrated TBU scattering light back into the
-   measured outputs); this fit replaces the bootstrap fit.
+   again (in bootstrap order) in a clean surrounding (no uncalibrated TBU scattering light
+   back into the measured outputs); this fit replaces the bootstrap fit.
 2b. **Recheck.** Every fit records the TBUs its light crossed. A TBU is measured again when
    one of those changed materially after it was measured (a re-fit moved its split by more
    than ``recheck_tol_rad``), or once when its own fit is poor, through paths avoiding the
@@ -47,10 +47,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from calibration.bench import Bench
+from calibration.evaluate import wrap
 from calibration.fit import NoiseModel, Sweep, TBUFit, fit_crosstalk, fit_tbu, sweep_currents
 from calibration.heater_map import invert_cubic
 from calibration.map import CalibrationError, CalibrationMap, mesh_signature, now_iso, target_differential
-from calibration.model import crosstalk_matrix, heater_positions, neighbour_heaters
+from calibration.model import crosstalk_matrix, heater_positions, neighbour_heaters, self_phase
 from calibration.paths import Probe, plan_probe, probe_rank
 from photonics.physics import PhysicsDefaults
 from photonics.topology import Mesh, atomic_write_text
@@ -154,13 +155,12 @@ class TBURecord:
         Compares the differential phase at every current up to the 2 pi point of each arm
         (delta included, wrapped), which is what decides where light goes.
         """
-        for arm in (0, 1):
+        for arm, sign in ((0, 1.0), (1, -1.0)):
             i2pi = float(invert_cubic(np.array(2 * np.pi), self.g2[arm], self.g3[arm]))
             i = np.linspace(0.0, i2pi, 9)
-            sign = 1.0 if arm == 0 else -1.0
-            a = self.delta + sign * (self.g2[arm] * i**2 + self.g3[arm] * i**3)
-            b = other.delta + sign * (other.g2[arm] * i**2 + other.g3[arm] * i**3)
-            if np.max(np.abs(np.angle(np.exp(1j * (a - b))))) > tol_rad:
+            a = self.delta + sign * self_phase(i, self.g2[arm], self.g3[arm])
+            b = other.delta + sign * self_phase(i, other.g2[arm], other.g3[arm])
+            if np.max(np.abs(wrap(a - b))) > tol_rad:
                 return True
         return False
 
@@ -572,14 +572,16 @@ def calibrate(
     # 2b. recheck: a fit is only as good as the TBUs its light crossed. Re-measure TBUs whose
     # light crossed a TBU whose fit changed materially afterwards, and poor fits (once),
     # through paths avoiding every suspect TBU where possible, until nothing is due.
+    def upstream_changed(t: int) -> bool:
+        return any(records[h].changed > records[t].seq for h in records[t].hops)
+
     rechecked = 0
     if options.refine_points > 0:
         allowed = set(range(mesh.n_tbus))
         for _ in range(options.recheck_passes):
             poor = {t for t, r in records.items() if r.rms_residual > options.poor_fit_residual}
-            due = [t for t, r in sorted(records.items())
-                   if any(records[h].changed > r.seq for h in r.hops)
-                   or (t in poor and r.stage == "refine")]
+            due = [t for t in sorted(records)
+                   if upstream_changed(t) or (t in poor and records[t].stage == "refine")]
             if not due:
                 break
             suspects = poor | set(due)
@@ -591,9 +593,8 @@ def calibrate(
                          or plan_probe(mesh, t, allowed - {t}, peer))
                 if probe is None:
                     continue
-                r = records[t]
-                upstream_changed = any(records[h].changed > r.seq for h in r.hops)
-                run_one(probe, "recheck", options.refine_points, r, keep_better=not upstream_changed)
+                run_one(probe, "recheck", options.refine_points, records[t],
+                        keep_better=not upstream_changed(t))
                 rechecked += 1
                 progress.update("recheck", n, len(due), ops(), t0)
 

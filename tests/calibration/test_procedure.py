@@ -240,12 +240,13 @@ def test_resume_during_crosstalk(tmp_path):
 
 
 def test_material_change_is_judged_on_the_split_not_the_parameters():
+    from dataclasses import replace
+
     from calibration.procedure import TBURecord
 
     base = TBURecord(delta=1.0, g2=[0.6, 0.6], g3=[0.01, 0.01], sigma_delta=0.01,
                      sigma_phase_2pi=[0.01, 0.01], rms_residual=0.6, rms_residual_rel=0.001,
                      stage="refine", src=0, outputs=[1])
-    from dataclasses import replace
 
     assert not base.differs_from(replace(base, delta=1.1), 0.15)
     assert base.differs_from(replace(base, delta=1.0 + np.pi), 0.15)  # off by pi: bar <-> cross
