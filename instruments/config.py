@@ -16,12 +16,14 @@ Example (every ``address = "sim"`` starts the simulators; see docs/instruments.m
     [laser]
     driver = "keysight-8164"
     address = "TCPIP::10.0.0.5::5025::SOCKET"
+    idn = "8164B"                    # optional: text *IDN? must contain (wrong address -> error)
     [laser.switch]                   # mesh port = switch output
     "port:0" = 1
 
     [power_meter]
     driver = "keysight-816x"
     address = "GPIB0::20::INSTR"
+    idn = "N7744C"                   # optional, as for the laser
     [power_meter.channels]           # mesh port = [slot, channel]
     "port:5" = [1, 1]
 
@@ -103,6 +105,14 @@ def _port_map(mesh: Mesh, table: Mapping[str, Any], what: str) -> dict[int, Any]
     return out
 
 
+def _expected_idn(section: Mapping[str, Any], name: str) -> str | None:
+    """The optional ``idn`` key: text the instrument's ``*IDN?`` reply must contain."""
+    idn = section.get("idn")
+    if idn is not None and (not isinstance(idn, str) or not idn.strip()):
+        raise BenchConfigError(f"[{name}] idn must be a non-empty string such as \"8164B\", not {idn!r}")
+    return idn
+
+
 def uses_sim(cfg: Mapping[str, Any]) -> bool:
     """True when any instrument address is ``sim``."""
     addrs = [cfg[s]["address"] for s in DRIVERS] + [t.get("address") for t in cfg.get("transceivers", [])]
@@ -161,11 +171,12 @@ def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: in
         laser = TunableLaser.open(addr["laser"] if la["address"] == "sim" else la["address"],
                                   timeout_s=timeout_s, switch_slot=int(la.get("switch_slot", 1)),
                                   switch_channel=int(la.get("switch_channel", 1)),
-                                  switch_outputs=int(la.get("switch_outputs", 64)))
+                                  switch_outputs=int(la.get("switch_outputs", 64)),
+                                  expected_idn=_expected_idn(la, "laser"))
         opened.append(laser)
         pm = cfg["power_meter"]
         meter = PowerMeter.open(addr["power_meter"] if pm["address"] == "sim" else pm["address"],
-                                timeout_s=timeout_s)
+                                timeout_s=timeout_s, expected_idn=_expected_idn(pm, "power_meter"))
         opened.append(meter)
         if la.get("switch"):
             switch = {p: int(k) for p, k in _port_map(mesh, la["switch"], "[laser.switch]").items()}

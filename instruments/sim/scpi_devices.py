@@ -1,20 +1,23 @@
 """Simulated SCPI instruments (laser + fiber switch, power meter) on loopback TCP servers.
 
-Each device is a line-in, line-out firmware; :class:`ScpiServer` serves one on
-``127.0.0.1:<port>`` from threads, reached with pyvisa-py as
-``TCPIP::127.0.0.1::<port>::SOCKET``. The meter reads the chip's circuit solve for the
+Each device is an IEEE 488.2 / SCPI-99 firmware (:mod:`instruments.sim.scpi_parser`)
+with the Keysight 8164B / 816x command set (docs/protocol-scpi.md lists every command,
+what the real instrument does and what the simulator does). :class:`ScpiServer` serves
+one on ``127.0.0.1:<port>`` from threads, reached with pyvisa-py as
+``TCPIP::127.0.0.1::<port>::SOCKET``, so PyMeasure's ``KeysightN7776C`` or plain
+pyvisa work against it unchanged. The meter reads the chip's circuit solve for the
 laser's switch output (mapped to a mesh port), wavelength and power, plus noise: a
 -70 dBm floor and 0.5 % of the reading (DESIGN.md).
 
-Faults (:meth:`ScpiDevice.inject`): ``timeout`` (no reply), ``garbage`` (noise reply),
-``drop`` (the server closes the connection); :meth:`SimLaser.drift` shifts the power and
-wavelength the light really has, unknown to the laser's own readback.
+Faults (:meth:`ScpiDevice.inject`): ``timeout`` (message ignored, no reply), ``garbage``
+(noise reply), ``drop`` (the server closes the connection without executing the
+message); :meth:`SimLaser.drift` shifts the power and wavelength the light really has,
+unknown to the laser's own readback.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import socket
 import socketserver
 import threading
@@ -23,126 +26,223 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from instruments.sim.chip import Chip
+from instruments.sim.scpi_parser import (
+    LENGTH_M,
+    NO_ERROR,
+    TIME_S,
+    Getter,
+    ScpiCore,
+    ScpiError,
+    Setter,
+    boolean,
+    check_range,
+    integer,
+    nr3,
+    number,
+    power,
+)
+
+__all__ = ["DROP", "NO_ERROR", "ScpiDevice", "ScpiServer", "SimLaser", "SimPowerMeter"]
 
 DROP = object()
-NO_ERROR = '+0,"No error"'
+FAULTS = ("timeout", "garbage", "drop")
+GARBAGE = "\x8f#?~"  # what line noise looks like to a client
+
+# The 81600B-class tunable laser of the simulated bench (limits the drivers also declare)
+WAVELENGTH_NM = (1490.0, 1640.0)
+POWER_DBM = (-10.0, 13.0)
+DEFAULT_WAVELENGTH_NM = 1550.0
+LOCK_PASSWORD = "1234"  # the 8164B factory password (PyMeasure's KeysightN7776C uses it too)
+NOT_SUPPORTED = "wavelength sweeps are not supported by this simulator (CW laser only)"
+SWEEP_NODES = ("", "STARt", "STOP", "STEP", "SPEed", "MODE", "REPeat", "CHECkparams", "LLOGging",
+               "CYCLes", "DWELl", "STEP NEXT", "STEP PREVious")
+
+# The 816x power meter heads
+METER_WAVELENGTH_NM = (800.0, 1700.0)
+ATIM_S = (1e-4, 10.0)
+RANGE_DBM = (-60.0, 10.0)
+RANGE_STEP_DB = 10.0  # the 816x range moves in 10 dB steps; a setting is rounded to one
 
 
-class ScpiDevice:
-    """Firmware base: an error queue, ``*IDN?``/``*RST``/``*CLS``/``*OPC?``/``SYST:ERR?``, faults."""
+def _choice(arg: str, table: Mapping[str, float]) -> float | None:
+    """MIN/MAX/DEF character data -> its value, else None (a number follows)."""
+    return table.get(arg.strip().upper()[:3])
 
-    idn = "LUMION,SIM,0,0.1"
+
+def _flag(on: bool) -> str:
+    return "1" if on else "0"
+
+
+class ScpiDevice(ScpiCore):
+    """A :class:`ScpiCore` firmware with a lock and injectable communication faults."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.lock = threading.Lock()
-        self.errors: list[str] = []
         self.faults: list[str] = []
-        self.commands = 0
-        self.handlers: list[tuple[re.Pattern[str], Callable[..., str | None]]] = [
-            (re.compile(r"^\*IDN\?$"), lambda: self.idn),
-            (re.compile(r"^\*RST$"), self._reset),
-            (re.compile(r"^\*CLS$"), self._cls),
-            (re.compile(r"^\*OPC\?$"), lambda: "1"),
-            (re.compile(r"^SYST(?:EM)?:ERR(?:OR)?\?$"), self._next_error),
-        ]
+        self.messages = 0
+
+    @property
+    def errors(self) -> list[str]:
+        """The error queue (oldest first), for tests."""
+        return self.status.errors
 
     def inject(self, kind: str, count: int = 1) -> None:
         """Make the next ``count`` messages misbehave: ``timeout``, ``garbage`` or ``drop``."""
-        if kind not in ("timeout", "garbage", "drop"):
-            raise ValueError(f"unknown fault {kind!r}")
+        if kind not in FAULTS:
+            raise ValueError(f"unknown fault {kind!r}; use one of {FAULTS}")
         with self.lock:
             self.faults += [kind] * count
 
-    def _next_error(self) -> str:
-        return self.errors.pop(0) if self.errors else NO_ERROR
-
-    def _reset(self) -> None:
-        self.errors.clear()
-
-    def _cls(self) -> None:
-        self.errors.clear()
-
     def handle(self, line: str) -> object:
-        """One message -> reply text, None (no reply) or :data:`DROP`."""
+        """One program message -> reply text, None (no reply) or :data:`DROP`."""
         with self.lock:
-            self.commands += 1
+            self.messages += 1
             fault = self.faults.pop(0) if self.faults else None
             if fault == "drop":
                 return DROP
             if fault == "timeout":
                 return None
-            cmd = line.strip()
-            for pattern, fn in self.handlers:
-                m = pattern.match(cmd)
-                if m:
-                    try:
-                        reply = fn(*m.groups())
-                    except ValueError:
-                        self.errors.append('-222,"Data out of range"')
-                        reply = None
-                    break
-            else:
-                self.errors.append('-113,"Undefined header"')
-                reply = None
-            if fault == "garbage" and reply is not None:
-                return "\x8f#?~"
-            return reply
-
-
-def _num(text: str, unit: str) -> float:
-    return float(text.upper().removesuffix(unit))
+            reply = self.execute(line)
+            return GARBAGE if fault == "garbage" and reply is not None else reply
 
 
 class SimLaser(ScpiDevice):
-    """81600B-style tunable laser (slot 0) with a 1xN fiber switch module (slot 1)."""
+    """8164B mainframe: tunable laser in slot 0, 1xN fiber switch module in ``switch_slot``.
 
-    idn = "Keysight Technologies,8164B-SIM,LUMION0001,V1.0 (TLS 81600B, switch 81595B)"
+    Args:
+        switch_outputs: number of switch outputs (``ROUT<slot>:CHAN1 A,<k>``, k = 1..N).
+        switch_slot: the switch module's slot.
+    """
 
-    def __init__(self, switch_outputs: int = 64) -> None:
+    idn = "Keysight Technologies,8164B,LUMION-SIM-0001,V5.25(lumion-sim)"
+    # 8164B programming guide: a missing slot number is the lowest one, 0 on the 8164B
+    suffix_defaults = {"src": 0, "chan": 1, "trig": 0, "rout": 0, "rchan": 1}  # noqa: RUF012
+
+    def __init__(self, switch_outputs: int = 64, switch_slot: int = 1) -> None:
         super().__init__()
         self.switch_outputs = switch_outputs
-        self._reset()
+        self.switch_slot = switch_slot
         self.drift_db = 0.0
         self.drift_nm = 0.0
-        n = r"([-+0-9.eE]+)"
-        self.handlers += [
-            (re.compile(rf"^SOUR0:WAV {n}NM$"), self._set_wav),
-            (re.compile(r"^SOUR0:WAV\?$"), lambda: f"{self.wavelength_nm * 1e-9:.8E}"),
-            (re.compile(rf"^SOUR0:POW {n}DBM$"), self._set_pow),
-            (re.compile(r"^SOUR0:POW\?$"), lambda: f"{self.power_dbm:+.8E}"),
-            (re.compile(r"^SOUR0:POW:STAT ([01])$"), self._set_stat),
-            (re.compile(r"^SOUR0:POW:STAT\?$"), lambda: "1" if self.output_on else "0"),
-            (re.compile(r"^ROUT1:CHAN1 A,(\d+)$"), self._set_switch),
-            (re.compile(r"^ROUT1:CHAN1\?$"), lambda: f"A,{self.switch_output}"),
-        ]
+        self.locked = False
+        self.reset()
+        self.output_on = True  # powered up with the output on, as a bench laser is left
+        src = "[SOURce#src] [CHANnel#chan]"
+        for wav in ("WAVelength [CW]", "WAVelength FIXed"):
+            self.add(f"{src} {wav}", set=self._set_wav, query=self._get_wav, query_args=(0, 1))
+        self.add(f"{src} POWer [LEVel] [IMMediate] [AMPLitude]", set=self._set_pow, query=self._get_pow,
+                 query_args=(0, 1))
+        self.add(f"{src} POWer UNIT", set=self._set_unit, query=self._get_unit)
+        self.add(f"{src} POWer STATe", set=self._set_stat, query=self._get_stat)
+        self.add("LOCK", set=self._set_lock, query=lambda _i, _a: _flag(self.locked), set_args=(2, 2))
+        self.add("ROUTe#rout [CHANnel#rchan]", set=self._set_switch, query=self._get_switch,
+                 set_args=(2, 2))
+        for node in SWEEP_NODES:
+            self.add(f"{src} WAVelength SWEep {node}", set=self._sweep, query=self._sweep,
+                     set_args=(0, 4), query_args=(0, 4))
+        for spec in (f"{src} READout DATA", f"{src} READout POINts", "TRIGger#trig OUTPut",
+                     "TRIGger#trig INPut"):
+            self.add(spec, set=self._sweep, query=self._sweep, set_args=(0, 4), query_args=(0, 4))
 
-    def _reset(self) -> None:
-        super()._reset()
-        self.wavelength_nm = 1550.0
+    def reset(self) -> None:
+        """``*RST``: 1550 nm, 0 dBm, unit dBm, output off, switch at output 1."""
+        self.wavelength_nm = DEFAULT_WAVELENGTH_NM
         self.power_dbm = 0.0
-        self.output_on = True  # a bench laser left on; *RST on real units turns it off
+        self.power_unit = "DBM"
+        self.output_on = False
         self.switch_output = 1
 
-    def _set_wav(self, v: str) -> None:
-        x = float(v)
-        if not 1490 <= x <= 1640:
-            raise ValueError
-        self.wavelength_nm = x
+    # -- handlers ----------------------------------------------------------------------------
+    def _laser(self, ids: Mapping[str, int]) -> None:
+        if ids["src"] != 0 or ids["chan"] != 1:
+            raise ScpiError(-114, f"no laser at slot {ids['src']} channel {ids['chan']} (it is SOUR0:CHAN1)")
 
-    def _set_pow(self, v: str) -> None:
-        x = float(v)
-        if not -10 <= x <= 13:
-            raise ValueError
-        self.power_dbm = x
+    def _set_wav(self, ids: dict[str, int], args: list[str]) -> None:
+        self._laser(ids)
+        low, high = WAVELENGTH_NM
+        nm = _choice(args[0], {"MIN": low, "MAX": high, "DEF": DEFAULT_WAVELENGTH_NM})
+        if nm is None:
+            nm = number(args[0], LENGTH_M) * 1e9  # no suffix: metres
+        self.wavelength_nm = check_range(nm, low, high, "wavelength", " nm")
 
-    def _set_stat(self, v: str) -> None:
-        self.output_on = v == "1"
+    def _get_wav(self, ids: dict[str, int], args: list[str]) -> str:
+        self._laser(ids)
+        low, high = WAVELENGTH_NM
+        nm = _choice(args[0], {"MIN": low, "MAX": high, "DEF": DEFAULT_WAVELENGTH_NM}) if args else \
+            self.wavelength_nm
+        if nm is None:
+            raise ScpiError(-224, f"{args[0]!r}: use MIN, MAX or DEF")
+        return nr3(nm * 1e-9)
 
-    def _set_switch(self, k: str) -> None:
-        if not 1 <= int(k) <= self.switch_outputs:
-            raise ValueError
-        self.switch_output = int(k)
+    def _set_pow(self, ids: dict[str, int], args: list[str]) -> None:
+        self._laser(ids)
+        low, high = POWER_DBM
+        dbm = _choice(args[0], {"MIN": low, "MAX": high, "DEF": 0.0})
+        if dbm is None:
+            value, unit = power(args[0], self.power_unit)
+            if unit == "W":
+                if value <= 0:
+                    raise ScpiError(-222, f"power {value:g} W must be positive")
+                dbm = 10 * np.log10(value * 1e3)
+            else:
+                dbm = value
+        self.power_dbm = check_range(float(dbm), low, high, "power", " dBm")
 
+    def _get_pow(self, ids: dict[str, int], args: list[str]) -> str:
+        self._laser(ids)
+        low, high = POWER_DBM
+        dbm = _choice(args[0], {"MIN": low, "MAX": high, "DEF": 0.0}) if args else self.power_dbm
+        if dbm is None:
+            raise ScpiError(-224, f"{args[0]!r}: use MIN, MAX or DEF")
+        return nr3(dbm if self.power_unit == "DBM" else 10 ** (dbm / 10) * 1e-3)
+
+    def _set_unit(self, ids: dict[str, int], args: list[str]) -> None:
+        self._laser(ids)
+        self.power_unit = _unit(args[0])
+
+    def _get_unit(self, ids: dict[str, int], _args: list[str]) -> str:
+        self._laser(ids)
+        return "+0" if self.power_unit == "DBM" else "+1"
+
+    def _set_stat(self, ids: dict[str, int], args: list[str]) -> None:
+        self._laser(ids)
+        on = boolean(args[0])
+        if on and self.locked:
+            raise ScpiError(-221, "the instrument is locked, send :LOCK 0,<password> first")
+        self.output_on = on
+
+    def _get_stat(self, ids: dict[str, int], _args: list[str]) -> str:
+        self._laser(ids)
+        return _flag(self.output_on)
+
+    def _set_lock(self, _ids: dict[str, int], args: list[str]) -> None:
+        if args[1].strip().strip("\"'") != LOCK_PASSWORD:
+            raise ScpiError(-224, "wrong lock password")
+        self.locked = boolean(args[0])
+        if self.locked:
+            self.output_on = False  # locking switches every laser off
+
+    def _switch(self, ids: Mapping[str, int]) -> None:
+        if ids["rout"] != self.switch_slot or ids["rchan"] != 1:
+            raise ScpiError(-114, f"no switch at slot {ids['rout']} channel {ids['rchan']} (it is "
+                                  f"ROUT{self.switch_slot}:CHAN1)")
+
+    def _set_switch(self, ids: dict[str, int], args: list[str]) -> None:
+        self._switch(ids)
+        if args[0].strip().upper() != "A":
+            raise ScpiError(-224, f"switch input {args[0]!r}: this 1xN switch has input A only")
+        k = integer(args[1])
+        self.switch_output = int(check_range(k, 1, self.switch_outputs, "switch output"))
+
+    def _get_switch(self, ids: dict[str, int], _args: list[str]) -> str:
+        self._switch(ids)
+        return f"A,{self.switch_output}"
+
+    def _sweep(self, _ids: dict[str, int], _args: list[str]) -> str:
+        raise ScpiError(-200, NOT_SUPPORTED)
+
+    # -- physics -------------------------------------------------------------------------------
     def drift(self, power_db: float = 0.0, wavelength_nm: float = 0.0) -> None:
         """Fault: the real output moves by ``power_db`` / ``wavelength_nm``; readback does not."""
         with self.lock:
@@ -153,6 +253,16 @@ class SimLaser(ScpiDevice):
         with self.lock:
             mw = 10 ** ((self.power_dbm + self.drift_db) / 10) if self.output_on else 0.0
             return self.switch_output, self.wavelength_nm + self.drift_nm, mw
+
+
+def _unit(arg: str) -> str:
+    """Power unit program data: DBM|0 or W|WATT|1 (8164B / 816x ``POW:UNIT``)."""
+    word = arg.strip().upper()
+    if word in ("DBM", "0"):
+        return "DBM"
+    if word in ("W", "WATT", "1"):
+        return "W"
+    raise ScpiError(-224, f"power unit {arg.strip()!r}: use DBM|0 or W|1")
 
 
 class SimPowerMeter(ScpiDevice):
@@ -166,7 +276,8 @@ class SimPowerMeter(ScpiDevice):
         seed: noise seed.
     """
 
-    idn = "Keysight Technologies,N7744C-SIM,LUMION0002,V1.0"
+    idn = "Keysight Technologies,N7744C,LUMION-SIM-0002,V1.0(lumion-sim)"
+    suffix_defaults = {"slot": 1, "chan": 1}  # noqa: RUF012 -- lowest slot / channel
 
     def __init__(self, chip: Chip, laser: SimLaser, heads: Mapping[tuple[int, int], int],
                  switch_ports: Mapping[int, int], *, seed: int = 0, noise_floor_dbm: float = -70.0,
@@ -179,35 +290,60 @@ class SimPowerMeter(ScpiDevice):
         self.noise_fraction = noise_fraction
         self.rng = np.random.default_rng(seed)
         self.settings: dict[tuple[int, int], dict[str, float]] = {}
-        h = r"SENS(\d+):CHAN(\d+):POW"
-        n = r"([-+0-9.eE]+)"
-        self.handlers += [
-            (re.compile(rf"^{h}:WAV {n}NM$"), lambda s, c, v: self._set(s, c, "wav", v, 800, 1700)),
-            (re.compile(rf"^{h}:WAV\?$"), lambda s, c: f"{self._get(s, c)['wav'] * 1e-9:.8E}"),
-            (re.compile(rf"^{h}:ATIM {n}S$"), lambda s, c, v: self._set(s, c, "atim", v, 1e-4, 10)),
-            (re.compile(rf"^{h}:ATIM\?$"), lambda s, c: f"{self._get(s, c)['atim']:+.8E}"),
-            (re.compile(rf"^{h}:RANG {n}DBM$"), lambda s, c, v: self._set(s, c, "rang", v, -60, 10)),
-            (re.compile(rf"^{h}:RANG\?$"), lambda s, c: f"{self._get(s, c)['rang']:+.8E}"),
-            (re.compile(rf"^{h}:RANG:AUTO ([01])$"), lambda s, c, v: self._set(s, c, "auto", v, 0, 1)),
-            (re.compile(rf"^{h}:RANG:AUTO\?$"), lambda s, c: str(int(self._get(s, c)["auto"]))),
-            (re.compile(rf"^{h}:UNIT ([01])$"), lambda s, c, v: self._set(s, c, "unit", v, 0, 1)),
-            (re.compile(rf"^{h}:UNIT\?$"), lambda s, c: str(int(self._get(s, c)["unit"]))),
-            (re.compile(r"^READ(\d+):CHAN(\d+):POW\?$"), self._read),
-        ]
+        self.stored: dict[tuple[int, int], float] = {}  # INIT's reading (mW) for FETC
+        head = "[CHANnel#chan]"
+        sens = f"SENSe#slot {head} POWer"
+        self.add(f"{sens} WAVelength", set=self._setter("wav", self._wav), query=self._getter("wav"))
+        self.add(f"{sens} ATIMe", set=self._setter("atim", self._atim), query=self._getter("atim"))
+        self.add(f"{sens} RANGe [UPPer]", set=self._setter("rang", self._range), query=self._getter("rang"))
+        self.add(f"{sens} RANGe AUTO", set=self._setter("auto", lambda a: float(boolean(a))),
+                 query=lambda i, _a: _flag(bool(self._head(i)["auto"])))
+        self.add(f"{sens} UNIT", set=self._setter("unit", lambda a: float(_unit(a) == "W")),
+                 query=lambda i, _a: "+1" if self._head(i)["unit"] else "+0")
+        self.add(f"READ#slot {head} [SCALar] POWer [DC]", query=self._read)
+        self.add(f"FETCh#slot {head} [SCALar] POWer [DC]", query=self._fetch)
+        self.add(f"INITiate#slot {head} [IMMediate]", set=self._init, set_args=(0, 0))
+        self.add(f"INITiate#slot {head} CONTinuous", set=self._setter("cont", lambda a: float(boolean(a))),
+                 query=lambda i, _a: _flag(bool(self._head(i)["cont"])))
 
-    def _get(self, slot: str, chan: str) -> dict[str, float]:
-        key = (int(slot), int(chan))
+    def reset(self) -> None:
+        """``*RST``: every head back to its defaults."""
+        self.settings = {}
+        self.stored = {}
+
+    # -- settings --------------------------------------------------------------------------------
+    def _head(self, ids: Mapping[str, int]) -> dict[str, float]:
+        key = (ids["slot"], ids["chan"])
         if key not in self.heads:
-            raise ValueError
-        return self.settings.setdefault(key, {"wav": 1550.0, "atim": 0.01, "rang": 0.0, "auto": 1,
-                                              "unit": 1})
+            raise ScpiError(-114, f"no power meter head at slot {key[0]} channel {key[1]}")
+        # power-on defaults: 1550 nm, 10 ms, auto range, readings in W, not continuous
+        return self.settings.setdefault(key, {"wav": 1550e-9, "atim": 0.01, "rang": 0.0, "auto": 1.0,
+                                              "unit": 1.0, "cont": 0.0})
 
-    def _set(self, slot: str, chan: str, what: str, value: str, low: float, high: float) -> None:
-        x = float(value)
-        if not low <= x <= high:
-            raise ValueError
-        self._get(slot, chan)[what] = x
+    def _setter(self, what: str, convert: Callable[[str], float]) -> Setter:
+        def fn(ids: dict[str, int], args: list[str]) -> None:
+            head = self._head(ids)  # the head must exist before the value is judged
+            head[what] = convert(args[0])
+        return fn
 
+    def _getter(self, what: str) -> Getter:
+        return lambda ids, _args: nr3(self._head(ids)[what])
+
+    @staticmethod
+    def _wav(arg: str) -> float:
+        m = number(arg, LENGTH_M)  # no suffix: metres
+        return check_range(m * 1e9, *METER_WAVELENGTH_NM, "wavelength", " nm") * 1e-9
+
+    @staticmethod
+    def _atim(arg: str) -> float:
+        return check_range(number(arg, TIME_S), *ATIM_S, "averaging time", " s")
+
+    @staticmethod
+    def _range(arg: str) -> float:
+        dbm = check_range(number(arg, {"DBM": 1.0}), *RANGE_DBM, "range", " dBm")
+        return RANGE_STEP_DB * round(dbm / RANGE_STEP_DB)
+
+    # -- readings ----------------------------------------------------------------------------------
     def true_power_mw(self, slot: int, chan: int) -> float:
         """Noise-free power at a head (mW)."""
         out, wl, mw = self.laser.light()
@@ -216,14 +352,30 @@ class SimPowerMeter(ScpiDevice):
             return 0.0
         return float(self.chip.output_power_mw(port, wl, mw)[self.heads[(slot, chan)]])
 
-    def _read(self, slot: str, chan: str) -> str:
-        s = self._get(slot, chan)
-        mw = self.true_power_mw(int(slot), int(chan))
+    def _measure_mw(self, ids: Mapping[str, int]) -> float:
+        mw = self.true_power_mw(ids["slot"], ids["chan"])
         noisy = mw * (1 + self.noise_fraction * self.rng.standard_normal())
-        noisy = abs(noisy + self.floor_mw * self.rng.standard_normal())
-        if s["unit"]:
-            return f"{noisy * 1e-3:+.8E}"
-        return f"{10 * np.log10(max(noisy, 1e-12)):+.8E}"
+        return abs(noisy + self.floor_mw * self.rng.standard_normal())
+
+    def _format(self, head: Mapping[str, float], mw: float) -> str:
+        return nr3(mw * 1e-3) if head["unit"] else nr3(10 * np.log10(max(mw, 1e-12)))
+
+    def _read(self, ids: dict[str, int], _args: list[str]) -> str:
+        head = self._head(ids)
+        return self._format(head, self._measure_mw(ids))
+
+    def _init(self, ids: dict[str, int], _args: list[str]) -> None:
+        self._head(ids)
+        self.stored[(ids["slot"], ids["chan"])] = self._measure_mw(ids)
+
+    def _fetch(self, ids: dict[str, int], _args: list[str]) -> str:
+        head = self._head(ids)
+        if head["cont"]:
+            return self._format(head, self._measure_mw(ids))
+        key = (ids["slot"], ids["chan"])
+        if key not in self.stored:
+            raise ScpiError(-230, "no reading yet: send INIT first")
+        return self._format(head, self.stored[key])
 
 
 class ScpiServer:
