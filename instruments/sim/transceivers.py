@@ -1,118 +1,235 @@
 """Simulated pluggable transceivers: EEPROM byte maps whose RX power follows the chip.
 
-Each :class:`SimTransceiver` has a 128-byte lower page and 128-byte upper pages selected
-by byte 127, laid out per SFF-8636 or CMIS (see :mod:`instruments.transceiver`). Its TX
-lanes launch light into mesh ports, its RX lanes sit at mesh ports; before every read
-the diagnostics are refreshed: RX power of a lane is the sum, over every enabled TX lane
-of every transceiver on the bench, of its power times the chip's port-to-port power
-transmission (circuit solve at ``wavelength_nm``). LOS asserts below ``los_dbm``.
+Each :class:`SimTransceiver` is a paged SFF-8636 (QSFP28) or CMIS 5.0 (QSFP-DD) memory
+whose static bytes come from :mod:`instruments.sim.xcvr_images` and whose live bytes are
+kept here, per the specs (sources in ``docs/protocol-transceivers.md``):
+
+* byte 127 selects the upper page; selecting a page the module does not implement
+  clears PageSelect to 00h (CMIS 5.2 Table 8-22: "the module may clear the PageSelect to
+  prevent mapping an unsupported page"; we apply the same rule to SFF-8636), and a
+  non-zero CMIS BankSelect is cleared the same way (we implement bank 0 only);
+* host writes reach only the bytes the specs make writable (TX disable, page/bank select,
+  CMIS LowPwrRequestSW and page 10h); writes elsewhere are ignored, as a module does;
+* LOS and TX-fault flags are latched: set while the condition holds, cleared by the
+  host's read of the flag byte;
+* CMIS: LowPwrRequestSW (byte 26 bit 4) puts the module in ModuleLowPwr with every data
+  path DPDeactivated; DataPathDeinit (page 10h byte 128) deactivates single lanes.
+  Transitions are immediate (the transient states ModulePwrUp/DPInit are skipped).
+
+Optics: TX lanes launch light into mesh ports, RX lanes sit at mesh ports; before every
+read the monitors are refreshed: RX power of a lane is the sum, over every transmitting
+lane of every transceiver on the bench, of its power times the chip's port-to-port power
+transmission (circuit solve at ``wavelength_nm``). A lane transmits when its TX is not
+disabled and (CMIS) its data path is DPActivated. LOS asserts below ``los_dbm``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from instruments.sim.chip import Chip
-from instruments.transceiver import CMIS, SFF8636, MemoryMap
+from instruments.sim.xcvr_images import APP_CAUI4_PSM4, ModuleImage, cmis_image, sff8636_image, words
+from instruments.xcvr_maps import (
+    BIAS_LSB_MA,
+    PAGE_SELECT,
+    POWER_LSB_MW,
+    TEMPERATURE_LSB_C,
+    UPPER_START,
+    VCC_LSB_V,
+    Cmis,
+    DataPathState,
+    Field,
+    ModuleState,
+    Sff8636,
+)
+
+OPERATING_BIAS_MA = 7.5  # laser bias of a transmitting lane
+CMIS_LANES_PER_APP = 4  # our default application (CAUI-4 / PSM4) uses 4 lanes from lane 1 or 5
 
 
 class SimTransceiver:
-    """One module's EEPROM.
+    """One module's management memory.
 
     Args:
         kind: "sff8636" (QSFP28, 4 lanes) or "cmis" (QSFP-DD, 8 lanes).
         tx_ports, rx_ports: mesh port index per lane (None for an unconnected lane).
         tx_power_dbm: launch power per lane (dBm).
+        temperature_c, vcc_v: module monitors (degC, V).
+        los_dbm: RX LOS threshold (dBm).
+        bias_multiplier: CMIS TX bias scale (1, 2, 4).
+        unsupported: monitors/controls the module does not advertise (their bytes stay 0).
     """
 
     def __init__(self, name: str, kind: str, tx_ports: Sequence[int | None], rx_ports: Sequence[int | None],
                  *, tx_power_dbm: float = 1.0, temperature_c: float = 38.5, vcc_v: float = 3.29,
-                 los_dbm: float = -20.0) -> None:
+                 los_dbm: float = -20.0, bias_multiplier: int = 1, unsupported: Iterable[str] = ()) -> None:
         if kind not in ("sff8636", "cmis"):
             raise ValueError(f"transceiver kind must be sff8636 or cmis, not {kind!r}")
         self.name, self.kind = name, kind
-        self.map: MemoryMap = SFF8636 if kind == "sff8636" else CMIS
-        n = self.map.lanes
+        self.spec: type[Sff8636] | type[Cmis] = Sff8636 if kind == "sff8636" else Cmis
+        n = self.spec.LANES
         self.tx_ports = (list(tx_ports) + [None] * n)[:n]
         self.rx_ports = (list(rx_ports) + [None] * n)[:n]
         self.tx_power_mw = np.full(n, 10 ** (tx_power_dbm / 10))
         self.los_dbm = los_dbm
-        self.lower = bytearray(128)
-        self.pages: dict[int, bytearray] = {p: bytearray(128) for p in (0, 0x10, 0x11)}
-        self.lock = threading.Lock()
+        self.unsupported = frozenset(unsupported)
+        self.bias_multiplier = bias_multiplier if kind == "cmis" else 1
+        serial = f"SIM{name.upper()}"[:16]
+        self.image: ModuleImage = (sff8636_image(serial, self.unsupported) if kind == "sff8636"
+                                   else cmis_image(serial, self.unsupported, bias_multiplier))
+        self.lock = threading.RLock()
         self.bench: TransceiverBench | None = None
-        self.lower[0] = 0x11 if kind == "sff8636" else 0x18
-        self.lower[1] = 0x08 if kind == "sff8636" else 0x50  # SFF-8636 rev 2.10 / CMIS 5.0
-        self._put(self.map.temperature, np.array([temperature_c * 256]), signed=True)
-        self._put(self.map.vcc, np.array([vcc_v * 1e4]))
-        self._text(self.map.vendor_name, "LUMION SIM")
-        self._text(self.map.part_number, f"SIM-{kind.upper()}")
+        self._module_monitors(temperature_c, vcc_v)
+        if kind == "cmis":
+            self._configure_lanes()
+        self.update_states()
 
-    # -- raw bytes ----------------------------------------------------------------------
-    def _area(self, page: int | None) -> bytearray:
-        return self.lower if page is None else self.pages.setdefault(page, bytearray(128))
+    # -- convenient views ----------------------------------------------------------------
+    @property
+    def lower(self) -> bytearray:
+        """Lower memory (bytes 0-127)."""
+        return self.image.lower
 
-    def _slice(self, where: tuple[int | None, int]) -> tuple[bytearray, int]:
-        page, off = where
-        return (self.lower, off) if page is None else (self._area(page), off - 128)
+    @property
+    def pages(self) -> dict[int, bytearray]:
+        """Implemented upper pages (offset 0 = byte 128)."""
+        return self.image.pages
 
-    def _put(self, where: tuple[int | None, int], values: np.ndarray, signed: bool = False) -> None:
-        area, off = self._slice(where)
-        dtype = ">i2" if signed else ">u2"
-        lo, hi = (-32768, 32767) if signed else (0, 65535)
-        data = np.clip(np.round(values), lo, hi).astype(dtype).tobytes()
-        area[off:off + len(data)] = data
+    def _supports(self, what: str) -> bool:
+        return what not in self.unsupported
 
-    def _text(self, where: tuple[int | None, int], text: str) -> None:
-        area, off = self._slice(where)
-        area[off:off + 16] = text.ljust(16)[:16].encode("ascii")
+    def _module_monitors(self, temperature_c: float, vcc_v: float) -> None:
+        s = self.spec
+        temp = temperature_c if self._supports("temperature") else 0.0
+        self.image.put(s.TEMPERATURE, words([temp], TEMPERATURE_LSB_C, signed=True))
+        self.image.put(s.SUPPLY_VOLTAGE, words([vcc_v if self._supports("vcc") else 0.0], VCC_LSB_V))
 
-    def _bits(self, where: tuple[int | None, int]) -> int:
-        area, off = self._slice(where)
-        return area[off]
+    def _configure_lanes(self) -> None:
+        """Run our CAUI-4 application on lanes 1-4, and on 5-8 too when any of those is wired."""
+        apsel = bytearray(Cmis.LANES)
+        for first in range(0, Cmis.LANES, CMIS_LANES_PER_APP):
+            lanes = range(first, first + CMIS_LANES_PER_APP)
+            wired = any(self.tx_ports[k] is not None or self.rx_ports[k] is not None for k in lanes)
+            if first == 0 or wired:
+                for k in lanes:
+                    apsel[k] = APP_CAUI4_PSM4 << Cmis.APSEL_SHIFT
+        self.image.put(Cmis.ACTIVE_APSEL, apsel)
+
+    # -- states (CMIS) -------------------------------------------------------------------
+    def module_state(self) -> ModuleState:
+        """CMIS ModuleState the module is in (SFF-8636 modules are always ready)."""
+        if self.kind != "cmis":
+            return ModuleState.MODULE_READY
+        low_power = self.image.get(Cmis.MODULE_GLOBAL_CONTROLS)[0] & Cmis.LOW_PWR_REQUEST_SW
+        return ModuleState.MODULE_LOW_PWR if low_power else ModuleState.MODULE_READY
+
+    def lane_activated(self) -> np.ndarray:
+        """Per lane: data path DPActivated (always True on SFF-8636, which has no data-path states)."""
+        n = self.spec.LANES
+        if self.kind != "cmis":
+            return np.ones(n, dtype=bool)
+        ready = self.module_state() == ModuleState.MODULE_READY
+        apsel = self.image.get(Cmis.ACTIVE_APSEL)
+        deinit = self.image.get(Cmis.DATA_PATH_DEINIT)[0]
+        return np.array([ready and apsel[k] >> Cmis.APSEL_SHIFT != 0 and not (deinit >> k) & 1
+                         for k in range(n)])
+
+    def update_states(self) -> None:
+        """Write ModuleState and the per-lane DPState from the host's controls."""
+        if self.kind != "cmis":
+            return
+        state = self.module_state()
+        self.image.put(Cmis.MODULE_STATE, [(state << Cmis.MODULE_STATE_SHIFT) | Cmis.INTERRUPT_DEASSERTED])
+        codes = [DataPathState.DP_ACTIVATED if on else DataPathState.DP_DEACTIVATED
+                 for on in self.lane_activated()]
+        packed = bytes(codes[k] | codes[k + 1] << 4 for k in range(0, len(codes), 2))  # lane 1 = low nibble
+        self.image.put(Cmis.DATA_PATH_STATE, packed)
 
     def tx_enabled(self) -> np.ndarray:
-        """Lanes whose transmitter is on."""
-        b = self._bits(self.map.tx_disable)
-        return np.array([not (b >> k) & 1 for k in range(self.map.lanes)])
+        """Lanes whose transmitter emits light."""
+        disabled = self.image.get(self.spec.TX_DISABLE)[0] if self._supports("tx_disable") else 0
+        on = np.array([not (disabled >> k) & 1 for k in range(self.spec.LANES)])
+        return on & self.lane_activated()
+
+    # -- I2C -----------------------------------------------------------------------------
+    def _locate(self, address: int, page: int) -> tuple[bytearray, int]:
+        return (self.image.lower, address) if address < UPPER_START else (self.image.pages[page],
+                                                                          address - UPPER_START)
+
+    def _latched(self, page: int) -> set[int]:
+        """Addresses of latched (clear-on-read) flag bytes visible with ``page`` selected."""
+        s = self.spec
+        if s is Sff8636:
+            return {Sff8636.LOS.offset, Sff8636.TX_FAULT.offset}
+        return {Cmis.RX_LOS.offset, Cmis.TX_FAULT.offset} if page == Cmis.RX_LOS.page else set()
 
     def read(self, offset: int, length: int) -> bytes:
-        """I2C read: lower page below 128, the selected upper page above."""
+        """I2C read: lower memory below 128, the selected page above; latched flags clear."""
         if self.bench is not None:
             self.bench.refresh()
+        else:
+            self.set_monitors(np.zeros(self.spec.LANES))  # alone on the bench: no light arrives
         with self.lock:
-            page = self.lower[127]
-            out = bytearray()
-            for a in (x & 0xFF for x in range(offset, offset + length)):
-                out.append(self.lower[a] if a < 128 else self._area(page)[a - 128])
-            return bytes(out)
+            page = self.image.lower[PAGE_SELECT]
+            addresses = [x & 0xFF for x in range(offset, offset + length)]
+            out = bytes(area[i] for area, i in (self._locate(a, page) for a in addresses))
+            for a in set(addresses) & self._latched(page):
+                area, i = self._locate(a, page)
+                area[i] = 0
+            return out
+
+    def _writable(self, address: int, page: int) -> bool:
+        if address < UPPER_START:
+            tx_disable = self.spec.TX_DISABLE
+            if tx_disable.page is None and address == tx_disable.offset:
+                return self._supports("tx_disable")
+            return address in self.spec.WRITABLE_LOWER
+        if self.spec is Cmis and page == Cmis.TX_DISABLE.page:
+            return address != Cmis.TX_DISABLE.offset or self._supports("tx_disable")
+        return False
+
+    def _store(self, address: int, value: int, page: int) -> int:
+        """Store one written byte; returns the page selected afterwards."""
+        if not self._writable(address, page):
+            return page
+        if address == PAGE_SELECT:
+            value = value if value in self.image.pages else 0
+            page = value
+        elif self.spec is Cmis and address == Cmis.BANK_SELECT.offset:
+            value = 0
+        area, i = self._locate(address, page)
+        area[i] = value
+        return page
 
     def write(self, offset: int, data: bytes) -> None:
-        """I2C write (page select, TX disable, ...)."""
+        """I2C write (page select, TX disable, controls); read-only bytes ignore writes."""
         with self.lock:
-            page = self.lower[127]
+            page = self.image.lower[PAGE_SELECT]
             for k, b in enumerate(data):
-                a = (offset + k) & 0xFF
-                if a < 128:
-                    self.lower[a] = b
-                    if a == 127:
-                        page = b
-                else:
-                    self._area(page)[a - 128] = b
+                page = self._store((offset + k) & 0xFF, b, page)
+            self.update_states()
+
+    # -- monitors ------------------------------------------------------------------------
+    def _lane_words(self, f: Field, values: np.ndarray, lsb: float, what: str) -> None:
+        self.image.put(f, words(values if self._supports(what) else np.zeros_like(values), lsb))
 
     def set_monitors(self, rx_mw: np.ndarray) -> None:
-        """Write TX/RX power, bias and LOS from the optical state."""
+        """Write TX/RX power, bias and (latched) LOS from the optical state."""
+        s = self.spec
         with self.lock:
-            on = self.tx_enabled()
-            self._put(self.map.tx_power, np.where(on, self.tx_power_mw, 0.0) * 1e4)
-            self._put(self.map.tx_bias, np.where(on, 7.5, 0.0) / 2e-3)
-            self._put(self.map.rx_power, rx_mw * 1e4)
+            on, live = self.tx_enabled(), self.lane_activated()
+            bias_lsb = BIAS_LSB_MA * self.bias_multiplier
+            self._lane_words(s.TX_POWER, np.where(on, self.tx_power_mw, 0.0), POWER_LSB_MW, "tx_power")
+            self._lane_words(s.TX_BIAS, np.where(on, OPERATING_BIAS_MA, 0.0), bias_lsb, "tx_bias")
+            self._lane_words(s.RX_POWER, np.where(live, rx_mw, 0.0), POWER_LSB_MW, "rx_power")
             los = 10 * np.log10(np.maximum(rx_mw, 1e-12)) < self.los_dbm
-            area, off = self._slice(self.map.rx_los)
-            area[off] = sum(1 << k for k in range(self.map.lanes) if los[k])
+            if self._supports("rx_los"):
+                flags = sum(1 << k for k in range(s.LANES) if los[k])
+                rx_los = s.LOS if s is Sff8636 else Cmis.RX_LOS
+                self.image.put(rx_los, [self.image.get(rx_los)[0] | flags])
 
 
 class TransceiverBench:
@@ -133,8 +250,9 @@ class TransceiverBench:
             n_ports = self.chip.mesh.n_ports
             arriving = np.zeros(n_ports)
             for t in self.transceivers.values():
+                on = t.tx_enabled()
                 for lane, port in enumerate(t.tx_ports):
-                    if port is not None and t.tx_enabled()[lane]:
+                    if port is not None and on[lane]:
                         arriving += self.chip.output_power_mw(port, self.wavelength_nm, t.tx_power_mw[lane])
             for t in self.transceivers.values():
                 rx = np.array([arriving[p] if p is not None else 0.0 for p in t.rx_ports])

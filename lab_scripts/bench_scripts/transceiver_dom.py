@@ -24,13 +24,25 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(doms, indent=1))
         return 0
     for name, d in doms.items():
-        print(f"{name}: {d['form_factor']} ({d['spec']}) {d['vendor']} {d['part']}, "
-              f"{d['temperature_c']:.1f} degC, {d['vcc_v']:.3f} V")
-        for lane, (tx, rx, bias, los) in enumerate(zip(d["tx_power_dbm"], d["rx_power_dbm"], d["tx_bias_ma"],
-                                                       d["rx_los"], strict=True)):
-            print(f"  lane {lane + 1}: TX {tx:6.2f} dBm  bias {bias:5.2f} mA  RX {rx:7.2f} dBm"
-                  f"{'  LOS' if los else ''}")
+        print(f"{name}: {d['form_factor']} ({d['spec']}) {d['vendor']} {d['part']} {d['module_state']}, "
+              f"{_num(d['temperature_c'], '.1f')} degC, {_num(d['vcc_v'], '.3f')} V")
+        n = len(d["data_path_state"] or d["tx_disabled"] or d["rx_los"] or [])
+        for lane in range(n):
+            keys = ("tx_power_dbm", "rx_power_dbm", "tx_bias_ma", "rx_los")
+            tx, rx, bias, los = (_lane(d[k], lane) for k in keys)
+            print(f"  lane {lane + 1}: TX {_num(tx, '6.2f')} dBm  bias {_num(bias, '5.2f')} mA  "
+                  f"RX {_num(rx, '7.2f')} dBm{'  LOS' if los else ''}")
     return 0
+
+
+def _lane(values: list | None, lane: int) -> object:
+    """One lane's value, or None when the module gives none (not advertised, not live)."""
+    return None if values is None else values[lane]
+
+
+def _num(value: object, fmt: str) -> str:
+    """``value`` formatted, or n/a for None."""
+    return "n/a" if value is None else format(value, fmt)
 
 
 if __name__ == "__main__":
