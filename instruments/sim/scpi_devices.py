@@ -172,7 +172,7 @@ class SimLaser(ScpiDevice):
         nm = _choice(args[0], {"MIN": low, "MAX": high, "DEF": DEFAULT_WAVELENGTH_NM}) if args else \
             self.wavelength_nm
         if nm is None:
-            raise ScpiError(-224, f"{args[0]!r}: use MIN, MAX or DEF")
+            raise ScpiError(-224, f"{args[0]!r}: use MIN or MAX or DEF")
         return nr3(nm * 1e-9)
 
     def _set_pow(self, ids: dict[str, int], args: list[str]) -> None:
@@ -194,7 +194,7 @@ class SimLaser(ScpiDevice):
         low, high = POWER_DBM
         dbm = _choice(args[0], {"MIN": low, "MAX": high, "DEF": 0.0}) if args else self.power_dbm
         if dbm is None:
-            raise ScpiError(-224, f"{args[0]!r}: use MIN, MAX or DEF")
+            raise ScpiError(-224, f"{args[0]!r}: use MIN or MAX or DEF")
         return nr3(dbm if self.power_unit == "DBM" else 10 ** (dbm / 10) * 1e-3)
 
     def _set_unit(self, ids: dict[str, int], args: list[str]) -> None:
@@ -209,7 +209,7 @@ class SimLaser(ScpiDevice):
         self._laser(ids)
         on = boolean(args[0])
         if on and self.locked:
-            raise ScpiError(-221, "the instrument is locked, send :LOCK 0,<password> first")
+            raise ScpiError(-221, "the instrument is locked: unlock it first (:LOCK 0 and the password)")
         self.output_on = on
 
     def _get_stat(self, ids: dict[str, int], _args: list[str]) -> str:

@@ -62,8 +62,9 @@ class ScpiError(Exception):
 
     def entry(self) -> str:
         """The ``SYST:ERR?`` reply: ``-222,"Data out of range;wavelength 1400 nm ..."``."""
-        # the detail must not end the quoted string nor look like a message-unit separator
-        detail = self.detail.replace('"', "'").replace(";", ",")
+        # the detail must not end the quoted string, nor split it for clients that cut the
+        # reply at "," (PyMeasure's check_errors) or at ";" (the message-unit separator)
+        detail = self.detail.replace('"', "'").replace(";", " ").replace(",", " ")
         text = ERRORS.get(self.code, "Error") + (f";{detail}" if detail else "")
         return f'{self.code:+d},"{text}"'
 
@@ -115,7 +116,7 @@ def number(arg: str, units: Mapping[str, float] | None = None, default_scale: fl
     """
     m = _NUMBER.match(arg.strip())
     if not m:
-        raise ScpiError(-104, f"expected a number, got {arg.strip()!r}")
+        raise ScpiError(-104, f"expected a number but got {arg.strip()!r}")
     value, suffix = float(m.group(1)), m.group(2).upper()
     if not suffix:
         return value * default_scale
@@ -351,6 +352,6 @@ def _token(text: str) -> tuple[str, str]:
 
 def _check_count(args: Sequence[Any], low: int, high: int) -> None:
     if len(args) > high:
-        raise ScpiError(-108, f"expected at most {high} parameter(s), got {len(args)}")
+        raise ScpiError(-108, f"expected at most {high} parameter(s) but got {len(args)}")
     if len(args) < low or any(not a for a in args):
         raise ScpiError(-109, f"expected {low} parameter(s)")
