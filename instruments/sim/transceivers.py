@@ -5,7 +5,7 @@ whose static bytes come from :mod:`instruments.sim.xcvr_images` and whose live b
 kept here, per the specs (sources in ``docs/protocol-transceivers.md``):
 
 * byte 127 selects the upper page; selecting a page the module does not implement
-  clears PageSelect to 00h (CMIS 5.2 Table 8-22: "the module may clear the PageSelect to
+  clears PageSelect to 00h (CMIS 5.2 8.22, PageSelect: "the module may clear the PageSelect to
   prevent mapping an unsupported page"; we apply the same rule to SFF-8636), and a
   non-zero CMIS BankSelect is cleared the same way (we implement bank 0 only);
 * host writes reach only the bytes the specs make writable (TX disable, page/bank select,

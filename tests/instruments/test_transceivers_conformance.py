@@ -36,47 +36,47 @@ def ascii_text(b):
 SFF8636_TABLE = [
     (None, 0, 1, "Identifier = QSFP28 (SFF-8024 Table 4-1: 11h)", eq(0x11)),
     (None, 1, 1, "Revision compliance = rev 2.8-2.10 (SFF-8636 Table 6-3: 08h)", eq(0x08)),
-    (None, 2, 1, "Status: Flat_mem (bit 2) 0 = paged, Data_Not_Ready (bit 0) 0 (Table 6-2)", bits(0x05, 0)),
-    (0, 128, 1, "Identifier copy, upper page 00h byte 128 (Table 6-14)", eq(0x11)),
+    (None, 2, 1, "Status: Flat_mem (bit 2) 0 = paged, Data_Not_Ready (bit 0) 0", bits(0x05, 0)),
+    (0, 128, 1, "Identifier copy, upper page 00h byte 128", eq(0x11)),
     (0, 130, 1, "Connector = MPO 1x12 (SFF-8024 Table 4-3: 0Ch)", eq(0x0C)),
-    (0, 131, 1, "10/40G compliance bit 7 = Extended, see byte 192 (Table 6-17)", bits(0x80, 0x80)),
-    (0, 148, 16, "Vendor name, ASCII (Table 6-14)", ascii_text),
+    (0, 131, 1, "10/40G compliance bit 7 = Extended, see byte 192", bits(0x80, 0x80)),
+    (0, 148, 16, "Vendor name, ASCII", ascii_text),
     (0, 168, 16, "Vendor PN, ASCII", ascii_text),
     (0, 196, 16, "Vendor SN, ASCII", ascii_text),
-    (0, 212, 6, "Date code YYMMDD, ASCII digits (Table 6-20)", lambda b: b.isdigit()),
+    (0, 212, 6, "Date code YYMMDD, ASCII digits", lambda b: b.isdigit()),
     (0, 192, 1, "Extended compliance = 100G PSM4 Parallel SMF (SFF-8024 Table 4-4: 07h)", eq(0x07)),
-    (0, 195, 1, "Options byte 195 bit 4: TX_DISABLE implemented (Table 6-22)", bits(0x10, 0x10)),
+    (0, 195, 1, "Options byte 195 bit 4: TX_DISABLE implemented", bits(0x10, 0x10)),
     (0, 220, 1, "Diagnostic monitoring type: temperature (b5), Vcc (b4), RX average power (b3), "
-                "TX power supported (b2) (Table 6-24)", bits(0x3C, 0x3C)),
+                "TX power supported (b2)", bits(0x3C, 0x3C)),
 ]
 
 CMIS_TABLE = [
     (None, 0, 1, "Identifier = QSFP-DD (SFF-8024 Table 4-1: 18h)", eq(0x18)),
-    (None, 1, 1, "CMIS revision major nibble = 5 (CMIS 8.2.1)", bits(0xF0, 0x50)),
-    (None, 2, 1, "MemoryModel bit 7 = 0: paged (CMIS Table 8-4)", bits(0x80, 0)),
-    (None, 3, 1, "ModuleState bits 3-1 = 011b ModuleReady (CMIS Table 8-6/8-7)", bits(0x0E, 0x06)),
+    (None, 1, 1, "CMIS revision major nibble = 5 (CMIS lower byte 1)", bits(0xF0, 0x50)),
+    (None, 2, 1, "MemoryModel bit 7 = 0: paged (CMIS lower byte 2)", bits(0x80, 0)),
+    (None, 3, 1, "ModuleState bits 3-1 = 011b ModuleReady (CMIS 8.2.2 Table 8-6)", bits(0x0E, 0x06)),
     (None, 85, 1, "MediaType = SMF (CMIS byte 85; SFF-8024 media type 02h; ethtool CMIS_MT_SMF)",
      eq(0x02)),
     (None, 86, 1, "Application 1 HostInterfaceID = CAUI-4 C2M (SFF-8024 Table 4-5: 0Bh)", eq(0x0B)),
     (None, 87, 1, "Application 1 MediaInterfaceID = 100G PSM4 (SFF-8024 Table 4-7: 0Fh)", eq(0x0F)),
     (None, 88, 1, "Application 1 host lanes (b7-4) = 4, media lanes (b3-0) = 4", eq(0x44)),
     (None, 94, 1, "HostInterfaceID FFh terminates the application list after app 2", eq(0xFF)),
-    (0, 129, 16, "VendorName, ASCII (CMIS 8.3)", ascii_text),
+    (0, 129, 16, "VendorName, ASCII (CMIS page 00h)", ascii_text),
     (0, 148, 16, "VendorPN, ASCII", ascii_text),
     (0, 166, 16, "VendorSN, ASCII", ascii_text),
     (0, 182, 6, "DateCode YYMMDD, ASCII digits", lambda b: b.isdigit()),
-    (1, 155, 1, "Supported controls: TX disable (bit 1) (CMIS 8.4; SONiC TX_DISABLE_SUPPORT_FIELD)",
+    (1, 155, 1, "Supported controls: TX disable (bit 1) (CMIS page 01h; SONiC TX_DISABLE_SUPPORT_FIELD)",
      bits(0x02, 0x02)),
-    (1, 158, 1, "Supported RX flags: RX LOS (bit 1) (CMIS 8.4; ethtool CMIS_DIAG_FL_RX_LOS)",
+    (1, 158, 1, "Supported RX flags: RX LOS (bit 1) (CMIS page 01h; ethtool CMIS_DIAG_FL_RX_LOS)",
      bits(0x02, 0x02)),
-    (1, 159, 1, "Supported module monitors: TempMonSupported (b0), VccMonSupported (b1) (CMIS 8.4.7)",
+    (1, 159, 1, "Supported module monitors: TempMonSupported (b0), VccMonSupported (b1) (CMIS 5.2 8.4.7)",
      bits(0x03, 0x03)),
     (1, 160, 1, "Supported lane monitors: TX bias (b0), TX power (b1), RX power (b2); "
-                "TxBiasCurrentScalingFactor (b4-3) = x1 (CMIS 8.4.7)", bits(0x1F, 0x07)),
+                "TxBiasCurrentScalingFactor (b4-3) = x1 (CMIS 5.2 8.4.7)", bits(0x1F, 0x07)),
     (0x11, 128, 2, "DPState lanes 1-4 = 4h DPActivated, lane 1 in the low nibble (CMIS page 11h 128-131)",
      eq(b"\x44\x44")),
     (0x11, 130, 2, "DPState lanes 5-8 = 1h DPDeactivated (no application on unwired lanes)", eq(b"\x11\x11")),
-    (0x11, 206, 1, "Active ApSel of lane 1 (bits 7-4) = 1 (CMIS 8.9, page 11h byte 206)", bits(0xF0, 0x10)),
+    (0x11, 206, 1, "Active ApSel of lane 1 (bits 7-4) = 1 (CMIS page 11h byte 206)", bits(0xF0, 0x10)),
 ]
 
 
@@ -114,9 +114,9 @@ def test_checksums(modules, spec, page, first, checksum_at):
 
 # (page, offset, signed): high alarm, low alarm, high warning, low warning, 2 bytes each
 SFF8636_THRESHOLDS = {"temperature": (3, 128, True), "vcc": (3, 144, False), "rx_power": (3, 176, False),
-                      "tx_bias": (3, 184, False), "tx_power": (3, 192, False)}  # SFF-8636 Table 6-26
+                      "tx_bias": (3, 184, False), "tx_power": (3, 192, False)}  # SFF-8636 page 03h
 CMIS_THRESHOLDS = {"temperature": (2, 128, True), "vcc": (2, 136, False), "tx_power": (2, 176, False),
-                   "tx_bias": (2, 184, False), "rx_power": (2, 192, False)}  # CMIS 8.5 (page 02h)
+                   "tx_bias": (2, 184, False), "rx_power": (2, 192, False)}  # CMIS page 02h
 
 
 @pytest.mark.parametrize(("spec", "quantity"), [("sff", q) for q in SFF8636_THRESHOLDS]
@@ -137,8 +137,8 @@ def test_thresholds_bracket_the_operating_point(modules):
 
 
 def test_unsupported_page_select_reads_back_zero(modules):
-    # CMIS 5.2 Table 8-22 (PageSelect): "the module may clear the PageSelect to prevent
-    # mapping an unsupported page"; our SFF-8636 module does the same.
+    # CMIS 5.2 8.22 Page Mapping Register Components, PageSelect: "the module may clear the
+    # PageSelect to prevent mapping an unsupported page"; our SFF-8636 module does the same.
     for bus, page in ((modules[1], 0x03), (modules[0], 0x02)):
         bus.write(0x50, 127, bytes([page]))
         assert bus.read(0x50, 127, 1) == b"\x00"
