@@ -52,6 +52,11 @@ def default_transceivers(mesh: Mesh) -> list[dict[str, Any]]:
     ]
 
 
+def _model(idn: str) -> str:
+    """The model field of an ``*IDN?`` reply (what a bench config's ``idn`` key checks)."""
+    return idn.split(",")[1]
+
+
 class SimulatedBench:
     """Every simulated instrument around one chip.
 
@@ -126,10 +131,10 @@ class SimulatedBench:
         lines = ['schema = "lumion.bench"', "version = 1", f'mesh = "{mesh_spec}"',
                  f'chip_id = "{a["chip_id"]}"', "", "[heater_driver]", 'driver = "qontrol"',
                  f'address = "{a["heater_driver"]}"', "", "[laser]", 'driver = "keysight-8164"',
-                 f'address = "{a["laser"]}"', "", "[laser.switch]"]
+                 f'address = "{a["laser"]}"', f'idn = "{_model(self.laser.idn)}"', "", "[laser.switch]"]
         lines += [f'"port:{p}" = {k}' for k, p in sorted(self.switch_ports.items())]
-        lines += ["", "[power_meter]", 'driver = "keysight-816x"', f'address = "{a["power_meter"]}"', "",
-                  "[power_meter.channels]"]
+        lines += ["", "[power_meter]", 'driver = "keysight-816x"', f'address = "{a["power_meter"]}"',
+                  f'idn = "{_model(self.meter.idn)}"', "", "[power_meter.channels]"]
         lines += [f'"port:{p}" = [{s}, {c}]' for (s, c), p in sorted(self.meter_heads.items())]
         for spec in self.transceiver_specs:
             lines += ["", "[[transceivers]]", f'name = "{spec["name"]}"',

@@ -309,3 +309,14 @@ def test_laser_drift_moves_the_meter_not_the_readback(scpi_bench):
     after = meter.channel(1, 1).read_power_dbm()
     assert after - before == pytest.approx(-3.0, abs=0.1)
     assert laser.power_dbm == 0.0
+
+
+@pytest.mark.parametrize(("idn", "match"), [("N7744C", "expects 'N7744C'"), (5, "non-empty string")])
+def test_bench_config_idn_is_checked(idn, match):
+    from instruments.config import open_bench
+
+    cfg = {"schema": "lumion.bench", "version": 1, "mesh": "hex:1x2", "heater_driver": {"address": "sim"},
+           "laser": {"address": "sim", "idn": idn}, "power_meter": {"address": "sim", "idn": "N7744C"},
+           "sim": {"heater_link": "url"}}
+    with pytest.raises(BenchConfigError, match=match):
+        open_bench(cfg, timeout_s=SHORT_TIMEOUT_S)
