@@ -47,8 +47,10 @@ class WriteReport:
         commands: commands sent.
         bytes_written: bytes sent to the driver (commands with terminators).
         bytes_read: bytes of replies.
-        wire_time_s: ``(bytes_written + bytes_read) * 10 / baud`` -- 8N1 frames, and the
-            protocol waits for each reply, so both directions count.
+        wire_time_s: ``(bytes_written + bytes_read) * 10 / baud + commands * turnaround``:
+            8N1 frames, and the protocol waits for each reply (a setting's reply includes its
+            read-back), so both directions count, plus the module's and the USB-serial
+            adapter's reply turnaround per exchange (``HeaterDriver.reply_turnaround_s``).
         elapsed_s: wall time of the exchange on this host.
     """
 
@@ -161,7 +163,7 @@ class MeshController:
         tr = self.driver.transport
         t0 = time.perf_counter()
         with self.driver.lock:
-            w0, r0 = tr.bytes_written, tr.bytes_read
+            w0, r0, x0 = tr.bytes_written, tr.bytes_read, self.driver.exchanges
             blocks = runs(changed)
             done: list[tuple[int, int]] = []
             try:
@@ -172,9 +174,11 @@ class MeshController:
                 self._restore(done, exc)
             self._applied = np.where(np.isin(np.arange(len(new)), changed), new, self._applied)
             nbytes_w, nbytes_r = tr.bytes_written - w0, tr.bytes_read - r0
+            commands = self.driver.exchanges - x0
         report = WriteReport(
-            channels=len(changed), commands=len(blocks), bytes_written=nbytes_w, bytes_read=nbytes_r,
-            wire_time_s=(nbytes_w + nbytes_r) * 10 / self.driver.baudrate,
+            channels=len(changed), commands=commands, bytes_written=nbytes_w, bytes_read=nbytes_r,
+            wire_time_s=(nbytes_w + nbytes_r) * 10 / self.driver.baudrate
+            + commands * self.driver.reply_turnaround_s,
             elapsed_s=time.perf_counter() - t0,
         )
         self.last_report = report

@@ -66,5 +66,9 @@ class ChipStateUnknownError(InstrumentError):
     """A write failed and restoring the previous currents failed too."""
 
 
+class ModuleResetError(ChipStateUnknownError):
+    """A heater-driver module restarted (``E90``): its outputs are back at zero, unprogrammed."""
+
+
 class BenchConfigError(InstrumentError):
     """A bench configuration file is malformed or names an unknown driver or address."""

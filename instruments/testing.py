@@ -3,7 +3,8 @@
 A scripted port asserts each byte string a driver writes and hands back the scripted
 reply; at the end every scripted exchange must have happened::
 
-    with expected_protocol(HeaterDriver, [(b"i5=1.2500\\n", b"OK\\n")], n_channels=8) as drv:
+    with expected_protocol(HeaterDriver, [(b"I5=1.2500\\nI5?\\n", b"OK\\n+1.2500 mA\\n")],
+                           n_channels=8) as drv:
         drv.set_current(5, 1.25)
 
 For SCPI drivers (pyvisa resources) the messages are strings without terminators.
@@ -41,6 +42,16 @@ class ScriptedPort:
         k = self.pending.find(expected)
         n = len(self.pending) if k < 0 else k + len(expected)
         out, self.pending = self.pending[:n], self.pending[n:]
+        return out
+
+    @property
+    def in_waiting(self) -> int:
+        """Bytes queued for reading."""
+        return len(self.pending)
+
+    def read(self, size: int = 1) -> bytes:
+        """Hand back up to ``size`` queued bytes."""
+        out, self.pending = self.pending[:size], self.pending[size:]
         return out
 
     def reset_input_buffer(self) -> None:

@@ -98,6 +98,31 @@ class SerialTransport:
             raise _serial_error(exc, self.url) from exc
         self.bytes_written += len(data)
 
+    def write_bytes(self, data: bytes) -> None:
+        """Send raw bytes as they are (binary protocols)."""
+        try:
+            self._port.write(data)
+        except Exception as exc:
+            raise _serial_error(exc, self.url) from exc
+        self.bytes_written += len(data)
+
+    def waiting_lines(self) -> list[str]:
+        """Take every line already waiting in the input buffer, without waiting for more.
+
+        Stale input (a reply that came after its timeout, an unsolicited report) must be
+        seen before the next command, or it would be taken for that command's reply.
+        A trailing partial line is returned as it is.
+        """
+        raw = b""
+        try:
+            while n := int(getattr(self._port, "in_waiting", 0)):
+                raw += self._port.read(n)
+        except Exception as exc:
+            raise _serial_error(exc, self.url) from exc
+        self.bytes_read += len(raw)
+        text = raw.decode("latin-1")
+        return [line.strip() for line in text.split("\n") if line.strip()]
+
     def read(self) -> str:
         """Read up to ``\\n``; a missing terminator after the timeout is a timeout."""
         try:

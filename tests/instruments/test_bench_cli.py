@@ -73,7 +73,9 @@ def test_program_command(tmp_path, capsys):
     assert main(["program", "--configuration", str(tmp_path / "c.json"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["channels"] == mesh.n_tbus - 3
-    assert out["wire_time_s"] == pytest.approx((out["bytes_written"] + out["bytes_read"]) * 10 / 115200)
+    turnaround = 0.002  # HeaterDriver.REPLY_TURNAROUND_S per exchange
+    assert out["wire_time_s"] == pytest.approx((out["bytes_written"] + out["bytes_read"]) * 10 / 115200
+                                               + out["commands"] * turnaround)
     (tmp_path / "bad.json").write_text("{}")
     assert main(["program", "--configuration", str(tmp_path / "bad.json")]) == 2
 

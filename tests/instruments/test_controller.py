@@ -33,9 +33,10 @@ def test_program_writes_only_changes(controller, small_chip):
     r2 = controller.program(Configuration(one))
     assert r2.channels == 1
     assert r2.commands == 1
-    assert r2.bytes_written == len(b"i4=0.0000\n")
-    assert r2.bytes_read == 3
-    assert r2.wire_time_s == pytest.approx(13 * 10 / 115200)
+    assert r2.bytes_written == len(b"I4=0.0000\nI4?\n")  # the setting and its read-back
+    assert r2.bytes_read == len(b"OK\n+0.0000 mA\n")
+    # both directions of 8N1 frames, plus one reply turnaround
+    assert r2.wire_time_s == pytest.approx((14 + 14) * 10 / 115200 + controller.driver.reply_turnaround_s)
     assert controller.program(Configuration(one)).channels == 0
 
 
@@ -76,7 +77,7 @@ def test_midwrite_disconnect_restores_previous_currents(controller, small_chip, 
 def test_device_error_midwrite_restores(controller, small_chip, heater_device):
     n = small_chip.mesh.n_heaters
     target = np.where(np.arange(n) % 2 == 0, 1.0, 0.0)
-    heater_device.inject("error", after=3, code=5, channel=7)
+    heater_device.inject("error", after=6, code=1, channel=7)  # the 4th setting (each has a read-back)
     with pytest.raises(WriteAbortedError):
         controller.set_currents(target)
     assert not small_chip.currents_ma.any()
@@ -84,7 +85,7 @@ def test_device_error_midwrite_restores(controller, small_chip, heater_device):
 
 def test_failed_restore_says_state_unknown(controller, small_chip, heater_device):
     controller.driver.retries = 0
-    heater_device.inject("error", after=1, code=5, count=5)
+    heater_device.inject("error", after=2, code=1, count=5)
     with pytest.raises(ChipStateUnknownError, match="resync"):
         controller.set_currents(np.where(np.arange(small_chip.mesh.n_heaters) % 2 == 0, 1.0, 0.0))
     heater_device.clear_faults()

@@ -53,7 +53,8 @@ def test_failover_delta_only_touches_changed_tbus(bench):
     # Crosstalk compensation re-writes the changed TBUs' neighbours (1 % inter-TBU crosstalk,
     # docs/calibration.md), and at the driver's 1e-4 mA resolution a few of theirs: still a delta.
     assert 0 < report.channels <= 2 * len(changed) + 16 * len(changed) < mesh.n_heaters // 2
-    assert report.wire_time_s == pytest.approx((report.bytes_written + report.bytes_read) * 10 / 115200)
+    assert report.wire_time_s == pytest.approx((report.bytes_written + report.bytes_read) * 10 / 115200
+                                               + report.commands * 0.002)  # per-exchange turnaround
     bench.select_input(14)
     assert bench.read_powers_dbm([33])[0] > -15
 

@@ -10,7 +10,7 @@ from instruments.testing import expected_protocol
 
 def test_total_power_over_limit_sends_nothing():
     # 0.35 kOhm * (10 mA)^2 = 35 mW per channel; three channels = 105 mW > 100 mW
-    script = [(b"i0:1=10.0000,10.0000\n", b"OK\n")]
+    script = [(b"IVEC0=10.0000,10.0000\nI1?\n", b"OK\n+10.0000 mA\n")]
     with expected_protocol(HeaterDriver, script, n_channels=4, max_total_power_mw=100.0) as drv:
         drv.set_block(0, [10.0, 10.0])
         with pytest.raises(LimitError, match=r"total heater power would reach 105\.0 mW"):
@@ -19,9 +19,9 @@ def test_total_power_over_limit_sends_nothing():
 
 
 def test_lowering_a_channel_makes_room_and_readback_resyncs():
-    script = [(b"iall?\n", b"10.0000,10.0000,0.0000,0.0000\n"),
-              (b"i0=0.0000\n", b"OK\n"),
-              (b"i2=10.0000\n", b"OK\n")]
+    script = [(b"IALL?\nID?\n", b"+10.0000 mA\n+10.0000 mA\n+0.0000 mA\n+0.0000 mA\nQ8iv-00A1\n"),
+              (b"I0=0.0000\nI0?\n", b"OK\n+0.0000 mA\n"),
+              (b"I2=10.0000\nI2?\n", b"OK\n+10.0000 mA\n")]
     with expected_protocol(HeaterDriver, script, n_channels=4, max_total_power_mw=100.0) as drv:
         drv.currents()  # another program had set two channels: the guard learns it
         with pytest.raises(LimitError):

@@ -28,13 +28,21 @@ class Serial(SerialBase):
             raise SerialException(f"no simulated heater driver named {name!r} (lumionsim://{name})")
         self._device = REGISTRY[name]
         self._rx = bytearray()
-        self._line = bytearray()
         self._cond = threading.Condition()
         self._dropped = False
+        self._device.listeners.append(self._push)
         self.is_open = True
+
+    def _push(self, data: bytes) -> None:
+        """Unasked output of the device (a power-up report) arrives in the read buffer."""
+        with self._cond:
+            self._rx += data
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Disconnect."""
+        if self.is_open and self._push in self._device.listeners:
+            self._device.listeners.remove(self._push)
         self.is_open = False
 
     def _reconfigure_port(self) -> None:
@@ -50,23 +58,18 @@ class Serial(SerialBase):
         return len(self._rx)
 
     def write(self, data: bytes) -> int:
-        """Feed bytes to the device; each complete line is answered into the read buffer."""
+        """Feed bytes to the device (ASCII lines or binary frames); its replies go to the read buffer."""
         if not self.is_open:
             raise PortNotOpenError()
         if self._dropped:
             raise SerialException("write failed: device disconnected")
-        self._line += bytes(data)
-        while b"\n" in self._line:
-            line, _, rest = bytes(self._line).partition(b"\n")
-            self._line = bytearray(rest)
-            reply = self._device.handle(line.decode("ascii", "replace"))
+        for reply in self._device.feed(bytes(data)):
             if reply is DROP:
                 self._dropped = True
                 break
-            if reply is not None:
-                with self._cond:
-                    self._rx += (str(reply) + "\n").encode("latin-1")
-                    self._cond.notify_all()
+            with self._cond:
+                self._rx += reply if isinstance(reply, bytes) else (str(reply) + "\n").encode("latin-1")
+                self._cond.notify_all()
         return len(data)
 
     def _check_readable(self) -> None:

@@ -1,0 +1,128 @@
+"""Serve a simulated serial device on a pseudo-terminal from a thread.
+
+Drivers open the pty with pyserial exactly as they open a USB adapter. The path is a
+stable symlink: when a fault drops the link, a fresh pty takes its place (like a USB
+adapter re-enumerating) and ``reconnect()`` finds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import tempfile
+import threading
+import tty
+from pathlib import Path
+from typing import Protocol
+
+DROP = object()  # reply sentinel: the link goes down
+
+
+class LineDevice(Protocol):
+    """Anything that answers one command line: ``handle(line) -> reply | None | DROP``."""
+
+    def handle(self, line: str) -> object:
+        """Process one line."""
+        ...
+
+
+class ByteDevice(Protocol):
+    """A device that takes raw bytes (binary frames as well as lines): ``feed(data) -> [reply | DROP]``."""
+
+    def feed(self, data: bytes) -> list[object]:
+        """Process received bytes; return the replies they caused, in order."""
+        ...
+
+
+class PtyLink:
+    """Serve a line device (the heater driver, an I2C bridge) on a pseudo-terminal from a thread.
+
+    ``path`` is a symlink to the current ``/dev/pts/N``; open it with pyserial.
+    Close with :meth:`close` (joins the thread within ``timeout_s``).
+    """
+
+    def __init__(self, device: LineDevice | ByteDevice, directory: str | None = None,
+                 name: str = "heater_driver") -> None:
+        self.device = device
+        self._dir = tempfile.mkdtemp(prefix="lumion-pty-", dir=directory)
+        self.path = str(Path(self._dir) / name)
+        self._stop = threading.Event()
+        self._master, self._slave = self._new_pty()
+        self.drops = 0
+        if hasattr(device, "listeners"):
+            device.listeners.append(self._send)
+        self._thread = threading.Thread(target=self._serve, name="lumion-pty", daemon=True)
+        self._thread.start()
+
+    def _new_pty(self) -> tuple[int, int]:
+        master, slave = os.openpty()
+        tty.setraw(slave)
+        tmp = self.path + ".new"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        os.symlink(os.ttyname(slave), tmp)
+        os.replace(tmp, self.path)
+        return master, slave
+
+    def _serve(self) -> None:
+        buf = b""
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([self._master], [], [], 0.05)
+                if not ready:
+                    continue
+                chunk = os.read(self._master, 65536)
+            except OSError:
+                continue  # no slave open right now (between close and reopen)
+            if hasattr(self.device, "feed"):
+                self._answer(self.device.feed(chunk))
+                continue
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if not self._answer([self.device.handle(line.decode("ascii", "replace"))]):
+                    buf = b""
+                    break
+
+    def _answer(self, replies: list[object]) -> bool:
+        """Write the replies; False when one of them drops the link."""
+        for reply in replies:
+            if reply is DROP:
+                self._drop()
+                return False
+            if reply is not None:
+                self._send(reply if isinstance(reply, bytes) else (str(reply) + "\n").encode("latin-1"))
+        return True
+
+    def _send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self._master, view)
+            except BlockingIOError:
+                select.select([], [self._master], [], 0.05)
+                continue
+            view = view[n:]
+
+    def _drop(self) -> None:
+        """Unplug: the old pty dies (the driver's fd sees EIO), a new one replaces it."""
+        old = (self._master, self._slave)
+        self._master, self._slave = self._new_pty()
+        self.drops += 1
+        for fd in old:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Stop serving and remove the pty."""
+        self._stop.set()
+        self._thread.join(timeout_s)
+        for fd in (self._master, self._slave):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for p in (self.path, self.path + ".new"):
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+        with contextlib.suppress(OSError):
+            os.rmdir(self._dir)

@@ -1,0 +1,88 @@
+"""The vendor's own Python library (PyPI ``qontrol``) drives our simulated modules unchanged.
+
+This is the conformance test of the simulator: ``qontrol.QXOutput`` opens the pty the
+way it opens a real module (``id?``, ``nup=0``, ``nupall?``, ``vfull?``, ``ifull?``), then
+sets and reads currents, one channel and all channels, in ASCII and in binary mode.
+"""
+
+import numpy as np
+import pytest
+
+qontrol = pytest.importorskip("qontrol")
+
+from instruments.sim.heater_device import HeaterDeviceSim, PtyLink  # noqa: E402
+
+
+@pytest.fixture
+def chain(small_chip):
+    """Three modules of mixed types, as a lab's daisy chain may be."""
+    dev = HeaterDeviceSim(small_chip, modules=["Q8iv", "Q8b", "Q8iv"])
+    link = PtyLink(dev)
+    yield dev, link
+    link.close()
+
+
+@pytest.fixture(params=[False, True], ids=["ascii", "binary"])
+def vendor(request, chain):
+    _dev, link = chain
+    q = qontrol.QXOutput(serial_port_name=link.path, binary_mode=request.param, response_timeout=0.2)
+    yield q
+    q.close()
+
+
+def test_vendor_library_connects_and_reads_the_daisy_chain(vendor):
+    assert vendor.device_id == "Q8iv-00A1"
+    assert [(d["device_type"], d["device_serial"], d["index"]) for d in vendor.chain] == [
+        ("Q8iv", "00A1", 0), ("Q8b", "00A2", 1), ("Q8iv", "00A3", 2)]
+    assert vendor.n_chs == 24
+    assert (vendor.v_full, vendor.i_full) == (12.0, 24.0)
+
+
+def test_vendor_sets_and_reads_one_channel(vendor, small_chip):
+    step = 24.0 / 0xFFFF if vendor.binary_mode else 0.0  # the library floors binary words
+    vendor.i[3] = 1.5
+    assert small_chip.currents_ma[3] == pytest.approx(1.5, abs=step + 1e-9)
+    assert vendor.i[3] == pytest.approx(1.5, abs=step + 1e-4)
+    assert vendor.v[3] == pytest.approx(small_chip.voltages_v()[3], abs=1e-4)
+
+
+def test_vendor_sets_and_gets_all_values(vendor, small_chip):
+    n = small_chip.mesh.n_heaters
+    values = [0.1 * k for k in range(vendor.n_chs)]
+    vendor.set_all_values("I", list(values))  # binary mode turns the list into words in place
+    got = vendor.get_all_values("I")
+    assert len(got) == vendor.n_chs
+    np.testing.assert_allclose(small_chip.currents_ma, values[:n], atol=83.4 / 0xFFFF)
+    np.testing.assert_allclose(got, values, atol=83.4 / 0xFFFF + 1e-4)
+
+
+def test_vendor_over_limit_write_is_refused_with_the_vendor_code(vendor, small_chip):
+    vendor.imax[4] = 2.0
+    vendor.i[4] = 3.0
+    errors = [e for e in vendor.log if e["type"] == "err"]
+    assert [(e["id"], e["ch"]) for e in errors] == [(2, 4)]  # E02: over-current on channel 4
+    assert "Over-current" in errors[0]["desc"]
+    assert small_chip.currents_ma[4] == 0.0
+
+
+def test_vendor_sees_bad_channels_and_unknown_commands(vendor):
+    vendor.issue_command("i", ch=99, operator="?", n_lines_requested=1)
+    vendor.issue_command("frobnicate", operator="?", n_lines_requested=1)
+    codes = [e["id"] for e in vendor.log if e["type"] == "err"]
+    assert codes == [12, 10]
+
+
+def test_vendor_and_our_driver_agree_on_the_same_module(chain, small_chip):
+    from instruments.heater_driver import HeaterDriver
+
+    _dev, link = chain
+    q = qontrol.QXOutput(serial_port_name=link.path, response_timeout=0.2)
+    q.set_all_values("I", [0.25] * q.n_chs)
+    q.close()
+    ours = HeaterDriver.open(link.path, timeout_s=0.5)
+    np.testing.assert_allclose(ours.currents(), 0.25)
+    ours.set_block(0, [1.0, 2.0])
+    ours.close()
+    q = qontrol.QXOutput(serial_port_name=link.path, response_timeout=0.2)
+    assert q.get_all_values("I")[:3] == [1.0, 2.0, 0.25]
+    q.close()
