@@ -11,6 +11,7 @@ Example (every ``address = "sim"`` starts the simulators; see docs/instruments.m
     driver = "qontrol"
     address = "/dev/ttyUSB0"         # or "sim", a pty path, "lumionsim://NAME"
     max_current_ma = 24.0
+    protocol = "binary"              # or "ascii" (the vendor's two modes; binary is faster)
     max_total_power_mw = 1000.0
 
     [laser]
@@ -58,6 +59,11 @@ from photonics.errors import LumionError
 from photonics.topology import Mesh, mesh_from_spec
 
 SCHEMA = "lumion.bench"
+PROTOCOLS = ("binary", "ascii")
+# Binary frames carry a setting in 7 bytes (a module's vector in 7 + 2 per channel) against
+# 12-14 ASCII bytes per channel: the whole chip and a failover delta go out in fewer bytes
+# (docs/instruments.md, "ASCII or binary"), and both modes confirm each setting by read-back.
+DEFAULT_PROTOCOL = "binary"
 DRIVERS = {"heater_driver": {"qontrol"}, "laser": {"keysight-8164"}, "power_meter": {"keysight-816x"}}
 
 
@@ -86,6 +92,9 @@ def load_config(source: str | Path | Mapping[str, Any] | None) -> dict[str, Any]
         if sec.get("driver", next(iter(drivers))) not in drivers:
             raise BenchConfigError(f"{where}: [{section}] driver {sec['driver']!r} unknown; use one of "
                                    f"{sorted(drivers)}")
+    if data["heater_driver"].get("protocol", DEFAULT_PROTOCOL) not in PROTOCOLS:
+        raise BenchConfigError(f"{where}: [heater_driver] protocol must be one of {list(PROTOCOLS)}, not "
+                               f"{data['heater_driver']['protocol']!r}")
     return data
 
 
@@ -162,7 +171,8 @@ def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: in
         link = cfg.get("sim", {}).get("heater_link", "pty")
         haddr = h["address"] if h["address"] != "sim" else \
             addr["heater_driver_url" if link == "url" else "heater_driver"]
-        driver = HeaterDriver.open(haddr, baudrate=int(h.get("baudrate", 115200)), timeout_s=timeout_s)
+        driver = HeaterDriver.open(haddr, baudrate=int(h.get("baudrate", 115200)), timeout_s=timeout_s,
+                                   binary=h.get("protocol", DEFAULT_PROTOCOL) == "binary")
         opened.append(driver)
         controller = MeshController(driver, mesh, heater_map,
                                     max_current_ma=float(h.get("max_current_ma", 24.0)),
