@@ -13,6 +13,7 @@ import numpy as np
 from calibration.fit import Sweep, TBUFit, fringe_model
 from calibration.map import CalibrationMap
 from calibration.paths import Probe
+from photonics.atomic import save_figure
 from photonics.topology import Mesh
 
 
@@ -52,7 +53,7 @@ def fringe_fit(path: str | Path, mesh: Mesh, probe: Probe, sweeps: list[Sweep], 
     fig.suptitle(f"delta = alpha_top - alpha_bot = {fit.delta:.4f} ± {fit.sigma_delta:.4f} rad; "
                  f"light {mesh.port_names[probe.src]} -> {len(probe.hops)} other TBUs", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return Path(path)
 
@@ -82,6 +83,6 @@ def map_overview(path: str | Path, mesh: Mesh, cmap: CalibrationMap,
         axes[2].set_xlabel("RMS phase error vs truth (mrad)")
         axes[2].set_title("per heater, working range 0..2π", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return Path(path)

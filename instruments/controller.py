@@ -94,7 +94,7 @@ class MeshController:
         max_total_power_mw: limit on the summed electrical heater power (mW), estimated
             with the nominal heater ``R(I) = r0 (1 + gamma I)``.
         r0_kohm, gamma_per_ma: nominal heater used for the power estimate.
-        sync: read the driver's currents at start (``iall?``) instead of assuming zeros.
+        sync: read the driver's currents at start (``IALL?``) instead of assuming zeros.
     """
 
     def __init__(self, driver: HeaterDriver, mesh: Mesh, heater_map: HeaterMap | None = None, *,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lab_scripts.common import add_json_flag, print_json, table
+from photonics.atomic import save_figure
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +55,7 @@ def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str
     ax.set_xlim(0, max(sum(r["timing_ms"][s] for s in stages) for r in recoveries) * 1.25)
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out)
+    save_figure(fig, out)
     plt.close(fig)
     return out
 

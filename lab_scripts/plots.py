@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from photonics.atomic import save_figure
+
 
 def _pyplot() -> Any:
     import matplotlib
@@ -41,7 +43,7 @@ def spectrum(path: str | Path, wavelengths_nm: np.ndarray, power_db: dict[str, n
         ax.legend(fontsize=7, ncol=2 if shown > 8 else 1, loc="lower right")
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out)
+    save_figure(fig, out)
     plt.close(fig)
     return out
 
@@ -80,6 +82,6 @@ def mesh_drawing(path: str | Path, mesh: Any, routes: list[dict[str, Any]] | Non
     ax.set_title(title)
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out)
+    save_figure(fig, out)
     plt.close(fig)
     return out

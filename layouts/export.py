@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from photonics.topology import atomic_write_text
+from photonics.atomic import atomic_path, atomic_write_text
 
 PAD_FIELDS = ("pad", "channel", "tbu", "arm", "x", "y", "edge")
 
@@ -40,13 +40,8 @@ def write_layout(mesh: str, out: str | os.PathLike[str], png: str | os.PathLike[
     build_s = time.perf_counter() - start
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}.gds")
-    try:  # atomic: a half-written GDS never replaces a good one
+    with atomic_path(out) as tmp:  # a half-written GDS never replaces a good one
         c.write_gds(tmp)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     rows = list(c.info["pads"])
     pad_map = out.with_suffix(".pads.csv")
     atomic_write_text(pad_map, pad_map_csv(rows))

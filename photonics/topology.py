@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from photonics.atomic import atomic_write_text
 from photonics.errors import MeshSpecError
 
 SCHEMA = "lumion.mesh"
@@ -222,20 +223,6 @@ class Mesh:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise MeshSpecError(f"mesh file {path} is not valid JSON: {exc}") from exc
         return _mesh_from_dict(data, source=str(path))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write text to ``path`` via a temporary file and rename, so readers never see half."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 # ---------------------------------------------------------------------------------------

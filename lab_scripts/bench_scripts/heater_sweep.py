@@ -11,6 +11,7 @@ import argparse
 import numpy as np
 
 from instruments.config import open_bench
+from photonics.atomic import save_figure
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         ax.set(xlabel=f"heater:{ch} current (mA)", ylabel="power (dBm)", title="heater sweep")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
+        save_figure(fig, args.plot, dpi=120)
         print(f"wrote {args.plot}")
     return 0
 
