@@ -28,6 +28,7 @@ from instruments.errors import (
     ChipStateUnknownError,
     InstrumentError,
     LimitError,
+    ModuleResetError,
     WriteAbortedError,
 )
 from instruments.heater_driver import FULL_SCALE_MA, HeaterDriver
@@ -117,6 +118,8 @@ class MeshController:
         self.r0_kohm = r0_kohm
         self.gamma_per_ma = gamma_per_ma
         self._applied = driver.currents()[: mesh.n_heaters] if sync else np.zeros(mesh.n_heaters)
+        # False after a failure that may have left the chip in a state we did not read back
+        self.state_known = True
         self.last_report: WriteReport | None = None
 
     @property
@@ -126,7 +129,9 @@ class MeshController:
 
     def resync(self) -> np.ndarray:
         """Read back every current from the driver (after a failed restore or a manual change)."""
-        self._applied = self.driver.currents()[: self.mesh.n_heaters]
+        with self.driver.lock:
+            self._applied = self.driver.currents()[: self.mesh.n_heaters]
+            self.state_known = True
         return self.currents
 
     def currents_for(self, configuration: Configuration) -> np.ndarray:
@@ -157,32 +162,58 @@ class MeshController:
         return c
 
     def set_currents(self, currents_ma: np.ndarray) -> WriteReport:
-        """Write the channels whose current changed; all-or-nothing (see the module docs)."""
+        """Write the channels whose current changed; all-or-nothing (see the module docs).
+
+        The driver's lock is held from reading the controller's view to the last reply, so
+        a second programmer (another thread) waits and then writes against the state the
+        first one left: the chip always ends in exactly one of the requested configurations.
+        When the state is unknown (a failed restore, a module that restarted) the currents are
+        read back first (``IALL?``); if that fails too, nothing is written.
+        """
         new = self.check(currents_ma)
-        changed = np.flatnonzero(np.abs(new - self._applied) >= RESOLUTION_MA / 2)
         tr = self.driver.transport
-        t0 = time.perf_counter()
         with self.driver.lock:
+            t0 = time.perf_counter()
+            if not self.state_known:
+                self._reread_before_writing()
+            changed = np.flatnonzero(np.abs(new - self._applied) >= RESOLUTION_MA / 2)
             w0, r0, x0 = tr.bytes_written, tr.bytes_read, self.driver.exchanges
-            blocks = runs(changed)
-            done: list[tuple[int, int]] = []
-            try:
-                for first, count in blocks:
-                    done.append((first, count))
-                    self.driver.set_block(first, new[first:first + count])
-            except LumionError as exc:
-                self._restore(done, exc)
+            self._write(changed, new)
             self._applied = np.where(np.isin(np.arange(len(new)), changed), new, self._applied)
             nbytes_w, nbytes_r = tr.bytes_written - w0, tr.bytes_read - r0
             commands = self.driver.exchanges - x0
+            elapsed = time.perf_counter() - t0
         report = WriteReport(
             channels=len(changed), commands=commands, bytes_written=nbytes_w, bytes_read=nbytes_r,
             wire_time_s=(nbytes_w + nbytes_r) * 10 / self.driver.baudrate
             + commands * self.driver.reply_turnaround_s,
-            elapsed_s=time.perf_counter() - t0,
+            elapsed_s=elapsed,
         )
         self.last_report = report
         return report
+
+    def _reread_before_writing(self) -> None:
+        try:
+            self.resync()
+        except LumionError as exc:
+            raise ChipStateUnknownError(
+                f"the chip's currents are unknown after an earlier failure and reading them back "
+                f"failed ({exc}); nothing was written. Fix the link, then call resync()") from exc
+
+    def _write(self, changed: np.ndarray, new: np.ndarray) -> None:
+        done: list[tuple[int, int]] = []
+        try:
+            for first, count in runs(changed):
+                done.append((first, count))
+                self.driver.set_block(first, new[first:first + count])
+        except ModuleResetError as exc:
+            self.state_known = False
+            raise ChipStateUnknownError(
+                f"a heater-driver module restarted during the write ({exc}); the chip is not in "
+                "the previous or the new configuration. The next write reads the currents back "
+                "first; call resync() to see them now") from exc
+        except LumionError as exc:
+            self._restore(done, exc)
 
     def _restore(self, done: list[tuple[int, int]], exc: Exception) -> None:
         """Put back the previous currents on every channel a failed write may have touched."""
@@ -193,9 +224,11 @@ class MeshController:
             for first, count in done:
                 self.driver.set_block(first, self._applied[first:first + count])
         except LumionError as again:
+            self.state_known = False
             raise ChipStateUnknownError(
                 f"writing heater currents failed ({exc}) and restoring the previous currents failed "
-                f"too ({again}); fix the link, then call resync() and program again"
+                f"too ({again}); fix the link: the next write reads the currents back first, or "
+                "call resync() to see them now"
             ) from exc
         raise WriteAbortedError(
             f"writing heater currents failed ({exc}); the previous currents were restored on all "
