@@ -20,9 +20,13 @@ def test_replaces_whole_and_keeps_permissions(tmp_path):
 def test_a_failed_write_leaves_the_old_file(tmp_path):
     target = tmp_path / "map.json"
     target.write_text("old")
-    with pytest.raises(RuntimeError), atomic_file(target) as handle:
-        handle.write(b"half")
-        raise RuntimeError("disk full")
+    def half_write():
+        with atomic_file(target) as handle:
+            handle.write(b"half")
+            raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        half_write()
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["map.json"]
 
