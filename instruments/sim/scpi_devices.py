@@ -9,10 +9,30 @@ pyvisa work against it unchanged. The meter reads the chip's circuit solve for t
 laser's switch output (mapped to a mesh port), wavelength and power, plus noise: a
 -70 dBm floor and 0.5 % of the reading (DESIGN.md).
 
-Faults (:meth:`ScpiDevice.inject`): ``timeout`` (message ignored, no reply), ``garbage``
-(noise reply), ``drop`` (the server closes the connection without executing the
-message); :meth:`SimLaser.drift` shifts the power and wavelength the light really has,
-unknown to the laser's own readback.
+Faults (:meth:`ScpiDevice.inject`, at the byte level on the TCP link; the names are the
+heater simulator's, so one facade drives both):
+
+* ``drop_before``: the connection drops before the message reaches the firmware (not
+  executed, no reply);
+* ``drop_within``: the part of the message before its first ``;`` is executed, the rest
+  is lost, the connection drops;
+* ``drop_after``: executed, then the connection drops before the reply is sent;
+* ``delay``: executed; its reply is held back and sent just before the reply to the next
+  message (from any connection), i.e. after the client's timeout;
+* ``duplicate``: the reply is sent twice;
+* ``unsolicited``: a line (``line``, default :data:`UNSOLICITED_LINE`) is sent before the
+  reply;
+* ``corrupt``: one byte of the reply is changed (seeded; never the ``\\n`` terminator);
+* ``corrupt_command``: one byte of the message is changed before the firmware parses it;
+* ``reset``: the instrument restarts before executing the message (power-on settings,
+  empty error queue, ``*ESE`` 0, PON bit 7 set in the event status register, IEEE 488.2
+  §11.5.1.2), then executes it;
+* ``reject``: every device setting in the message is refused (not applied, -222 queued);
+  queries are answered normally.
+
+The old names ``drop``, ``timeout`` and ``garbage`` are aliases (:data:`FAULT_ALIASES`).
+:meth:`SimLaser.drift` shifts the power and wavelength the light really has, unknown to
+the laser's own readback.
 """
 
 from __future__ import annotations
@@ -22,11 +42,13 @@ import socket
 import socketserver
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from instruments.sim.chip import Chip
 from instruments.sim.scpi_parser import (
+    ESR_PON,
     LENGTH_M,
     NO_ERROR,
     TIME_S,
@@ -40,13 +62,17 @@ from instruments.sim.scpi_parser import (
     nr3,
     number,
     power,
+    split_outside_quotes,
 )
 
-__all__ = ["DROP", "NO_ERROR", "ScpiDevice", "ScpiServer", "SimLaser", "SimPowerMeter"]
+__all__ = ["DROP", "FAULT_KINDS", "NO_ERROR", "ScpiDevice", "ScpiServer", "SimLaser", "SimPowerMeter"]
 
 DROP = object()
-FAULTS = ("timeout", "garbage", "drop")
-GARBAGE = "\x8f#?~"  # what line noise looks like to a client
+FAULT_KINDS = ("drop_before", "drop_within", "drop_after", "delay", "duplicate", "unsolicited", "corrupt",
+               "corrupt_command", "reset", "reject")
+# the first simulator's names: a lost message, a reply after the timeout, a noisy reply
+FAULT_ALIASES = {"drop": "drop_before", "timeout": "delay", "garbage": "corrupt"}
+UNSOLICITED_LINE = "+9.99E37"  # SCPI's "not a number" value: what a stray measurement line looks like
 
 # The 81600B-class tunable laser of the simulated bench (limits the drivers also declare)
 WAVELENGTH_NM = (1490.0, 1640.0)
@@ -73,38 +99,145 @@ def _flag(on: bool) -> str:
     return "1" if on else "0"
 
 
-class ScpiDevice(ScpiCore):
-    """A :class:`ScpiCore` firmware with a lock and injectable communication faults."""
+@dataclass
+class Fault:
+    """A pending fault: ``kind`` fires on the ``after``-th next program message, ``count`` times."""
 
-    def __init__(self) -> None:
+    kind: str
+    after: int = 0
+    count: int = 1
+    line: str | None = None
+
+
+class ScpiDevice(ScpiCore):
+    """A :class:`ScpiCore` firmware with a lock and injectable byte-level faults.
+
+    Args:
+        fault_seed: seed of the generator that picks which byte a ``corrupt`` or
+            ``corrupt_command`` fault changes (faults are reproducible).
+    """
+
+    def __init__(self, fault_seed: int = 0) -> None:
         super().__init__()
         self.lock = threading.Lock()
-        self.faults: list[str] = []
+        self.faults: list[Fault] = []
         self.messages = 0
+        self.restarts = 0
+        self.fault_rng = np.random.default_rng(fault_seed)
+        self._held: list[str] = []  # replies a ``delay`` fault holds back
 
     @property
     def errors(self) -> list[str]:
         """The error queue (oldest first), for tests."""
         return self.status.errors
 
-    def inject(self, kind: str, count: int = 1) -> None:
-        """Make the next ``count`` messages misbehave: ``timeout``, ``garbage`` or ``drop``."""
-        if kind not in FAULTS:
-            raise ValueError(f"unknown fault {kind!r}; use one of {FAULTS}")
-        with self.lock:
-            self.faults += [kind] * count
+    # -- faults -------------------------------------------------------------------------------
+    def inject(self, kind: str, *, after: int = 0, count: int = 1, line: str | None = None) -> None:
+        """Schedule a fault on the ``after``-th next program message (0 = the next), ``count`` times.
 
-    def handle(self, line: str) -> object:
-        """One program message -> reply text, None (no reply) or :data:`DROP`."""
+        ``kind`` is one of :data:`FAULT_KINDS` (see the module docstring; ``line`` is the
+        text an ``unsolicited`` fault sends, default :data:`UNSOLICITED_LINE`), or one of
+        the old names in :data:`FAULT_ALIASES`.
+        """
+        kind = FAULT_ALIASES.get(kind, kind)
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {kind!r}; use one of {FAULT_KINDS}")
+        if after < 0 or count < 1:
+            raise ValueError(f"after must be >= 0 and count >= 1, not {after} and {count}")
+        with self.lock:
+            self.faults.append(Fault(kind, after, count, line))
+
+    def clear_faults(self) -> None:
+        """Forget pending faults (a reply a ``delay`` already holds is still sent)."""
+        with self.lock:
+            self.faults.clear()
+
+    def _next_fault(self) -> Fault | None:
+        for f in self.faults:
+            if f.after > 0:
+                f.after -= 1
+                continue
+            f.count -= 1
+            if f.count <= 0:
+                self.faults.remove(f)
+            return f
+        return None
+
+    def power_on(self) -> None:
+        """Restart: device power-on settings, empty error queue, ``*ESE``/``*SRE`` 0 and PON set.
+
+        IEEE 488.2 §11.5.1.2: the Power-On bit (bit 7) of the Standard Event Status
+        Register is set at power-on; with the power-on status clear flag true (the usual
+        default) the enable registers and the error queue are cleared.
+        """
+        self.restarts += 1
+        self.status.errors.clear()
+        self.status.esr = ESR_PON
+        self.status.ese = self.status.sre = 0
+        self.power_on_defaults()
+
+    def power_on_defaults(self) -> None:
+        """Device settings at power-on (default: as after ``*RST``)."""
+        self.reset()
+
+    # -- messages -------------------------------------------------------------------------------
+    def respond(self, message: str) -> list[object]:
+        """One program message -> what goes out on the link, in order: reply lines (str)
+        and possibly :data:`DROP` (the connection closes), all faults applied.
+        """
         with self.lock:
             self.messages += 1
-            fault = self.faults.pop(0) if self.faults else None
-            if fault == "drop":
-                return DROP
-            if fault == "timeout":
-                return None
-            reply = self.execute(line)
-            return GARBAGE if fault == "garbage" and reply is not None else reply
+            fault = self._next_fault()
+            kind = fault.kind if fault else None
+            if kind in ("drop_before", "drop_within", "drop_after"):
+                self._execute_dropped(message, kind)
+                return [DROP]
+            if kind == "corrupt_command":
+                message = self._corrupt(message.rstrip("\r\n"))
+            if kind == "reset":
+                self.power_on()
+            if kind == "reject":
+                self.refuse_settings = True
+            try:
+                reply = self.execute(message)
+            finally:
+                self.refuse_settings = False
+            out: list[object] = list(self._held)
+            self._held = []
+            if kind == "unsolicited":
+                out.append(fault.line if fault and fault.line is not None else UNSOLICITED_LINE)
+            if reply is None:
+                return out
+            if kind == "delay":
+                self._held = [reply]
+                return out
+            if kind == "corrupt":
+                reply = self._corrupt(reply)
+            return [*out, reply, reply] if kind == "duplicate" else [*out, reply]
+
+    def handle(self, line: str) -> object:
+        """One program message -> its reply lines joined, None (no reply) or :data:`DROP`."""
+        out = self.respond(line)
+        if DROP in out:
+            return DROP
+        return "\n".join(str(x) for x in out) if out else None
+
+    def _execute_dropped(self, message: str, kind: str) -> None:
+        """A message whose connection drops: nothing, its first unit, or all of it runs."""
+        if kind == "drop_within":
+            self.execute(split_outside_quotes(message.strip(), ";")[0])
+        elif kind == "drop_after":
+            self.execute(message)
+
+    def _corrupt(self, text: str) -> str:
+        """``text`` with one character (byte) changed to another byte, never the terminator."""
+        if not text:
+            return text
+        k = int(self.fault_rng.integers(len(text)))
+        old = ord(text[k])
+        choices = [b for b in range(1, 256) if b not in (old, ord("\n"))]
+        new = choices[int(self.fault_rng.integers(len(choices)))]
+        return text[:k] + chr(new) + text[k + 1:]
 
 
 class SimLaser(ScpiDevice):
@@ -119,8 +252,8 @@ class SimLaser(ScpiDevice):
     # 8164B programming guide: a missing slot number is the lowest one, 0 on the 8164B
     suffix_defaults = {"src": 0, "chan": 1, "trig": 0, "rout": 0, "rchan": 1}  # noqa: RUF012
 
-    def __init__(self, switch_outputs: int = 64, switch_slot: int = 1) -> None:
-        super().__init__()
+    def __init__(self, switch_outputs: int = 64, switch_slot: int = 1, *, fault_seed: int = 0) -> None:
+        super().__init__(fault_seed=fault_seed)
         self.switch_outputs = switch_outputs
         self.switch_slot = switch_slot
         self.drift_db = 0.0
@@ -282,7 +415,7 @@ class SimPowerMeter(ScpiDevice):
     def __init__(self, chip: Chip, laser: SimLaser, heads: Mapping[tuple[int, int], int],
                  switch_ports: Mapping[int, int], *, seed: int = 0, noise_floor_dbm: float = -70.0,
                  noise_fraction: float = 0.005) -> None:
-        super().__init__()
+        super().__init__(fault_seed=seed)
         self.chip, self.laser = chip, laser
         self.heads = dict(heads)
         self.switch_ports = dict(switch_ports)
@@ -361,8 +494,10 @@ class SimPowerMeter(ScpiDevice):
         return nr3(mw * 1e-3) if head["unit"] else nr3(10 * np.log10(max(mw, 1e-12)))
 
     def _read(self, ids: dict[str, int], _args: list[str]) -> str:
+        """``READ?`` = ``INIT`` + ``FETC?`` (PG): the reading is also kept for ``FETC?``."""
         head = self._head(ids)
-        return self._format(head, self._measure_mw(ids))
+        self.stored[(ids["slot"], ids["chan"])] = mw = self._measure_mw(ids)
+        return self._format(head, mw)
 
     def _init(self, ids: dict[str, int], _args: list[str]) -> None:
         self._head(ids)
@@ -397,11 +532,11 @@ class ScpiServer:
                     owner._clients.add(self.connection)
                 try:
                     for raw in self.rfile:
-                        reply = owner.device.handle(raw.decode("ascii", "replace"))
-                        if reply is DROP:
-                            return
-                        if reply is not None:
-                            self.wfile.write((str(reply) + "\n").encode("latin-1"))
+                        out = owner.device.respond(raw.decode("latin-1"))
+                        for item in out:
+                            if item is DROP:
+                                return
+                            self.wfile.write((str(item) + "\n").encode("latin-1", "replace"))
                 except OSError:
                     return
                 finally:

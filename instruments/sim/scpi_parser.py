@@ -37,7 +37,7 @@ NO_ERROR = '+0,"No error"'
 QUEUE_SIZE = 30  # entries; typical of Keysight instruments (-350 replaces the last one when full)
 
 # Standard Event Status Register bits (IEEE 488.2 §11.5.1)
-ESR_OPC, ESR_QYE, ESR_DDE, ESR_EXE, ESR_CME = 1, 4, 8, 16, 32
+ESR_OPC, ESR_QYE, ESR_DDE, ESR_EXE, ESR_CME, ESR_PON = 1, 4, 8, 16, 32, 128
 # Status Byte bits (IEEE 488.2 §11.2; SCPI-99 uses bit 2 for "error queue not empty")
 STB_EAV, STB_ESB, STB_MSS = 4, 32, 64
 
@@ -216,6 +216,7 @@ class ScpiCore:
     def __init__(self) -> None:
         self.status = _Status()
         self.commands: list[Command] = []
+        self.refuse_settings = False  # fault injection: device settings answer -222, not applied
         self.add("SYSTem ERRor [NEXT]", query=lambda _i, _a: self.next_error())
         self.add("SYSTem ERRor COUNt", query=lambda _i, _a: str(len(self.status.errors)))
 
@@ -282,6 +283,8 @@ class ScpiCore:
         handler = cmd.query if is_query else cmd.set
         if handler is None:
             raise ScpiError(-113, f"{header} is {'set' if cmd.set else 'query'}-only")
+        if self.refuse_settings and not is_query:
+            raise ScpiError(-222, "setting refused (injected fault)")
         low, high = cmd.query_args if is_query else cmd.set_args
         _check_count(args, low, high)
         return handler(ids, args), full[:-1]

@@ -9,8 +9,6 @@ import instruments.sim
 from instruments.errors import (
     BenchConfigError,
     DeviceError,
-    GarbledReplyError,
-    InstrumentTimeoutError,
     LimitError,
     TransientError,
     UnknownCommandError,
@@ -18,100 +16,170 @@ from instruments.errors import (
 from instruments.scpi import PowerMeter, TunableLaser
 from instruments.sim.chip import Chip
 from instruments.sim.scpi_devices import ScpiServer, SimLaser, SimPowerMeter
-from instruments.testing import expected_protocol
+from instruments.testing import ScriptedResource, expected_protocol
 from instruments.transport import VisaTransport, open_visa_resource
 from photonics.topology import hexagonal
 
-OK = ("SYST:ERR?", '+0,"No error"')
 IDN = "Keysight Technologies,8164B,MY00000001,V5.25(72637)"
 YAML = Path(instruments.sim.__file__).parent / "scpi_sim.yaml"
-READ23 = "SENS2:CHAN3:POW:UNIT?;:READ2:CHAN3:POW?"
 SHORT_TIMEOUT_S = 0.3  # the simulators answer in well under this; a missing reply costs one timeout
+W23 = "SENS2:CHAN3:POW:UNIT"
+READ23 = [f"{W23}?", f"{W23}?", "READ2:CHAN3:POW?", "FETC2:CHAN3:POW?"]
+
+
+def framed(*exchanges, first_tag=1):
+    """Logical exchanges (units, replies, esr) -> the tagged messages the driver sends.
+
+    Each message is ``*ESE <tag>;<units>;*ESR?;*ESE?``, each reply ``<replies>;<esr>;<tag>``.
+    """
+    out = []
+    for k, (units, replies, *esr) in enumerate(exchanges):
+        tag = first_tag + k
+        body = [u if u.startswith("*") else ":" + u for u in units]
+        msg = ";".join([f"*ESE {tag}", *body, "*ESR?", "*ESE?"])
+        out.append((msg, ";".join([*replies, str(esr[0] if esr else 0), str(tag)])))
+    return out
+
+
+def setting(command, readback=(), replies=()):
+    """A confirmed setting: the command, *OPC?, its read-back queries."""
+    return [command, "*OPC?", *readback], ["1", *replies]
+
+
+def twice(query, reply):
+    return [query, query], [reply, reply]
+
+
+ERR_NONE = (["SYST:ERR?"], ['+0,"No error"'])
 
 
 # -- exact messages --------------------------------------------------------------------------
 @pytest.mark.parametrize(("call", "script", "result"), [
-    (lambda d: d.identity(), [("*IDN?", IDN)], IDN),
-    (lambda d: d.connect(), [("*CLS", None), ("*IDN?", IDN)], IDN),
-    (lambda d: d.reset(), [("*RST;*OPC?", "1"), OK], None),
-    (lambda d: setattr(d, "wavelength_nm", np.float64(1550.5)), [("SOUR0:WAV 1550.5000NM;*OPC?", "1"), OK],
-     None),
-    (lambda d: d.wavelength_nm, [("SOUR0:WAV?", "+1.55050000E-006")], pytest.approx(1550.5)),
-    (lambda d: setattr(d, "power_dbm", np.int64(3)), [("SOUR0:POW 3.000DBM;*OPC?", "+1"), OK], None),
-    (lambda d: d.power_dbm, [("SOUR0:POW:UNIT?;:SOUR0:POW?", "+0;+3.00000000E+000")], 3.0),
+    (lambda d: d.identity(), [twice("*IDN?", IDN)], IDN),
+    (lambda d: d.connect(), [(["*CLS", "*OPC?"], ["1"]), twice("*IDN?", IDN)], IDN),
+    (lambda d: d.reset(), [setting("*RST")], None),
+    (lambda d: setattr(d, "wavelength_nm", np.float64(1550.5)),
+     [setting("SOUR0:WAV 1550.5000NM", ["SOUR0:WAV?"], ["+1.55050000E-006"])], None),
+    (lambda d: d.wavelength_nm, [twice("SOUR0:WAV?", "+1.55050000E-006")], pytest.approx(1550.5)),
+    (lambda d: setattr(d, "power_dbm", np.int64(3)),
+     [setting("SOUR0:POW 3.000DBM", ["SOUR0:POW:UNIT?", "SOUR0:POW?"], ["+0", "+3.00000000E+000"])], None),
+    (lambda d: d.power_dbm, [(["SOUR0:POW:UNIT?", "SOUR0:POW:UNIT?", "SOUR0:POW?", "SOUR0:POW?"],
+                              ["+0", "+0", "+3.00000000E+000", "+3.00000000E+000"])], 3.0),
     # left in W by another program (PyMeasure's output_power_mW does that): converted, not misread
-    (lambda d: d.power_dbm, [("SOUR0:POW:UNIT?;:SOUR0:POW?", "+1;+1.99526231E-003")], pytest.approx(3.0)),
-    (lambda d: setattr(d, "output_enabled", True), [("SOUR0:POW:STAT 1;*OPC?", "1"), OK], None),
-    (lambda d: d.output_enabled, [("SOUR0:POW:STAT?", "+0")], False),
-    (lambda d: d.select_output(np.int32(7)), [("ROUT1:CHAN1 A,7;*OPC?", "1"), OK], None),
-    (lambda d: d.selected_output(), [("ROUT1:CHAN1?", "A,7")], 7),
-    (lambda d: d.errors(), [("SYST:ERR?", '-113,"Undefined header"'), ("SYST:ERR?", '0,"No error"')],
+    (lambda d: d.power_dbm, [(["SOUR0:POW:UNIT?", "SOUR0:POW:UNIT?", "SOUR0:POW?", "SOUR0:POW?"],
+                              ["+1", "+1", "+1.99526231E-003", "+1.99526231E-003"])], pytest.approx(3.0)),
+    (lambda d: setattr(d, "output_enabled", True), [setting("SOUR0:POW:STAT 1", ["SOUR0:POW:STAT?"], ["1"])],
+     None),
+    (lambda d: d.output_enabled, [twice("SOUR0:POW:STAT?", "+0")], False),
+    (lambda d: d.select_output(np.int32(7)), [setting("ROUT1:CHAN1 A,7", ["ROUT1:CHAN1?"], ["A,7"])], None),
+    (lambda d: d.selected_output(), [twice("ROUT1:CHAN1?", "A,7")], 7),
+    (lambda d: d.errors(), [(["SYST:ERR?"], ['-113,"Undefined header"']), (["SYST:ERR?"], ['0,"No error"'])],
      [(-113, "Undefined header")]),
 ])
 def test_laser_exact_messages(call, script, result):
-    with expected_protocol(TunableLaser, script) as laser:
+    with expected_protocol(TunableLaser, framed(*script)) as laser:
         assert call(laser) == result
 
 
 def test_laser_slots_come_from_the_constructor():
-    script = [("SOUR2:WAV?", "+1.31E-006"), ("ROUT4:CHAN2 A,3;*OPC?", "1"), OK]
+    script = framed(twice("SOUR2:WAV?", "+1.31E-006"), setting("ROUT4:CHAN2 A,3", ["ROUT4:CHAN2?"], ["A,3"]))
     with expected_protocol(TunableLaser, script, source=2, switch_slot=4, switch_channel=2) as laser:
         assert laser.wavelength_nm == pytest.approx(1310)
         laser.select_output(3)
 
 
 @pytest.mark.parametrize(("call", "script", "result"), [
-    (lambda h: setattr(h, "wavelength_nm", 1310), [("SENS2:CHAN3:POW:WAV 1310.0000NM;*OPC?", "1"), OK], None),
-    (lambda h: h.wavelength_nm, [("SENS2:CHAN3:POW:WAV?", "+1.31000000E-006")], pytest.approx(1310)),
-    (lambda h: setattr(h, "averaging_time_s", 0.1), [("SENS2:CHAN3:POW:ATIM 0.1000S;*OPC?", "1"), OK], None),
-    (lambda h: h.averaging_time_s, [("SENS2:CHAN3:POW:ATIM?", "+1.00000000E-001")], 0.1),
-    (lambda h: setattr(h, "range_dbm", -20), [("SENS2:CHAN3:POW:RANG -20DBM;*OPC?", "1"), OK], None),
-    (lambda h: h.range_dbm, [("SENS2:CHAN3:POW:RANG?", "-2.00000000E+001")], -20.0),
-    (lambda h: setattr(h, "auto_range", False), [("SENS2:CHAN3:POW:RANG:AUTO 0;*OPC?", "1"), OK], None),
-    (lambda h: h.auto_range, [("SENS2:CHAN3:POW:RANG:AUTO?", "1")], True),
-    (lambda h: h.unit_watts, [("SENS2:CHAN3:POW:UNIT?", "+1")], True),
-    (lambda h: h.read_power_dbm(), [(READ23, "+0;-1.23400000E+001")], -12.34),
+    (lambda h: setattr(h, "wavelength_nm", 1310),
+     [setting("SENS2:CHAN3:POW:WAV 1310.0000NM", ["SENS2:CHAN3:POW:WAV?"], ["+1.31000000E-006"])], None),
+    (lambda h: h.wavelength_nm, [twice("SENS2:CHAN3:POW:WAV?", "+1.31000000E-006")], pytest.approx(1310)),
+    (lambda h: setattr(h, "averaging_time_s", 0.1),
+     [setting("SENS2:CHAN3:POW:ATIM 0.1000S", ["SENS2:CHAN3:POW:ATIM?"], ["+1.00000000E-001"])], None),
+    (lambda h: h.averaging_time_s, [twice("SENS2:CHAN3:POW:ATIM?", "+1.00000000E-001")], 0.1),
+    # the range moves in 10 dB steps: -23 is sent as -20 and confirmed as such
+    (lambda h: setattr(h, "range_dbm", -23),
+     [setting("SENS2:CHAN3:POW:RANG -20DBM", ["SENS2:CHAN3:POW:RANG?"], ["-2.00000000E+001"])], None),
+    (lambda h: h.range_dbm, [twice("SENS2:CHAN3:POW:RANG?", "-2.00000000E+001")], -20.0),
+    (lambda h: setattr(h, "auto_range", False),
+     [setting("SENS2:CHAN3:POW:RANG:AUTO 0", ["SENS2:CHAN3:POW:RANG:AUTO?"], ["0"])], None),
+    (lambda h: h.auto_range, [twice("SENS2:CHAN3:POW:RANG:AUTO?", "1")], True),
+    (lambda h: h.unit_watts, [twice(f"{W23}?", "+1")], True),
+    (lambda h: h.read_power_dbm(), [(READ23, ["+0", "+0", "-1.23400000E+001", "-1.23400000E+001"])], -12.34),
     # a head left in W: the reading is converted and the head switched to dBm for the next ones
-    (lambda h: h.read_power_dbm(), [(READ23, "+1;+1.00000000E-006"), ("SENS2:CHAN3:POW:UNIT 0;*OPC?", "1"),
-                                    OK], pytest.approx(-30.0)),
+    (lambda h: h.read_power_dbm(), [(READ23, ["+1", "+1", "+1.00000000E-006", "+1.00000000E-006"]),
+                                    setting(f"{W23} 0", [f"{W23}?"], ["+0"])], pytest.approx(-30.0)),
     # a W reading below zero (noise after zeroing) has no dBm value: read again in dBm
-    (lambda h: h.read_power_dbm(), [(READ23, "+1;-2.00000000E-012"), ("SENS2:CHAN3:POW:UNIT 0;*OPC?", "1"),
-                                    OK, (READ23, "+0;-8.50000000E+001")], -85.0),
-    (lambda h: h.read_power_w(), [(READ23, "+0;+0.00000000E+000")], pytest.approx(1e-3)),
-    (lambda h: h.read_power_w(), [(READ23, "+1;+2.50000000E-006")], 2.5e-6),
+    (lambda h: h.read_power_dbm(), [(READ23, ["+1", "+1", "-2.00000000E-012", "-2.00000000E-012"]),
+                                    setting(f"{W23} 0", [f"{W23}?"], ["+0"]),
+                                    (READ23, ["+0", "+0", "-8.50000000E+001", "-8.50000000E+001"])], -85.0),
+    (lambda h: h.read_power_w(), [(READ23, ["+0", "+0", "+0.00000000E+000", "+0.00000000E+000"])],
+     pytest.approx(1e-3)),
+    (lambda h: h.read_power_w(), [(READ23, ["+1", "+1", "+2.50000000E-006", "+2.50000000E-006"])], 2.5e-6),
 ])
 def test_meter_exact_messages(call, script, result):
-    with expected_protocol(PowerMeter, script) as meter:
+    with expected_protocol(PowerMeter, framed(*script)) as meter:
         assert call(meter.channel(2, 3)) == result
 
 
-def test_a_setting_drains_the_error_queue_and_raises_with_its_text():
-    script = [("SOUR0:POW 3.000DBM;*OPC?", "1"), ("SYST:ERR?", '-222,"Data out of range"'),
-              ("SYST:ERR?", '-221,"Settings conflict"'), ("SYST:ERR?", '0,"No error"')]
-    with expected_protocol(TunableLaser, script) as laser, \
+def test_a_refusal_is_resent_once_then_raises_with_the_instruments_text():
+    units, _ = setting("SOUR0:POW 3.000DBM", ["SOUR0:POW:UNIT?", "SOUR0:POW?"])
+    refused = (units, ["1", "+0", "+0.00000000E+000"], 16)
+    errors = [(["SYST:ERR?"], ['-222,"Data out of range"']), (["SYST:ERR?"], ['-221,"Settings conflict"']),
+              ERR_NONE]
+    with expected_protocol(TunableLaser, framed(refused, *errors, refused, *errors)) as laser, \
             pytest.raises(DeviceError, match=r"-222.*-221") as err:
         laser.power_dbm = 3
     assert err.value.code == -222
     assert not isinstance(err.value, UnknownCommandError)
 
 
-def test_a_command_error_is_an_unknown_command():
-    script = [("ROUT1:CHAN1 A,2;*OPC?", "1"), ("SYST:ERR?", '-113,"Undefined header"'), OK]
-    with expected_protocol(TunableLaser, script) as laser, \
-            pytest.raises(UnknownCommandError, match="firmware"):
+def test_a_refusal_that_does_not_repeat_was_the_line():
+    sent = setting("ROUT1:CHAN1 A,2", ["ROUT1:CHAN1?"], ["A,2"])
+    script = framed((sent[0], ["1", "A,1"], 32), (["SYST:ERR?"], ['-113,"Undefined header"']), ERR_NONE, sent,
+                    sent)  # a refusal may mean a mangled command: every owned setting is re-applied
+    with expected_protocol(TunableLaser, script) as laser:
+        laser.select_output(2)
+    assert laser.owned == {"ROUT1:CHAN1?": 2}
+
+
+def test_a_setting_the_instrument_does_not_confirm_is_resent():
+    sent = setting("ROUT1:CHAN1 A,2", ["ROUT1:CHAN1?"], ["A,2"])
+    script = framed((sent[0], ["1", "A,1"]), ERR_NONE, sent,
+                    sent)  # after a fault every owned setting is re-applied and read back
+    with expected_protocol(TunableLaser, script) as laser:
         laser.select_output(2)
 
 
+def test_a_stale_reply_is_discarded_not_taken_for_ours():
+    script = framed(twice("ROUT1:CHAN1?", "A,4"))
+    msg, reply = script[0]
+    script = [(msg, "A,9;A,9;0;77\n" + reply)]  # a late reply to an older frame arrives first
+    transport = VisaTransport("scripted", opener=lambda *_: _LineResource(script))
+    laser = TunableLaser(transport)
+    assert laser.selected_output() == 4
+    assert laser.faults == 0
+
+
+class _LineResource(ScriptedResource):
+    """A scripted resource whose replies may hold several lines (stale ones first)."""
+
+    def write(self, message):
+        n = super().write(message)
+        if self.replies:
+            self.replies[-1:] = self.replies[-1].split("\n")
+        return n
+
+
 def test_connect_refuses_another_model():
-    script = [("*CLS", None), ("*IDN?", "Keysight Technologies,N7744C,MY2,V1.0")]
+    script = framed((["*CLS", "*OPC?"], ["1"]), twice("*IDN?", "Keysight Technologies,N7744C,MY2,V1.0"))
     with expected_protocol(TunableLaser, script, expected_idn="8164B") as laser, \
             pytest.raises(BenchConfigError, match="8164B"):
         laser.connect()
 
 
 def test_garbled_replies_are_retried():
-    script = [("SOUR0:WAV 1550.0000NM;*OPC?", "x#"), ("SOUR0:WAV 1550.0000NM;*OPC?", "1"), OK,
-              ("*IDN?", "8164B"), ("*IDN?", IDN)]
+    sent = setting("SOUR0:WAV 1550.0000NM", ["SOUR0:WAV?"], ["+1.55000000E-006"])
+    script = framed((sent[0], ["1", "x#"]), ERR_NONE, sent, sent, twice("*IDN?", "8164B"), ERR_NONE,
+                    twice("*IDN?", IDN), sent)
     with expected_protocol(TunableLaser, script) as laser:
         laser.wavelength_nm = 1550
         assert laser.identity() == IDN  # a reply without IEEE 488.2's four fields is garbled
@@ -132,41 +200,12 @@ def test_switch_and_meter_limits_send_nothing():
 
 
 # -- pyvisa-sim YAML ---------------------------------------------------------------------------
-def _sim(address):
-    return VisaTransport(f"{YAML}@sim|{address}", timeout_s=0.5)
-
-
-def test_laser_against_pyvisa_sim_yaml():
-    laser = TunableLaser(_sim("TCPIP0::localhost::5025::SOCKET"), retries=0, expected_idn="8164B")
-    assert laser.connect().startswith("Keysight")
-    laser.reset()
-    laser.wavelength_nm = 1551.25
-    laser.power_dbm = 3
-    laser.output_enabled = True
-    laser.select_output(7)
-    assert (laser.wavelength_nm, laser.power_dbm) == (pytest.approx(1550.0), 3.0)
-    assert (laser.output_enabled, laser.selected_output()) == (True, 7)
-    laser.close()
-
-
-def test_meter_against_pyvisa_sim_yaml():
-    meter = PowerMeter(_sim("TCPIP0::localhost::5026::SOCKET"), retries=0)
-    head = meter.channel(2, 3)
-    head.wavelength_nm = 1310
-    head.averaging_time_s = 0.1
-    head.range_dbm = -20
-    head.auto_range = False
-    head.unit_watts = False
-    assert head.read_power_dbm() == pytest.approx(-12.34)
-    assert (head.range_dbm, head.auto_range, head.unit_watts) == (-20, False, False)
-    meter.close()
-
-
-def test_pyvisa_sim_rejects_a_wrong_message():
-    laser = TunableLaser(_sim("TCPIP0::localhost::5025::SOCKET"), retries=0)
-    with pytest.raises(GarbledReplyError):  # the YAML answers ERROR to a message it does not list
-        laser.setting("SOUR0:WAVE 1550.0000NM")
-    laser.close()
+def test_pyvisa_sim_yaml_still_answers_plain_pyvisa():
+    """The YAML devices answer fixed messages; our drivers' tagged frames cannot be listed there."""
+    transport = VisaTransport(f"{YAML}@sim|TCPIP0::localhost::5025::SOCKET", timeout_s=0.5)
+    transport.write("*IDN?")
+    assert "8164B" in transport.read()
+    transport.close()
 
 
 # -- simulators over loopback TCP (pyvisa-py) ------------------------------------------------
@@ -271,7 +310,9 @@ def test_a_refused_query_raises_instead_of_timing_out_again(scpi_bench):
         laser.query("SOUR0:WAV:SWE:STAR?")
     with pytest.raises(UnknownCommandError, match="-113"):
         laser.query("SOUR0:WAVE?")
-    assert dev.messages < 10  # raised at once: no retries of a query the instrument refused
+    # each refused query: one frame (cut short by the command error), the error queue drained,
+    # the frame resent once; the same error twice is the instrument's verdict
+    assert dev.messages <= 14
 
 
 @pytest.mark.parametrize("fault", ["garbage", "timeout", "drop"])
@@ -284,7 +325,9 @@ def test_a_setting_survives_a_fault_or_raises(scpi_bench, fault):
     dev.inject(fault)
     with pytest.raises(TransientError):
         laser.wavelength_nm = 1548.0
-    assert laser.wavelength_nm == pytest.approx(1549.0 if fault != "garbage" else 1548.0)
+    # all or nothing: a setting that raised is put back to the last confirmed value
+    assert laser.wavelength_nm == pytest.approx(1549.0)
+    assert dev.wavelength_nm == pytest.approx(1549.0)
 
 
 def test_sim_query_faults_are_retried(scpi_bench):
@@ -296,8 +339,8 @@ def test_sim_query_faults_are_retried(scpi_bench):
     dev.inject("drop")
     assert laser.identity().startswith("Keysight")
     laser.retries = 0
-    dev.inject("timeout", count=2)
-    with pytest.raises(InstrumentTimeoutError):
+    dev.inject("drop_before", count=2)
+    with pytest.raises(TransientError):
         laser.identity()
 
 
