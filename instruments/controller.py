@@ -37,6 +37,10 @@ from photonics.errors import LumionError
 from photonics.topology import Mesh
 
 RESOLUTION_MA = 1e-4  # the driver's command resolution (4 decimals of mA)
+# After trouble on the line, a channel read back within this of its target holds it (mA):
+# the driver's own read-back tolerance (measured values scatter by < 1 uA).
+MEND_TOLERANCE_MA = 0.005
+MEND_PASSES = 3  # read back and rewrite at most this often before declaring the state unknown
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,11 @@ class MeshController:
     def resync(self) -> np.ndarray:
         """Read back every current from the driver (after a failed restore or a manual change)."""
         with self.driver.lock:
-            self._applied = self.driver.currents()[: self.mesh.n_heaters]
+            try:
+                self._applied = self.driver.currents()[: self.mesh.n_heaters]
+            except ModuleResetError:
+                self.state_known = False  # it restarted while we read: what we read is gone
+                raise
             self.state_known = True
         return self.currents
 
@@ -178,8 +186,16 @@ class MeshController:
                 self._reread_before_writing()
             changed = np.flatnonzero(np.abs(new - self._applied) >= RESOLUTION_MA / 2)
             w0, r0, x0 = tr.bytes_written, tr.bytes_read, self.driver.exchanges
-            self._write(changed, new)
+            troubles = self.driver.resyncs
+            try:
+                self._write(changed, new)
+            except WriteAbortedError:
+                if self.driver.resyncs != troubles:
+                    self._verify_against(self._applied)
+                raise
             self._applied = np.where(np.isin(np.arange(len(new)), changed), new, self._applied)
+            if self.driver.resyncs != troubles:
+                self._verify_against(new)
             nbytes_w, nbytes_r = tr.bytes_written - w0, tr.bytes_read - r0
             commands = self.driver.exchanges - x0
             elapsed = time.perf_counter() - t0
@@ -191,6 +207,33 @@ class MeshController:
         )
         self.last_report = report
         return report
+
+    def _verify_against(self, target: np.ndarray) -> None:
+        """After an exchange went out of step, read every current back and mend what differs.
+
+        A cut or corrupted command may have reached the module in a form nobody sent (another
+        channel, another value); only a full read-back (``IALL?``) shows it.
+        """
+        target = np.array(target, dtype=float)
+        for _ in range(MEND_PASSES):
+            try:
+                held = self.driver.currents()[: self.mesh.n_heaters]
+            except LumionError as exc:
+                self.state_known = False
+                raise ChipStateUnknownError(
+                    f"an exchange with the heater driver went out of step and reading the currents "
+                    f"back failed ({exc}); the next write reads them back first") from exc
+            ok = np.abs(held - target) <= MEND_TOLERANCE_MA
+            self._applied = np.where(ok, target, held)
+            if ok.all():
+                return
+            self.driver.log.warning("heater channels %s do not hold what was written; rewriting",
+                                    np.flatnonzero(~ok).tolist())
+            self._write(np.flatnonzero(~ok), target)
+            self._applied = np.where(ok, self._applied, target)
+        self.state_known = False
+        raise ChipStateUnknownError("heater channels keep differing from what was written after "
+                                    f"{MEND_PASSES} rewrites; check the driver, then resync()")
 
     def _reread_before_writing(self) -> None:
         try:

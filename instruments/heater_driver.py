@@ -65,12 +65,16 @@ REPLY_TURNAROUND_S = 0.002
 # Every exchange ends with a query whose reply marks its end (a setting: a read-back of
 # its channel; a query: ID?), so a reply that came late or twice is never taken for ours.
 SENTINEL = b"ID?\n"
-# A read-back within this fraction of full scale confirms a setting: the modules report
-# measured values, which scatter by < 1 uA in the vendor's recorded sessions (0.2 % of
-# 24 mA is 48 uA, far below any change a lost or misapplied setting makes).
-READBACK_TOLERANCE = 0.002
+# A reading is asked this many times in one write and the answers must agree: a byte changed
+# on the line inside a value is otherwise indistinguishable from the value.
+QUERY_COPIES = 2
+# A read-back this close to the setting confirms it (mA / V): the modules report measured
+# values, which scatter by < 1 uA / 1 mV in the vendor's recorded sessions; binary words
+# are 0.37 uA apart on a Q8iv, 1.5 uA on a Q8a. 5 uA is ~15 mrad of heater phase.
+READBACK_TOLERANCE = {"mA": 0.005, "V": 0.005}
 # The codes a read-back query itself can draw (a setting's own refusal, E01/E02, cannot).
 QUERY_REFUSALS = qp.RESEND_CODES | {qp.E_UNKNOWN_COMMAND, qp.E_BAD_PARAMETER, qp.E_BAD_CHANNEL}
+VERIFY_MODES = ("last", "all")
 # How long a resynchronisation waits for the module's id after flushing (s).
 RESYNC_TRIES = 3
 
@@ -97,6 +101,9 @@ class HeaterDriver(Instrument):
     Args:
         transport: an open transport (``SerialTransport`` for real use).
         binary: use the binary protocol for settings and reads (faster on the wire).
+        verify: which channels of a vector setting are read back in the same exchange:
+            ``"last"`` (the exchange's end marker; a corrupted byte inside the vector goes
+            unseen) or ``"all"`` (every channel; about 3x the wire time of a whole-chip write).
         retries: extra attempts after a command was lost on the line (E14/E15/E16, time-out).
         max_total_power_mw: limit on the summed heater power (mW), checked before every
             setting against ``worst_resistance_kohm * I^2`` of the currents the driver
@@ -106,15 +113,24 @@ class HeaterDriver(Instrument):
             this many Q8iv channels (nothing is sent at construction).
     """
 
-    def __init__(self, transport: Transport, *, binary: bool = False, retries: int = 2,
-                 name: str = "heater_driver", max_total_power_mw: float = MAX_TOTAL_POWER_MW,
-                 worst_resistance_kohm: float = WORST_RESISTANCE_KOHM, n_channels: int | None = None) -> None:
+    def __init__(self, transport: Transport, *, binary: bool = False, verify: str = "last",
+                 retries: int = 2, name: str = "heater_driver",
+                 max_total_power_mw: float = MAX_TOTAL_POWER_MW,
+                 worst_resistance_kohm: float = WORST_RESISTANCE_KOHM,
+                 n_channels: int | None = None) -> None:
         super().__init__(transport, name=name, retries=retries)
+        if verify not in VERIFY_MODES:
+            raise ValueError(f"verify must be one of {VERIFY_MODES}, not {verify!r}")
         self.binary = bool(binary)
         self.max_total_power_mw = float(max_total_power_mw)
         self.worst_resistance_kohm = float(worst_resistance_kohm)
         self.device_id = ""
         self.exchanges = 0  # command-and-reply round trips so far (each waits one turnaround)
+        # exchanges that went out of step (time-out, garbage, dropped link) so far: a caller
+        # that sees this change knows a command may have reached the module in a form it
+        # did not intend (a cut or corrupted line) and reads the module back
+        self.resyncs = 0
+        self.verify = verify
         self.reply_turnaround_s = REPLY_TURNAROUND_S
         self._needs_resync = False
         self.n_channels = 0
@@ -177,6 +193,14 @@ class HeaterDriver(Instrument):
                     if self._needs_resync:
                         self._resync()
                     return self._once(payload, what, collect)
+                except (UnknownCommandError, LimitError) as exc:
+                    # we only send commands and values the module accepts: a refusal of one
+                    # means it arrived corrupted -- resend it once in step before believing it
+                    self._needs_resync = True
+                    if attempt == self.retries:
+                        raise
+                    self.log.warning("%s: %s refused (%s); resending in case it was corrupted",
+                                     self.name, what, exc)
                 except TransientError as exc:
                     self._needs_resync = True
                     if attempt == self.retries:
@@ -246,6 +270,7 @@ class HeaterDriver(Instrument):
 
     def _resync(self) -> None:
         """Get back in step: flush, ask ``ID?``, and drop every line until the id comes back."""
+        self.resyncs += 1
         for _ in range(RESYNC_TRIES):
             self._check_stale(self.transport.waiting_lines())
             self.transport.write_bytes(b"ID?\n")
@@ -281,50 +306,73 @@ class HeaterDriver(Instrument):
             self.log.warning("%s: discarded stale input %r (a late or repeated reply)", self.name, line)
 
     def _values(self, unit: str, count: int) -> Callable[[str, list[str]], np.ndarray | None]:
-        """A query's reply: the ``count`` lines just before the ``ID?`` sentinel's reply.
+        """A query's reply: the query is asked twice, then ``ID?``; both answers must agree.
 
-        The module answers in order, so anything earlier is stale (a reply that came late
-        or twice) and is dropped, never taken for this query's answer.
+        The module answers in order, so the ``2 * count`` lines just before the id are ours
+        and anything earlier is stale (a reply that came late or twice), dropped and never
+        taken for this query's answer. Asking twice catches a byte changed on the line in a
+        value, which no other check could see in a reading.
         """
+        window = QUERY_COPIES * count
 
         def collect(what: str, lines: list[str]) -> np.ndarray | None:
             if qp.parse_device_id(lines[-1]) is None:
                 return None
-            ours = lines[:-1][-count:]
+            lines = self._without_reports(lines)
+            ours = lines[:-1][-window:]
             for line in ours:
                 self._raise_if_error(what, line)
             values = [qp.parse_value(x, unit) for x in ours]
-            if len(ours) < count or None in values:
-                raise GarbledReplyError(f"{self.name}: {what!r} got {ours!r}, expected {count} "
+            if len(ours) < window or None in values:
+                raise GarbledReplyError(f"{self.name}: {what!r} got {ours!r}, expected {window} "
                                         f"value(s) in {unit}")
-            self._stale(lines[:-1 - count])
-            return np.array(values, dtype=float)
+            if ours[:count] != ours[count:]:
+                raise GarbledReplyError(f"{self.name}: two answers to {what!r} differ; asking again")
+            self._stale(lines[:-1 - window])
+            return np.array(values[:count], dtype=float)
 
         return collect
 
-    def _confirmed(self, unit: str, expected: float, tolerance: float
-                   ) -> Callable[[str, list[str]], float | None]:
+    def _without_reports(self, lines: list[str]) -> list[str]:
+        """Lines minus the reports a module sends about itself (``E30``, ``E31``), logged."""
+        kept = []
+        for line in lines:
+            if (qp.parse_error(line) or (None,))[0] in qp.REPORT_CODES:
+                self.log.warning("%s: the module reported %r", self.name, line)
+            else:
+                kept.append(line)
+        return kept
+
+    def _confirmed(self, unit: str, expected: Sequence[float], tolerance: float
+                   ) -> Callable[[str, list[str]], list[float] | None]:
         """A setting's reply: ``OK`` (or an error) then the read-back that follows it in the same write.
 
         The read-back both frames the exchange (an ``OK`` that came late or twice is not
         taken for this one) and confirms what the module now holds.
         """
+        n = len(expected)
 
-        def collect(what: str, lines: list[str]) -> float | None:
-            refused = (qp.parse_error(lines[-1]) or (None,))[0] in QUERY_REFUSALS
+        def collect(what: str, lines: list[str]) -> list[float] | None:
+            lines = self._without_reports(lines)
+            refused = (qp.parse_error(lines[-1]) or (None,))[0] in QUERY_REFUSALS if lines else False
             if refused and len(lines) >= 2 and (lines[-2] == "OK" or qp.parse_error(lines[-2])):
                 self._raise_if_error(what, lines[-2])
                 raise GarbledReplyError(f"{self.name}: the read-back after {what!r} was refused "
                                         f"({lines[-1]}); resending")
-            value = qp.parse_value(lines[-1], unit)
-            if value is None or len(lines) < 2 or not (lines[-2] == "OK" or qp.parse_error(lines[-2])):
+            if len(lines) < n + 1:
+                return None
+            values = [qp.parse_value(x, unit) for x in lines[-n:]]
+            reply = lines[-n - 1]
+            if None in values or not (reply == "OK" or qp.parse_error(reply)):
                 return None  # not yet at our reply: earlier lines are stale
-            self._raise_if_error(what, lines[-2])
-            self._stale(lines[:-2])
-            if abs(value - expected) > tolerance:
-                raise GarbledReplyError(f"{self.name}: after {what!r} the module holds {value} {unit}; "
-                                        "the setting is not confirmed, resending")
-            return value
+            self._raise_if_error(what, reply)
+            self._stale(lines[:-n - 1])
+            bad = [k for k, (v, e) in enumerate(zip(values, expected, strict=True)) if abs(v - e) > tolerance]
+            if bad:
+                raise GarbledReplyError(f"{self.name}: after {what!r} the module holds {values[bad[0]]} "
+                                        f"{unit} where {expected[bad[0]]:.4f} was set; not confirmed, "
+                                        "resending")
+            return values  # type: ignore[return-value]
 
         return collect
 
@@ -334,7 +382,7 @@ class HeaterDriver(Instrument):
             payload = qp.binary_frame(code, channel, 0, read=True, all_channels=all_channels)
         else:
             payload = (ascii_cmd + "\n").encode("ascii")
-        return self._exchange(payload + SENTINEL, ascii_cmd, self._values(unit, count))
+        return self._exchange(payload * QUERY_COPIES + SENTINEL, ascii_cmd, self._values(unit, count))
 
     # -- checks ---------------------------------------------------------------------------
     def _channel(self, channel: object) -> int:
@@ -379,7 +427,7 @@ class HeaterDriver(Instrument):
         else:
             payload = f"{name}{channel}={_fmt(value)}\n".encode("ascii")
         unit = "mA" if name in ("I", "IMAX") else "V"
-        check = self._confirmed(unit, value, READBACK_TOLERANCE * float(full[channel]))
+        check = self._confirmed(unit, [value], READBACK_TOLERANCE[unit])
         self._exchange(payload + self._readback(name, channel), f"{name}{channel}={_fmt(value)}", check)
 
     def _set_vector(self, first: int, values: Sequence[float]) -> None:
@@ -391,8 +439,10 @@ class HeaterDriver(Instrument):
         else:
             payload = (what + "\n").encode("ascii")
         last = first + len(values) - 1
-        check = self._confirmed("mA", values[-1], READBACK_TOLERANCE * float(self.i_full_ma[last]))
-        self._exchange(payload + self._readback("I", last), what, check)
+        checked = range(first, last + 1) if self.verify == "all" else [last]
+        expected = [values[ch - first] for ch in checked]
+        check = self._confirmed("mA", expected, READBACK_TOLERANCE["mA"])
+        self._exchange(payload + b"".join(self._readback("I", ch) for ch in checked), what, check)
 
     def set_current(self, channel: int, current_ma: float) -> None:
         """``I<ch>=<mA>``: set one channel's current (mA, 0..imax)."""
@@ -512,3 +562,4 @@ class HeaterDriver(Instrument):
         with self.lock:
             super().reconnect()
             self._needs_resync = True
+            self.resyncs += 1

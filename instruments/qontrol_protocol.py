@@ -55,6 +55,8 @@ E_UNKNOWN_COMMAND, E_BAD_PARAMETER, E_BAD_CHANNEL = 10, 11, 12
 # The command was lost on the line (buffer overflow, framing error, firmware time-out): the
 # vendor library resends it, and so do we (every command we send is idempotent).
 RESEND_CODES = frozenset({14, 15, 16})
+# Reports a module sends about itself, not answers to a command: suppressed errors, a trap
+REPORT_CODES = frozenset({30, 31})
 E_POWERED_UP = 90  # unsolicited: the module (re)started, every output is back at zero
 
 FULL_WORD = 0xFFFF  # binary data words are fractions of full scale in 1/65535 steps

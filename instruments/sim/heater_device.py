@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -43,7 +44,14 @@ REGISTRY: dict[str, HeaterDeviceSim] = {}
 GARBAGE = b"\x8f#~?\xff\n"  # a reply mangled on the line (wrong baud rate, noise)
 
 # error codes the firmware answers (the vendor's table)
-E_OVER_VOLTAGE, E_OVER_CURRENT, E_SERIAL = 1, 2, 15
+E_OVER_VOLTAGE, E_OVER_CURRENT, E_OVERFLOW, E_SERIAL = 1, 2, 14, 15
+# The firmware drops an incomplete command when no byte of it came for this long (s): a
+# cable pulled mid-command must not swallow what comes after it.
+FRAME_TIMEOUT_S = 0.05
+# The longest ASCII line the simulated module buffers (bytes); longer ones are an overflow
+# (E14). The vendor's recordings show E14 for an over-long line but not the real limit; 256
+# holds any vector of 8 values the vendor library writes.
+MAX_LINE_BYTES = 256
 E_UNKNOWN, E_PARAMETER, E_CHANNEL, E_POWERED_UP = 10, 11, 12, 90
 CODES = {0x00: "V", 0x01: "I", 0x02: "VMAX", 0x03: "IMAX", 0x20: "VFULL", 0x21: "IFULL", 0x22: "NCHAN",
          0x24: "ID"}
@@ -53,6 +61,10 @@ _QUERY = re.compile(r"^(IMAX|VMAX|I|V)(\d+|ALL)\?$")
 _SET = re.compile(r"^(IMAX|VMAX|I|V)(\d+)=(.*)$")
 _VECTOR = re.compile(r"^(I|V)VEC(\d+)=(.*)$")
 _NUP = re.compile(r"^NUP=(\d+)$")
+
+
+class _Partial(bytes):
+    """The part of a command that reached the module before the link dropped."""
 
 
 class CommandError(Exception):
@@ -72,9 +84,14 @@ class Fault:
     count: int = 1
     code: int = E_OVER_CURRENT
     channel: int | None = None
+    line: str = "E30:00"
 
 
-FAULT_KINDS = ("drop", "garbage", "timeout", "error", "late", "duplicate")
+# Byte-level faults, the same names on every simulated link (serial here, TCP for SCPI):
+FAULT_KINDS = ("drop_before", "drop_within", "drop_after", "delay", "duplicate", "unsolicited",
+               "corrupt", "corrupt_command", "reset", "reject", "timeout", "garbage")
+ALIASES = {"drop": "drop_before", "late": "delay", "error": "reject"}
+UNSOLICITED_LINE = "E30:00"  # "too many errors, some have been suppressed": a report nobody asked for
 
 
 class HeaterDeviceSim:
@@ -106,8 +123,10 @@ class HeaterDeviceSim:
         self.spare = np.zeros(self.n_channels - n_h)  # unconnected channels' currents
         self.faults: list[Fault] = []
         self.commands = 0
+        self._noise = np.random.default_rng(0x0E7A)  # which byte a corruption hits: reproducible
         self.lock = threading.Lock()
         self._rx = b""
+        self._last_byte = 0.0
         self._held: list[object] = []  # replies a "late" fault holds back
         self._unsolicited: list[object] = []
         # links push unasked output (E90) at once through these; without one it waits for input
@@ -115,19 +134,31 @@ class HeaterDeviceSim:
 
     # -- faults --------------------------------------------------------------------------
     def inject(self, kind: str, *, after: int = 0, count: int = 1, code: int = E_OVER_CURRENT,
-               channel: int | None = None) -> None:
-        """Schedule a fault on the ``after``-th next command (0 = the next one).
+               channel: int | None = None, line: str = UNSOLICITED_LINE) -> None:
+        """Schedule a fault on the ``after``-th next command (0 = the next one), ``count`` times.
 
-        kinds: ``drop`` (command lost, link goes down), ``garbage`` (reply is noise,
-        command applied), ``timeout`` (command swallowed, no reply), ``error`` (reply
-        ``E<code>:<ch>``, command not applied), ``late`` (command applied, its reply held
-        back until the next command arrives), ``duplicate`` (the reply is sent twice).
-        ``count`` repeats it on following commands.
+        kinds (byte level, as a cable, an adapter or the module can misbehave):
+
+        * ``drop_before``: the link drops before the command arrives (not executed);
+        * ``drop_within``: the first half of the command arrives and stays in the module's
+          input buffer, then the link drops (the next bytes are appended to it);
+        * ``drop_after``: executed, then the link drops before the reply;
+        * ``delay``: executed, the reply held back until the next command arrives;
+        * ``duplicate``: the reply is sent twice;
+        * ``unsolicited``: ``line`` is sent before the reply;
+        * ``corrupt``: one byte of the reply changes; ``corrupt_command``: one byte of the
+          command changes before the module parses it;
+        * ``reset``: every module restarts (outputs to zero, ``E90``), then the command runs;
+        * ``reject``: the next *setting* is refused, ``E<code>:<channel>``, not executed;
+        * ``timeout`` (swallowed, no reply), ``garbage`` (the whole reply is noise).
+
+        Old names still work: ``drop``, ``late``, ``error``.
         """
+        kind = ALIASES.get(kind, kind)
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault {kind!r}; use one of {FAULT_KINDS}")
         with self.lock:
-            self.faults.append(Fault(kind, after, count, code, channel))
+            self.faults.append(Fault(kind, after, count, code, channel, line))
 
     def clear_faults(self) -> None:
         """Forget pending faults."""
@@ -137,16 +168,21 @@ class HeaterDeviceSim:
     def power_cycle(self) -> None:
         """Restart every module: outputs and limits back to power-on values, ``E90`` sent unasked."""
         with self.lock:
-            self._apply(np.zeros(self.n_channels))
-            self.imax, self.vmax = self.i_full.copy(), self.v_full.copy()
-            report = f"E{E_POWERED_UP:02d}:00"
+            report = self._restart()
             if not self.listeners:
                 self._unsolicited.append(report)
         for push in list(self.listeners):
             push((report + "\n").encode("ascii"))
 
-    def _fault(self) -> Fault | None:
+    def _restart(self) -> str:
+        self._apply(np.zeros(self.n_channels))
+        self.imax, self.vmax = self.i_full.copy(), self.v_full.copy()
+        return f"E{E_POWERED_UP:02d}:00"
+
+    def _fault(self, setting: bool) -> Fault | None:
         for f in self.faults:
+            if f.kind == "reject" and not setting:
+                continue  # only a setting can be refused; the fault waits for one
             if f.after > 0:
                 f.after -= 1
                 continue
@@ -160,9 +196,14 @@ class HeaterDeviceSim:
     def feed(self, data: bytes) -> list[object]:
         """Take received bytes; return the replies (text lines, bytes or :data:`DROP`) in order."""
         with self.lock:
-            self._rx += data
+            now = time.monotonic()
             out: list[object] = self._unsolicited
             self._unsolicited = []
+            if self._rx and now - self._last_byte > FRAME_TIMEOUT_S:
+                self._rx = b""  # an incomplete command went stale: the firmware drops it
+                out.append(f"E{E_SERIAL:02d}:00")
+            self._last_byte = now
+            self._rx += data
             while True:
                 command = self._next_command()
                 if command is None:
@@ -170,9 +211,12 @@ class HeaterDeviceSim:
                 out += self._held
                 self._held = []
                 replies = self._with_faults(command)
-                out += replies
+                partial = [r for r in replies if isinstance(r, _Partial)]
+                out += [r for r in replies if not isinstance(r, _Partial)]
                 if DROP in replies:
-                    self._rx = b""
+                    # the link is gone: the rest of this write never arrived; a cut command's
+                    # first half stays in the module's input buffer
+                    self._rx = bytes(partial[0]) if partial else b""
                     return out
 
     def handle(self, line: str) -> object:
@@ -183,42 +227,83 @@ class HeaterDeviceSim:
         text = [r.decode("latin-1").rstrip("\n") if isinstance(r, bytes) else str(r) for r in replies]
         return "\n".join(text) if text else None
 
-    def _next_command(self) -> Callable[[], list[str]] | None:
-        """Cut the next whole command off the input: a binary frame or an ASCII line."""
+    def _next_command(self) -> bytes | None:
+        """Cut the next whole command off the input: a binary frame or an ASCII line (with its end)."""
         if not self._rx:
             return None
         if self._rx[0] & 0x80:
             n = 7
             if self._rx[0] & 0x02 and len(self._rx) >= 7:
-                n = 7 + 2 * int.from_bytes(self._rx[5:7], "big")
+                words = int.from_bytes(self._rx[5:7], "big")
+                if words > self.n_channels:  # no vector is longer than the chain: a broken frame
+                    bad, self._rx = self._rx[:1], self._rx[1:]
+                    return bad
+                n = 7 + 2 * words
             if len(self._rx) < n:
                 return None
-            frame, self._rx = self._rx[:n], self._rx[n:]
-            return lambda: self._binary(frame)
-        if b"\n" not in self._rx:
+        elif b"\n" in self._rx:
+            n = self._rx.index(b"\n") + 1
+        elif len(self._rx) > MAX_LINE_BYTES:
+            n = len(self._rx)  # the line buffer overflowed: what is there is one bad command
+        else:
             return None
-        raw, self._rx = self._rx.split(b"\n", 1)
-        line = raw.decode("ascii", "replace").strip().upper()
-        return lambda: self._ascii(line)
+        raw, self._rx = self._rx[:n], self._rx[n:]
+        return raw
 
-    def _with_faults(self, command: Callable[[], list[str]]) -> list[object]:
+    def _run(self, raw: bytes) -> list[object]:
+        if len(raw) > MAX_LINE_BYTES and not raw[0] & 0x80:
+            return [f"E{E_OVERFLOW:02d}:00"]
+        if raw[0] & 0x80:
+            if len(raw) < 7:
+                return [f"E{E_SERIAL:02d}:00"]
+            return list(self._binary(raw))
+        return list(self._ascii(raw.decode("ascii", "replace").strip().upper()))
+
+    def _with_faults(self, raw: bytes) -> list[object]:
         self.commands += 1
-        fault = self._fault()
-        kind = fault.kind if fault else None
-        if kind == "drop":
+        fault = self._fault(_is_setting(raw))
+        if fault is None:
+            return self._run(raw)
+        kind = fault.kind
+        if kind == "drop_before":
             return [DROP]
+        if kind == "drop_within":
+            return [_Partial(raw[: max(1, len(raw) // 2)]), DROP]
         if kind == "timeout":
             return []
-        if kind == "error":
-            ch = fault.channel if fault.channel is not None else 0  # type: ignore[union-attr]
-            return [f"E{fault.code:02d}:{ch:02d}"]  # type: ignore[union-attr]
-        replies: list[object] = list(command())
+        if kind == "reject":
+            ch = fault.channel if fault.channel is not None else 0
+            return [f"E{fault.code:02d}:{ch:02d}"]
+        if kind == "corrupt_command":
+            raw = self._flip(raw)
+        pushed: list[object] = [self._restart()] if kind == "reset" else []
+        return pushed + self._after(kind, fault, self._run(raw))
+
+    def _after(self, kind: str, fault: Fault, replies: list[object]) -> list[object]:
+        """What the link does with the replies of an executed command."""
+        if kind == "drop_after":
+            return [DROP]
         if kind == "garbage":
             return [GARBAGE]
-        if kind == "late":
+        if kind == "delay":
             self._held = replies
             return []
+        if kind == "unsolicited":
+            return [fault.line, *replies]
+        if kind == "corrupt" and replies:
+            return [self._flip((str(replies[0]) + "\n").encode("latin-1")), *replies[1:]]
         return replies * 2 if kind == "duplicate" else replies
+
+    def _flip(self, data: bytes) -> bytes:
+        """Change one byte (never into or out of a line end, so the framing stays as sent)."""
+        body = [k for k, b in enumerate(data) if b != 0x0A]
+        if not body:
+            return data
+        k = int(self._noise.choice(body))
+        value = data[k] ^ int(self._noise.integers(1, 256))
+        if value == 0x0A:
+            value ^= 0x01
+        return data[:k] + bytes([value]) + data[k + 1:]
 
     # -- ASCII ----------------------------------------------------------------------------
     def _ascii(self, cmd: str) -> list[str]:
@@ -357,6 +442,11 @@ class HeaterDeviceSim:
         n_h = self.chip.mesh.n_heaters
         self.chip.set_currents(currents[:n_h])
         self.spare = currents[n_h:].copy()
+
+
+def _is_setting(raw: bytes) -> bool:
+    """A command that changes something (ASCII ``=``, binary RW = 0)."""
+    return not raw[0] & 0x08 if raw[0] & 0x80 else b"=" in raw
 
 
 def _number(text: str, ch: int) -> float:

@@ -16,6 +16,9 @@ Fixtures (function scope; each closes its ports and servers on teardown):
 * ``lumion_direct_bench`` -- the in-process :class:`~instruments.sim.direct.DirectBench`
   on ``lumion_chip`` (no wire protocol; fastest).
 * ``lumion_truth_map`` -- TEST-ONLY oracle heater map from ``lumion_chip``'s hidden truth.
+* ``lumion_faults`` -- a :class:`~instruments.sim.faults.FaultInjector` on
+  ``lumion_sim_bench``'s links: ``lumion_faults.heater("drop_after")``, ``.laser("delay")``,
+  ``.meter("reset")`` -- the byte-level faults of our own fault campaign.
 
 Heavy imports happen inside the fixtures, so merely installing the plugin costs nothing.
 """
@@ -67,3 +70,11 @@ def lumion_truth_map(lumion_chip: Any) -> Any:
     from instruments.sim.truth_map import TruthMap
 
     return TruthMap(lumion_chip)
+
+
+@pytest.fixture
+def lumion_faults(lumion_sim_bench: Any) -> Any:
+    """Byte-level faults on the links of ``lumion_sim_bench`` (see :mod:`instruments.sim.faults`)."""
+    from instruments.sim.faults import FaultInjector
+
+    return FaultInjector(lumion_sim_bench.sim)

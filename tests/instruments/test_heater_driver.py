@@ -32,7 +32,7 @@ def setting(command, readback):
 
 CHAIN = [(b"ID?\n", b"Q8iv-00A1\n"), (b"NUP=0\n", b"OK\n"),
          (b"NUPALL?\nNCHAN?\n", b"Q8iv-00A1: 0\nQ8b-00A2: 1\n16\n"),
-         (b"IALL?\nID?\n", b"".join(b"+0.0000 mA\n" for _ in range(16)) + ID)]
+         (b"IALL?\nIALL?\nID?\n", b"".join(b"+0.0000 mA\n" for _ in range(32)) + ID)]
 
 
 def test_open_enumerates_a_mixed_daisy_chain():
@@ -55,8 +55,8 @@ def test_chain_and_channel_count_must_agree():
     (lambda d: d.set_current(np.int64(3), np.float32(0.5)), setting(b"I3=0.5000", b"I3?"),
      b"OK\n+0.5001 mA\n", None),  # a measured read-back within tolerance confirms
     (lambda d: d.set_voltage(2, 3.3), setting(b"V2=3.3000", b"V2?"), b"OK\n+3.3000 V\n", None),
-    (lambda d: d.current(7), b"I7?\nID?\n", b"+2.5000 mA\n" + ID, 2.5),
-    (lambda d: d.voltage(7), b"V7?\nID?\n", b"+0.6250 V\n" + ID, 0.625),
+    (lambda d: d.current(7), b"I7?\nI7?\nID?\n", b"+2.5000 mA\n+2.5000 mA\n" + ID, 2.5),  # asked twice
+    (lambda d: d.voltage(7), b"V7?\nV7?\nID?\n", b"+0.6250 V\n+0.6250 V\n" + ID, 0.625),
     (lambda d: d.identity(), b"ID?\n", ID, "Q8iv-00A1"),
     (lambda d: d.channel_count(), b"NCHAN?\n", b"16\n", 16),
     (lambda d: d.set_max_current(1, 20), setting(b"IMAX1=20.0000", b"IMAX1?"), b"OK\n+20.0000 mA\n", None),
@@ -85,7 +85,7 @@ def test_a_block_across_modules_is_one_vector_per_module():
     (lambda d: d.set_current(5, 12.0), "81010000058000" "88010000050000", b"OK\n+12.0002 mA\n"),
     (lambda d: d.set_max_current(0, 24.0), "8103000000ffff" "88030000000000", b"OK\n+24.0000 mA\n"),
     # RW=1 read: the same ASCII reply as I5? (recorded: 88 01 00 00 00 00 00 -> +0.0202 mA)
-    (lambda d: d.current(5), "88010000050000" + b"ID?\n".hex(), b"+0.0202 mA\n" + ID),
+    (lambda d: d.current(5), "88010000050000" * 2 + b"ID?\n".hex(), b"+0.0202 mA\n" * 2 + ID),
     # DEXT vector of two words from channel 8
     (lambda d: d.set_block(8, [0.0, 24.0]), "820100000800020000ffff" "88010000090000", b"OK\n+24.0000 mA\n"),
 ])
@@ -95,8 +95,8 @@ def test_binary_frames_exact_bytes(call, sent, reply):
 
 
 def test_binary_all_channel_read_and_quantised_settings():
-    replies = b"".join(f"+{k:.4f} mA\n".encode() for k in range(8))
-    with expected_protocol(HeaterDriver, [(bytes.fromhex("a9010000000000") + b"ID?\n", replies + ID),
+    replies = b"".join(f"+{k:.4f} mA\n".encode() for k in range(8)) * 2
+    with expected_protocol(HeaterDriver, [(bytes.fromhex("a9010000000000" * 2) + b"ID?\n", replies + ID),
                                           (bytes.fromhex("81010000010001" "88010000010000"),
                                            b"OK\n+0.0004 mA\n")],
                            n_channels=8, binary=True) as drv:
@@ -112,10 +112,33 @@ def test_binary_all_channel_read_and_quantised_settings():
 ])
 def test_vendor_error_codes_map_to_our_exceptions(reply, exc, match):
     script = [(setting(b"I5=1.0000", b"I5?"), reply + b"+0.0000 mA\n")]
-    with expected_protocol(HeaterDriver, script, n_channels=8) as drv, \
+    with expected_protocol(HeaterDriver, script, n_channels=8, retries=0) as drv, \
             pytest.raises(exc, match=match):
         drv.set_current(5, 1.0)
     assert drv.known_currents_ma[5] == 0.0  # a refused setting is not believed
+
+
+@pytest.mark.parametrize("refusal", [b"E10:00\n", b"E11:01\n"])
+def test_a_refused_valid_command_is_resent_once_in_case_it_was_corrupted(refusal):
+    script = [(setting(b"I1=1.0000", b"I1?"), refusal + b"+0.0000 mA\n"), (b"ID?\n", ID),
+              (setting(b"I1=1.0000", b"I1?"), b"OK\n+1.0000 mA\n")]
+    with expected_protocol(HeaterDriver, script, n_channels=8, retries=1) as drv:
+        drv.set_current(1, 1.0)
+
+
+def test_verify_all_reads_back_every_channel_of_a_vector():
+    script = [(b"IVEC0=1.0000,2.0000\nI0?\nI1?\n", b"OK\n+1.0000 mA\n+2.7000 mA\n"), (b"ID?\n", ID),
+              (b"IVEC0=1.0000,2.0000\nI0?\nI1?\n", b"OK\n+1.0000 mA\n+2.0000 mA\n")]
+    with expected_protocol(HeaterDriver, script, n_channels=8, verify="all") as drv:
+        drv.set_block(0, [1.0, 2.0])  # the first write left channel 1 wrong: caught and resent
+
+
+def test_module_reports_are_not_replies():
+    script = [(setting(b"I1=1.0000", b"I1?"), b"OK\nE30:00\n+1.0000 mA\n"),
+              (b"I2?\nI2?\nID?\n", b"+2.0000 mA\nE30:00\n+2.0000 mA\n" + ID)]
+    with expected_protocol(HeaterDriver, script, n_channels=8) as drv:
+        drv.set_current(1, 1.0)
+        assert drv.current(2) == 2.0
 
 
 def test_serial_errors_are_resent_after_resync():
@@ -134,15 +157,15 @@ def test_garbage_is_resent_after_resync():
 
 def test_a_late_reply_is_never_taken_for_the_next_one():
     # the first query times out; its reply arrives during the resync and is discarded there
-    script = [(b"I1?\nID?\n", b""), (b"ID?\n", b"+1.0000 mA\nQ8iv-00A1\n"),
-              (b"I1?\nID?\n", b"+1.0000 mA\n" + ID), (b"I2?\nID?\n", b"+2.0000 mA\n" + ID)]
+    script = [(b"I1?\nI1?\nID?\n", b""), (b"ID?\n", b"+1.0000 mA\nQ8iv-00A1\n"),
+              (b"I1?\nI1?\nID?\n", b"+1.0000 mA\n" * 2 + ID), (b"I2?\nI2?\nID?\n", b"+2.0000 mA\n" * 2 + ID)]
     with expected_protocol(HeaterDriver, script, n_channels=8, retries=1) as drv:
         assert drv.current(1) == 1.0
         assert drv.current(2) == 2.0
 
 
 def test_stale_input_is_drained_before_a_command(caplog):
-    port = ScriptedPort([(b"I2?\nID?\n", b"+2.0000 mA\n" + ID)])
+    port = ScriptedPort([(b"I2?\nI2?\nID?\n", b"+2.0000 mA\n" * 2 + ID)])
     port.pending = b"OK\n"  # a reply that came after its command had given up
     drv = HeaterDriver(SerialTransport("scripted", opener=lambda *_: port), n_channels=8)
     assert drv.current(2) == 2.0
@@ -175,7 +198,7 @@ def test_a_setting_the_module_does_not_hold_is_resent():
 
 
 def test_a_stale_query_reply_is_not_taken_for_this_query():
-    script = [(b"I2?\nID?\n", b"+9.0000 mA\n+2.0000 mA\n" + ID)]
+    script = [(b"I2?\nI2?\nID?\n", b"+9.0000 mA\n+2.0000 mA\n+2.0000 mA\n" + ID)]
     with expected_protocol(HeaterDriver, script, n_channels=8) as drv:
         assert drv.current(2) == 2.0
 
@@ -187,8 +210,16 @@ def test_power_up_in_place_of_a_reply_is_not_a_reply():
         drv.set_current(1, 1.0)
 
 
+def test_a_reading_changed_on_the_line_is_asked_again():
+    script = [(b"I1?\nI1?\nID?\n", b"+1.0000 mA\n+7.0000 mA\n" + ID), (b"ID?\n", ID),
+              (b"I1?\nI1?\nID?\n", b"+1.0000 mA\n" * 2 + ID)]
+    with expected_protocol(HeaterDriver, script, n_channels=8, retries=1) as drv:
+        assert drv.current(1) == 1.0
+
+
 def test_a_reply_of_the_wrong_unit_is_garbled():
-    script = [(b"I1?\nID?\n", b"+1.0000 V\n" + ID), (b"ID?\n", ID), (b"I1?\nID?\n", b"+1.0000 mA\n" + ID)]
+    script = [(b"I1?\nI1?\nID?\n", b"+1.0000 V\n" * 2 + ID), (b"ID?\n", ID),
+              (b"I1?\nI1?\nID?\n", b"+1.0000 mA\n" * 2 + ID)]
     with expected_protocol(HeaterDriver, script, n_channels=8, retries=1) as drv:
         assert drv.current(1) == 1.0
 
@@ -218,7 +249,7 @@ def test_imax_lowers_the_driver_side_limit():
 
 
 def test_timeouts_exhaust_retries():
-    script = [(b"I1?\nID?\n", b""), (b"ID?\n", b""), (b"ID?\n", b""), (b"ID?\n", b"")]
+    script = [(b"I1?\nI1?\nID?\n", b""), (b"ID?\n", b""), (b"ID?\n", b""), (b"ID?\n", b"")]
     with expected_protocol(HeaterDriver, script, n_channels=2, retries=1) as drv, \
             pytest.raises(InstrumentTimeoutError):
         drv.current(1)
@@ -243,7 +274,8 @@ def test_transport_counts_bytes_and_reconnect_resyncs():
 
 def test_every_message_is_logged_at_debug(caplog):
     caplog.set_level("DEBUG", logger="instruments")
-    with expected_protocol(HeaterDriver, [(b"I0?\nID?\n", b"+1.0000 mA\n" + ID)], n_channels=1) as drv:
+    script = [(b"I0?\nI0?\nID?\n", b"+1.0000 mA\n" * 2 + ID)]
+    with expected_protocol(HeaterDriver, script, n_channels=1) as drv:
         drv.current(0)
-    assert "b'I0?\\nID?\\n'" in caplog.text
+    assert "b'I0?\\nI0?\\nID?\\n'" in caplog.text
     assert "'+1.0000 mA'" in caplog.text

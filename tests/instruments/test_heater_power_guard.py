@@ -19,7 +19,8 @@ def test_total_power_over_limit_sends_nothing():
 
 
 def test_lowering_a_channel_makes_room_and_readback_resyncs():
-    script = [(b"IALL?\nID?\n", b"+10.0000 mA\n+10.0000 mA\n+0.0000 mA\n+0.0000 mA\nQ8iv-00A1\n"),
+    held = b"+10.0000 mA\n+10.0000 mA\n+0.0000 mA\n+0.0000 mA\n"
+    script = [(b"IALL?\nIALL?\nID?\n", held * 2 + b"Q8iv-00A1\n"),
               (b"I0=0.0000\nI0?\n", b"OK\n+0.0000 mA\n"),
               (b"I2=10.0000\nI2?\n", b"OK\n+10.0000 mA\n")]
     with expected_protocol(HeaterDriver, script, n_channels=4, max_total_power_mw=100.0) as drv:

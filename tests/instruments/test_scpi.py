@@ -1,11 +1,9 @@
-"""SCPI drivers: exact messages (scripted and pyvisa-sim YAML) and the loopback simulators."""
+"""SCPI drivers: exact messages (scripted) and the loopback simulators."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import instruments.sim
 from instruments.errors import (
     BenchConfigError,
     DeviceError,
@@ -21,7 +19,6 @@ from instruments.transport import VisaTransport, open_visa_resource
 from photonics.topology import hexagonal
 
 IDN = "Keysight Technologies,8164B,MY00000001,V5.25(72637)"
-YAML = Path(instruments.sim.__file__).parent / "scpi_sim.yaml"
 SHORT_TIMEOUT_S = 0.3  # the simulators answer in well under this; a missing reply costs one timeout
 W23 = "SENS2:CHAN3:POW:UNIT"
 READ23 = [f"{W23}?", f"{W23}?", "READ2:CHAN3:POW?", "FETC2:CHAN3:POW?"]
@@ -197,15 +194,6 @@ def test_switch_and_meter_limits_send_nothing():
         laser.select_output(9)
     with expected_protocol(PowerMeter, []) as meter, pytest.raises(LimitError):
         meter.channel(1, 1).averaging_time_s = 20
-
-
-# -- pyvisa-sim YAML ---------------------------------------------------------------------------
-def test_pyvisa_sim_yaml_still_answers_plain_pyvisa():
-    """The YAML devices answer fixed messages; our drivers' tagged frames cannot be listed there."""
-    transport = VisaTransport(f"{YAML}@sim|TCPIP0::localhost::5025::SOCKET", timeout_s=0.5)
-    transport.write("*IDN?")
-    assert "8164B" in transport.read()
-    transport.close()
 
 
 # -- simulators over loopback TCP (pyvisa-py) ------------------------------------------------
