@@ -323,8 +323,13 @@ class TimingModel:
         i2c_khz: management bus clock; a byte costs 9 clocks (8 bits + ACK).
         flag_read_bytes: bytes of one flag read (device address, register, address, flag).
         baud: heater-driver serial rate; ``bits_per_byte`` 10 for 8N1.
-        command: the heater write, Qontrol-style ``i<ch>=<mA>`` with 4 decimals.
-        reply: the driver's reply to each write (``OK`` + newline).
+        protocol: the Qontrol wire mode, ``"binary"`` (7-byte frames, a module's run of
+            channels as one DEXT vector) or ``"ascii"`` (``I<ch>=<mA>`` / ``IVEC<first>=...``).
+        channels_per_module: a vector command addresses one module of the daisy chain.
+        turnaround_ms: the module's and the USB-serial adapter's reply latency, paid once per
+            exchange (instruments.heater_driver.REPLY_TURNAROUND_S).
+        Every exchange is the setting plus the read-back of its last channel, answered by
+        ``OK`` and the value (``+1.2500 mA``): what the heater driver really sends.
         thermal_tau_ms: heater thermal time constant; ``settle_taus`` of them to settle
             (5 tau: within 0.7 % of the step).
         relock_ms: transceiver CDR/DSP re-lock after its light is switched (None: the
@@ -339,8 +344,9 @@ class TimingModel:
     flag_read_bytes: int = 4
     baud: float = 115200.0
     bits_per_byte: int = 10
-    command: str = "i{ch}={value:.4f}\n"
-    reply: str = "OK\n"
+    protocol: str = "binary"
+    channels_per_module: int = 8
+    turnaround_ms: float = 2.0
     thermal_tau_ms: float = 0.010
     settle_taus: float = 5.0
     relock_ms: float | None = None
@@ -350,13 +356,36 @@ class TimingModel:
         """Time (ms) to move ``n_bytes`` over the management bus."""
         return n_bytes * 9 / self.i2c_khz
 
+    def exchanges(self, program: Mapping[int, float]) -> list[list[tuple[int, float]]]:
+        """The program's commands: runs of consecutive channels, split at module boundaries."""
+        runs: list[list[tuple[int, float]]] = []
+        for ch, v in sorted(program.items()):
+            last = runs[-1][-1][0] if runs else None
+            if last is not None and ch == last + 1 and ch % self.channels_per_module:
+                runs[-1].append((ch, v))
+            else:
+                runs.append([(ch, v)])
+        return runs
+
+    def _exchange_bytes(self, run: list[tuple[int, float]]) -> int:
+        first, last = run[0][0], run[-1][0]
+        if self.protocol == "binary":  # header, command, 3 address bytes, 2 data (+2 count) bytes
+            sent = 7 if len(run) == 1 else 7 + 2 * len(run)
+            sent += 7  # the read-back frame
+        else:
+            values = ",".join(f"{v:.4f}" for _, v in run)
+            sent = len(f"I{first}={values}\n" if len(run) == 1 else f"IVEC{first}={values}\n")
+            sent += len(f"I{last}?\n")
+        return sent + len("OK\n") + len(f"{run[-1][1]:+.4f} mA\n")
+
     def write_bytes(self, program: Mapping[int, float]) -> int:
-        """Bytes on the serial line for a heater program: every command plus its reply."""
-        return sum(len(self.command.format(ch=ch, value=v)) + len(self.reply) for ch, v in program.items())
+        """Bytes on the serial line, both ways, for a heater program ({channel: value})."""
+        return sum(self._exchange_bytes(run) for run in self.exchanges(program))
 
     def write_ms(self, program: Mapping[int, float]) -> float:
-        """Time (ms) to write ``program`` ({channel: value}) at ``baud`` and read the replies."""
-        return self.write_bytes(program) * self.bits_per_byte / self.baud * 1e3
+        """Time (ms) to write ``program``: its bytes at ``baud`` plus a turnaround per exchange."""
+        return (self.write_bytes(program) * self.bits_per_byte / self.baud * 1e3
+                + len(self.exchanges(program)) * self.turnaround_ms)
 
 
 def recovery_timing(

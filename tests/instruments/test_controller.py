@@ -125,3 +125,29 @@ def test_controller_refuses_too_few_channels(small_chip):
     with expected_protocol(HeaterDriver, [], n_channels=4) as drv, \
             pytest.raises(BenchConfigError, match="module"):
         MeshController(drv, small_chip.mesh, sync=False)
+
+
+@pytest.mark.parametrize("protocol", ["binary", "ascii"])
+def test_the_failover_timing_model_counts_the_bytes_the_driver_really_sends(small_chip, heater_device,
+                                                                           protocol):
+    """photonics' TimingModel (no instruments import) against the wire, exchange for exchange."""
+    from instruments.heater_driver import HeaterDriver
+    from instruments.sim.heater_device import register, unregister
+    from photonics.fabric_plan import TimingModel
+
+    url = register(f"timing-{protocol}", heater_device)
+    try:
+        drv = HeaterDriver.open(url, timeout_s=0.5, binary=protocol == "binary")
+        ctl = MeshController(drv, small_chip.mesh)
+        target = ctl.currents
+        program = {1: 1.25, 2: 2.5, 3: 0.75, 7: 3.0, 8: 1.5, 15: 0.5}  # runs split at module 0|1
+        for ch, v in program.items():
+            target[ch] = v
+        report = ctl.set_currents(target)
+        model = TimingModel(protocol=protocol)
+        assert report.commands == len(model.exchanges(program)) == 4
+        assert report.bytes_written + report.bytes_read == model.write_bytes(program)
+        assert report.wire_time_s * 1e3 == pytest.approx(model.write_ms(program))
+        drv.close()
+    finally:
+        unregister(f"timing-{protocol}")

@@ -264,8 +264,14 @@ def test_failover_timing(fabric, hmap, ring_plan):
     assert set(t) == {"detect", "compute", "write", "settle", "relock", "verify", "total"}
     assert t["total"] == pytest.approx(sum(v for k, v in t.items() if k != "total"))
     model = TimingModel()
-    expected = sum(len(f"i{ch}={v:.4f}\n") + 3 for ch, v in rec.program.items()) * 10 / 115200 * 1e3
-    assert t["write"] == pytest.approx(expected)
+    runs = model.exchanges(rec.program)
+    assert sum(len(r) for r in runs) == len(rec.program)
+    assert all(r[-1][0] // 8 == r[0][0] // 8 for r in runs)  # a vector stays in one module
+    # binary: a 7-byte frame (or 7 + 2 per channel for a vector), a 7-byte read-back, and
+    # "OK\n" + "+x.xxxx mA\n" back, at 10 bits a byte, plus 2 ms per exchange
+    sent = sum((7 if len(r) == 1 else 7 + 2 * len(r)) + 7 for r in runs)
+    back = sum(3 + len(f"{r[-1][1]:+.4f} mA\n") for r in runs)
+    assert t["write"] == pytest.approx((sent + back) * 10 / 115200 * 1e3 + 2.0 * len(runs))
     assert t["settle"] == pytest.approx(5 * 0.010)
     assert t["relock"] == 5.0
     assert recovery_timing(model, 0.0, {}, 5.0, 0, detect=False)["total"] == 0.0
