@@ -151,3 +151,18 @@ def test_the_failover_timing_model_counts_the_bytes_the_driver_really_sends(smal
         drv.close()
     finally:
         unregister(f"timing-{protocol}")
+
+
+def test_after_state_unknown_the_next_program_reads_back_first(controller, small_chip, heater_device):
+    n = small_chip.mesh.n_heaters
+    controller.driver.retries = 0
+    heater_device.inject("error", after=2, code=1, count=5)
+    with pytest.raises(ChipStateUnknownError):
+        controller.set_currents(np.where(np.arange(n) % 2 == 0, 1.0, 0.0))
+    assert not controller.state_known
+    heater_device.clear_faults()
+    target = np.where(np.arange(n) % 3 == 0, 0.75, 0.25)
+    controller.set_currents(target)  # no resync() call: the controller reads back by itself
+    assert controller.state_known
+    np.testing.assert_allclose(small_chip.currents_ma, target, atol=1e-4)
+    np.testing.assert_allclose(controller.currents, small_chip.currents_ma, atol=1e-4)

@@ -51,3 +51,19 @@ def test_random_fault_sequences(campaign, steps):
     campaign.faults.clear()
     allowed = [s for s in steps if s.fault is None or s.fault[1] in campaign.kinds]
     campaign.run(allowed)
+
+
+def test_the_plugin_fixture_injects_faults_downstream_code_can_meet(lumion_sim_bench, lumion_faults):
+    import numpy as np
+
+    chip = lumion_sim_bench.sim.chip
+    target = np.zeros(chip.mesh.n_heaters)
+    target[:6] = [1.0, 0.5, 2.0, 0.0, 1.5, 0.25]
+    lumion_faults.heater("drop_after")  # the write lands, its reply is lost, the link drops
+    lumion_sim_bench.set_currents(target)
+    np.testing.assert_allclose(chip.currents_ma, target, atol=24.0 / 0xFFFF)
+    lumion_faults.laser("reset", after=1)  # the laser restarts in the middle of select_input
+    lumion_sim_bench.select_input(3, 1551.0)
+    assert lumion_sim_bench.sim.laser.wavelength_nm == 1551.0
+    with pytest.raises(ValueError, match="unknown fault"):
+        lumion_faults.meter("gremlins")
