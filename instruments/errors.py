@@ -70,5 +70,13 @@ class ModuleResetError(ChipStateUnknownError):
     """A heater-driver module restarted (``E90``): its outputs are back at zero, unprogrammed."""
 
 
+class SettingLostError(TransientError):
+    """A setting was sent but the instrument reads back something else (lost or mangled)."""
+
+
+class SettingsUnknownError(InstrumentError):
+    """After a fault the driver could not re-apply and read back the settings it owns."""
+
+
 class BenchConfigError(InstrumentError):
     """A bench configuration file is malformed or names an unknown driver or address."""

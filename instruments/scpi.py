@@ -50,6 +50,8 @@ from instruments.errors import (
     GarbledReplyError,
     InstrumentError,
     InstrumentTimeoutError,
+    SettingLostError,
+    SettingsUnknownError,
     TransientError,
     UnknownCommandError,
 )
@@ -93,14 +95,6 @@ POWER_TOLERANCE_DB = 0.01
 # Averaging time: sent with 4 decimals of s, read back in NR3 (8 decimals of mantissa).
 ATIM_TOLERANCE_S = 1e-6
 RANGE_TOLERANCE_DB = 1e-6  # range values are whole multiples of 10 dB once rounded
-
-
-class SettingLostError(TransientError):
-    """A setting was sent but the instrument reads back something else (lost or mangled)."""
-
-
-class SettingsUnknownError(InstrumentError):
-    """After a fault the driver could not re-apply and read back the settings it owns."""
 
 
 def _float(reply: str) -> float:
