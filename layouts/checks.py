@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from layouts.errors import require_gdsfactory
+from layouts.pdk import layer
 from photonics.topology import PORT_LABELS, Mesh
 
 TBU_PORTS = set(PORT_LABELS)
@@ -72,17 +74,19 @@ def expected_connectivity(mesh: Mesh) -> tuple[set[frozenset[str]], dict[str, st
     return links, ports
 
 
-def wiring_report(component: Any) -> dict[str, Any]:
+def wiring_report(component: Any, layer_map: dict[str, str] | None = None) -> dict[str, Any]:
     """Which heater via each bond pad reaches through the merged metal (flattened layout).
+
+    The signal metal and ground metal are the active PDK's ``metal_routing`` and
+    ``metal_ground`` layers (:mod:`layouts.pdk`, ``layer_map`` as given to the mesh cell).
 
     Returns ``{"pad_to_vias": {channel: [channels of signal vias on that net]},
     "shorts": [...], "ground_ok": bool}``; a correct layout maps every channel to itself.
     """
     import klayout.db as kdb
 
-    gf_layer = _layers()
-    m3 = _merged(component, gf_layer["M3"])
-    m2 = _merged(component, gf_layer["M2"])
+    m3 = _merged(component, layer("metal_routing", layer_map))
+    m2 = _merged(component, layer("metal_ground", layer_map))
     vias: dict[tuple[str, int], tuple[float, float]] = {}
     gnd_vias: list[tuple[float, float]] = []
     for inst in component.insts:
@@ -114,15 +118,9 @@ def wiring_report(component: Any) -> dict[str, Any]:
     }
 
 
-def _layers() -> dict[str, Any]:
-    import gdsfactory as gf
-
-    return {"M2": gf.gpdk.LAYER.M2, "M3": gf.gpdk.LAYER.M3}
-
-
-def _merged(component: Any, layer: Any) -> Any:
-    import gdsfactory as gf
+def _merged(component: Any, gds_layer: Any) -> Any:
+    """The merged shapes of ``gds_layer`` in ``component`` and all its sub-cells."""
     import klayout.db as kdb
 
-    index = gf.get_layer(layer)
-    return kdb.Region(component.begin_shapes_rec(index)).merged()
+    gf = require_gdsfactory()
+    return kdb.Region(component.begin_shapes_rec(gf.get_layer(gds_layer))).merged()

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from layouts.errors import LayoutError
+from layouts.errors import LayoutError, require_gdsfactory
 from layouts.geometry import Placement
 from layouts.params import LayoutParams
+from layouts.pdk import GRID_UM, grid_steps, layer, snap
 from layouts.wiring import PadPlan, Wire
 from photonics.topology import Mesh
 
 _ANGLE = {"N": 90, "S": 270, "W": 180, "E": 0}
+MIN_SBEND_LENGTH = 40.0  # shortest S-bend before a coupler, µm (keeps the bend gentle)
+VIA_GROUND_PAD = "via_stack_m2_m3"  # ground pad landing: the M2 grid up to the pad metal
 
 
-def mesh_ports(c: Any, gf: Any, placement: Placement, refs: list[Any], p: LayoutParams, gc: Any,
+def mesh_ports(c: Any, placement: Placement, refs: list[Any], p: LayoutParams, gc: Any,
                at: dict[str, float]) -> None:
     """A grating coupler per mesh port, on a row (N/S) or column (W/E) outside the mesh.
 
@@ -21,11 +24,13 @@ def mesh_ports(c: Any, gf: Any, placement: Placement, refs: list[Any], p: Layout
     near the coupler spreads the two ports of one vertex to the fiber-array pitch.
     ``at`` gives the coupler row y (N, S) and column x (W, E), µm.
     """
+    gf = require_gdsfactory()
     starts = {}
     for k, e in enumerate(placement.exits):
         port = refs[e.tbu].ports[e.label]
         if round(port.orientation) % 360 != _ANGLE[e.direction]:
-            bend = c.add_ref(gf.components.bend_euler(radius=p.bend_radius), name=f"esc_{k}")
+            escape = gf.get_component("bend_euler", radius=p.bend_radius, cross_section=p.cross_section)
+            bend = c.add_ref(escape, name=f"esc_{k}")
             for mirror in (False, True):
                 bend.connect("o1", port, mirror=mirror)
                 if round(bend.ports["o2"].orientation) % 360 == _ANGLE[e.direction]:
@@ -40,19 +45,25 @@ def mesh_ports(c: Any, gf: Any, placement: Placement, refs: list[Any], p: Layout
         ks.sort(key=lambda k: along(starts[k]))
         targets = _spread(ks, placement, starts, along, p.gc_pitch)
         for k, t in zip(ks, targets, strict=True):
-            _route_to_coupler(c, gf, k, starts[k], t, at[direction], direction, gc, placement)
+            _route_to_coupler(c, k, (starts[k], t, at[direction], direction), gc, placement, p)
 
 
 def _spread(ks: list[int], placement: Placement, starts: dict[int, Any], along: Any,
             pitch: float) -> list[float]:
-    """Coupler positions along the row: the two ports of a vertex go ±pitch/2 about it."""
+    """Coupler positions along the row: the two ports of a vertex go ±pitch/2 about it.
+
+    Each port of a pair moves out by the same grid-snapped amount, so the two S-bends of
+    a vertex are one cell (the pair's pitch is then within 1 nm of ``pitch``).
+    """
     out = []
     for i, k in enumerate(ks):
         vertex = placement.exits[k].vertex
         pair = [j for j in ks if placement.exits[j].vertex == vertex]
         if len(pair) == 2:
-            centre = (along(starts[pair[0]]) + along(starts[pair[1]])) / 2
-            out.append(centre + (pitch / 2 if k == pair[1] else -pitch / 2))
+            low, high = along(starts[pair[0]]), along(starts[pair[1]])
+            # halve in whole grid steps: a float half of an odd nm count rounds either way
+            spread = (grid_steps(pitch) - grid_steps(high - low)) // 2 * GRID_UM
+            out.append(high + spread if k == pair[1] else low - spread)
         else:
             out.append(along(starts[k]))
         if i and out[-1] - out[-2] < pitch / 2:
@@ -60,22 +71,31 @@ def _spread(ks: list[int], placement: Placement, starts: dict[int, Any], along: 
     return out
 
 
-def _route_to_coupler(c: Any, gf: Any, k: int, start: Any, lateral: float, level: float, direction: str,
-                      gc: Any, placement: Placement) -> None:
+def _route_to_coupler(c: Any, k: int, route: tuple[Any, float, float, str], gc: Any, placement: Placement,
+                      p: LayoutParams) -> None:
+    """Straight run, S-bend and coupler from ``route = (start port, lateral, level, direction)``.
+
+    ``lateral`` is the coupler's position along its row or column and ``level`` the row
+    y or column x (µm). The S-bend span and offset are snapped to the 1 nm grid, so all
+    S-bends of one geometry are one cell.
+    """
+    gf = require_gdsfactory()
+    start, lateral, level, direction = route
     exit_ = placement.exits[k]
     n = exit_.name.split(":")[1]
     dist = abs((level - start.y) if direction in "NS" else (level - start.x))
-    offset = lateral - (start.x if direction in "NS" else start.y)
-    s_len = max(40.0, 2 * abs(offset)) if abs(offset) > 1e-3 else 0.0
-    run = round(dist - s_len, 3)
+    offset = snap(abs(lateral - (start.x if direction in "NS" else start.y)))
+    s_len = snap(max(MIN_SBEND_LENGTH, 2 * offset)) if offset > 0 else 0.0
+    run = snap(dist - s_len)
     if run < 0:
         raise LayoutError(f"no room to route {exit_.name} to its coupler")
     port = start
     if run > 0:
-        run_ref = c.add_ref(gf.components.straight(length=run), name=f"pr_{n}_run")
-        port = run_ref.connect("o1", port).ports["o2"]
+        straight = gf.get_component("straight", length=run, cross_section=p.cross_section)
+        port = c.add_ref(straight, name=f"pr_{n}_run").connect("o1", port).ports["o2"]
     if s_len:
-        sb = c.add_ref(gf.components.bend_s(size=(s_len, round(abs(offset), 3))), name=f"pr_{n}_s")
+        bend_s = gf.get_component("bend_s", size=(s_len, offset), cross_section=p.cross_section)
+        sb = c.add_ref(bend_s, name=f"pr_{n}_s")
         for mirror in (False, True):
             sb.connect("o1", port, mirror=mirror)
             got = sb.ports["o2"].x if direction in "NS" else sb.ports["o2"].y
@@ -85,7 +105,7 @@ def _route_to_coupler(c: Any, gf: Any, k: int, start: Any, lateral: float, level
     coupler = c.add_ref(gc, name=f"gc_port_{n}").connect("o1", port)
     c.add_port(exit_.name, port=coupler.ports["o2"])
     c.add_label(exit_.name, position=(coupler.ports["o2"].x, coupler.ports["o2"].y),
-                layer=gf.gpdk.LAYER.TEXT)
+                layer=layer("text"))
 
 
 def _path_polygon(points: list[tuple[float, float]], width: float) -> Any:
@@ -99,52 +119,67 @@ def _path_polygon(points: list[tuple[float, float]], width: float) -> Any:
     return path.polygon()
 
 
-def signal_wires(c: Any, gf: Any, wires: list[Wire], p: LayoutParams) -> None:
-    """Each heater's M3 wire from its via to its pad (planar by construction)."""
+def signal_wires(c: Any, wires: list[Wire], p: LayoutParams, layer_map: dict[str, str] | None = None) -> None:
+    """Each heater's wire on the metal routing layer, via to pad (planar by construction)."""
+    metal = layer("metal_routing", layer_map)
     for w in wires:
-        c.add_polygon(_path_polygon(w.points, p.wire_width), layer=gf.gpdk.LAYER.M3)
+        c.add_polygon(_path_polygon(w.points, p.wire_width), layer=metal)
 
 
-def ground(c: Any, gf: Any, grounds: list[tuple[float, float, int]], rails: list[float], y_top: float,
-           y_bottom: float, pads: PadPlan, p: LayoutParams) -> None:
+def ground(c: Any, grounds: list[tuple[float, float, int]], levels: tuple[list[float], float, float],
+           pads: PadPlan, p: LayoutParams, layer_map: dict[str, str] | None = None) -> None:
     """The common heater return on M2: a stub per heater, a rail per band, two spines.
+
+    ``levels = (rails, y_top, y_bottom)``: y of the rail in each inner band and of the
+    outer rails above the first and below the last line (µm).
 
     M2 never carries a signal (signal wires are M3 only), so the ground grid may cross
     every signal wire; it stays clear of the M2 landings of the signal via stacks, which
     sit at the heater ends, away from the band centres where the rails run.
     """
-    layer = gf.gpdk.LAYER.M2
+    gf = require_gdsfactory()
+    rails, y_top, y_bottom = levels
+    metal = layer("metal_ground", layer_map)
     last = len(rails)
     (xl, yt), (_, yb), (xr, _), _ = pads.ground_pads
     for x, y, band in grounds:
         rail = y_top if band == -1 else y_bottom if band == last else rails[band]
-        c.add_polygon(_path_polygon([(x, y), (x, rail)], p.wire_width), layer=layer)
+        c.add_polygon(_path_polygon([(x, y), (x, rail)], p.wire_width), layer=metal)
     for y in [y_top, *rails, y_bottom]:
-        c.add_polygon(_path_polygon([(xl, y), (xr, y)], p.wire_width), layer=layer)
+        c.add_polygon(_path_polygon([(xl, y), (xr, y)], p.wire_width), layer=metal)
     for x in (xl, xr):
-        c.add_polygon(_path_polygon([(x, yt), (x, yb)], p.wire_width), layer=layer)
-    via = gf.components.via_stack_m2_m3(size=(p.pad_size, p.pad_size))
+        c.add_polygon(_path_polygon([(x, yt), (x, yb)], p.wire_width), layer=metal)
+    via = gf.get_component(VIA_GROUND_PAD, size=(p.pad_size, p.pad_size))
     for i, (x, y) in enumerate(pads.ground_pads):
         c.add_ref(via, name=f"gnd_via_{i}").dmove((x, y))
 
 
-def pads(c: Any, gf: Any, mesh: Mesh, wires: list[Wire], plan: PadPlan, p: LayoutParams) -> list[Any]:
-    """Bond pads with text labels; returns the pad map rows (signal pads, then ground)."""
+def pads(c: Any, mesh: Mesh, wires: list[Wire], plan: PadPlan, p: LayoutParams,
+         layer_map: dict[str, str] | None = None) -> list[Any]:
+    """Bond pads with a pad opening and a text label; returns the pad map rows.
+
+    Rows are the signal pads by channel, then the ground pads. The pad opening (the
+    passivation window a bond wire lands in) is ``p.pad_opening_inset`` inside the metal.
+    """
     from layouts.mesh_cell import PadInfo
 
-    pad = gf.components.pad(size=(p.pad_size, p.pad_size))
+    gf = require_gdsfactory()
+    text = layer("text", layer_map)
+    pad = gf.get_component("pad", size=(p.pad_size, p.pad_size), layer=layer("pad", layer_map),
+                           bbox_layers=(layer("pad_opening", layer_map),),
+                           bbox_offsets=(-p.pad_opening_inset,))
     rows = []
     for w in sorted(wires, key=lambda w: w.channel):
         ref = c.add_ref(pad, name=f"pad_ch{w.channel}")
         ref.dmove(w.pad)
         c.add_port(f"heater:{w.channel}", port=ref.ports["pad"])
-        c.add_label(f"ch{w.channel}", position=w.pad, layer=gf.gpdk.LAYER.TEXT)
+        c.add_label(f"ch{w.channel}", position=w.pad, layer=text)
         rows.append(PadInfo(f"pad_ch{w.channel}", w.channel, mesh.tbu_names[w.channel // 2],
                             ("top", "bot")[w.channel % 2], round(w.pad[0], 3), round(w.pad[1], 3),
                             w.pad_edge))
     for i, (x, y) in enumerate(plan.ground_pads):
         c.add_ref(pad, name=f"pad_gnd{i}").dmove((x, y))
-        c.add_label("GND", position=(x, y), layer=gf.gpdk.LAYER.TEXT)
+        c.add_label("GND", position=(x, y), layer=text)
         rows.append(PadInfo(f"pad_gnd{i}", None, "", "gnd", round(x, 3), round(y, 3),
                             "top" if y > 0 else "bottom"))
     return rows

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from photonics.errors import LumionError
 
 
@@ -13,11 +15,13 @@ class LayoutDependencyError(LayoutError):
     """gdsfactory (the ``layout`` extra) is not installed."""
 
 
-def require_gdsfactory() -> object:
-    """Import gdsfactory, activate its generic PDK and return the module.
+def require_gdsfactory() -> Any:
+    """Import gdsfactory, make sure a PDK is active and return the module.
 
     gdsfactory is an optional extra and slow to import (~2 s), so every function that
-    needs it calls this instead of importing it at module level.
+    needs it calls this instead of importing it at module level. The PDK a user has
+    activated is kept: gdsfactory's generic PDK is activated only when none is active
+    (and gdsfactory's own configuration names none), so cells draw with the user's PDK.
     """
     try:
         import gdsfactory as gf
@@ -25,5 +29,8 @@ def require_gdsfactory() -> object:
         raise LayoutDependencyError(
             "drawing layouts needs gdsfactory: pip install 'lumion[layout]'"
         ) from exc
-    gf.gpdk.PDK.activate()
+    try:
+        gf.get_active_pdk()  # the active PDK, or the one CONF.pdk names
+    except ValueError:  # no PDK active and none configured
+        gf.gpdk.PDK.activate()
     return gf

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from layouts import draw
-from layouts.cells import link_bend, link_straight_length, tbu_mzi, vertical_half_gap
+from layouts.cells import link_bend_for, link_straight_length, tbu_for, vertical_half_gap
 from layouts.errors import LayoutError, require_gdsfactory
 from layouts.geometry import Placement, place_mesh
 from layouts.params import LayoutParams
+from layouts.pdk import lazy_cell
 from layouts.wiring import Frame, PadFrame, Terminal, fan_out, route_bands
 from photonics.topology import PORT_LABELS, Mesh, mesh_from_spec
 
@@ -43,15 +44,14 @@ class PadInfo:
     edge: str
 
 
-_CACHE: dict[str, Any] = {}
-
-
-def mesh_cell(mesh: str = "smartlight", **params: Any) -> Any:
-    """The layout of a mesh as a cached gdsfactory cell.
+def mesh_cell(mesh: str = "smartlight", layer_map: dict[str, str] | None = None, **params: Any) -> Any:
+    """The layout of a mesh as a cached gdsfactory cell, drawn with the active PDK.
 
     Args:
         mesh: ``smartlight``, ``hex:RxC`` or a mesh JSON file (see ``lumion mesh``).
-        **params: overrides of :class:`layouts.params.LayoutParams` (µm).
+        layer_map: layer-role overrides for a PDK whose layer names differ from the
+            generic PDK's (see :mod:`layouts.pdk`).
+        **params: overrides of :class:`layouts.params.LayoutParams` (µm, cross_section).
 
     Returns:
         The gdsfactory Component; ``info["pads"]`` holds the pad map rows.
@@ -59,29 +59,30 @@ def mesh_cell(mesh: str = "smartlight", **params: Any) -> Any:
     Raises:
         LayoutError: the mesh is not hexagonal or too large for the pad ring.
     """
-    if "cell" not in _CACHE:
-        gf = require_gdsfactory()
-
-        def mesh_layout(mesh: str = "smartlight", **settings: Any) -> Any:
-            return build_mesh(mesh_from_spec(mesh), LayoutParams(**settings))
-
-        _CACHE["cell"] = gf.cell(mesh_layout)
-    return _CACHE["cell"](mesh=mesh, **LayoutParams(**params).to_dict())
+    settings = LayoutParams(**params).to_dict()  # validated before gdsfactory caches anything
+    return mesh_layout(mesh=mesh, layer_map=layer_map, **settings)
 
 
-def build_mesh(mesh: Mesh, p: LayoutParams) -> Any:
+@lazy_cell
+def mesh_layout(mesh: str = "smartlight", layer_map: dict[str, str] | None = None, **settings: Any) -> Any:
+    """The gdsfactory cell of :func:`mesh_cell` (``settings``: every :class:`LayoutParams` field)."""
+    return build_mesh(mesh_from_spec(mesh), LayoutParams(**settings), layer_map)
+
+
+def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = None) -> Any:
     """Draw ``mesh`` into a new (uncached) gdsfactory Component; see :func:`mesh_cell`."""
     gf = require_gdsfactory()
     if mesh.n_tbus > p.max_tbus:
         raise LayoutError(f"{mesh.n_tbus} TBUs is more than the {p.max_tbus} the layout draws "
                           "(raise max_tbus if you really want it)")
     c = gf.Component()
-    tbu = tbu_mzi(p)
+    tbu = tbu_for(p, layer_map)
     half_x = link_straight_length(p) / 2
-    half_y = vertical_half_gap(p, gf.components.bend_euler(radius=p.bend_radius).info["length"])
+    bend = gf.get_component("bend_euler", radius=p.bend_radius, cross_section=p.cross_section)
+    half_y = vertical_half_gap(p, bend.info["length"])
     placement = place_mesh(mesh, tbu.info["length"], half_x, half_y)
     refs = _place_tbus(c, mesh, placement, tbu)
-    _place_links(c, gf, mesh, placement, refs, p)
+    _place_links(c, mesh, placement, refs, p)
 
     core = c.dbbox()
     x_mid = (core.left + core.right) / 2
@@ -89,7 +90,7 @@ def build_mesh(mesh: Mesh, p: LayoutParams) -> Any:
     outer_start = p.arm_spacing / 2 + p.via_offset + p.via_size / 2 + p.wire_pitch + p.wire_width
     frame = Frame(placement.pitch_y, placement.n_lines, p.heater_length / 2 - p.via_size - p.wire_pitch,
                   outer_start, x_mid)
-    gc = gf.get_component(GC_SPEC)
+    gc = gf.get_component(GC_SPEC, cross_section=p.cross_section)
     gc_len = gc.dbbox().right - gc.dbbox().left
     # the S-bend that spreads a vertex's two ports to the fiber pitch needs ~gc_pitch of run
     x_gc_left = core.left - p.gc_clearance - p.gc_pitch
@@ -102,15 +103,15 @@ def build_mesh(mesh: Mesh, p: LayoutParams) -> Any:
     y_rail_bot = y_last - outer_start - bands.bottom_tracks * p.wire_pitch
     y_gc_top = y_rail_top + p.gc_clearance + p.gc_pitch
     y_gc_bot = y_rail_bot - p.gc_clearance - p.gc_pitch
-    draw.mesh_ports(c, gf, placement, refs, p, gc, {"N": y_gc_top, "S": y_gc_bot,
+    draw.mesh_ports(c, placement, refs, p, gc, {"N": y_gc_top, "S": y_gc_bot,
                                                      "W": x_gc_left, "E": x_gc_right})
     pads = fan_out(bands.wires, PadFrame(y_gc_top + gc_len + p.margin, y_gc_bot - gc_len - p.margin,
                                          x_left, x_right, x_mid),
                    p.wire_pitch, p.pad_pitch, p.pad_size, p.margin)
-    draw.signal_wires(c, gf, bands.wires, p)
+    draw.signal_wires(c, bands.wires, p, layer_map)
     rails = [-(b + 0.5) * placement.pitch_y for b in range(placement.n_lines - 1)]
-    draw.ground(c, gf, grounds, rails, y_rail_top, y_rail_bot, pads, p)
-    rows = draw.pads(c, gf, mesh, bands.wires, pads, p)
+    draw.ground(c, grounds, (rails, y_rail_top, y_rail_bot), pads, p, layer_map)
+    rows = draw.pads(c, mesh, bands.wires, pads, p, layer_map)
     c.info["pads"] = [r.__dict__ for r in rows]
     c.info["n_tbus"] = mesh.n_tbus
     c.info["n_ports"] = mesh.n_ports
@@ -128,11 +129,11 @@ def _place_tbus(c: Any, mesh: Mesh, placement: Placement, tbu: Any) -> list[Any]
     return refs
 
 
-def _place_links(c: Any, gf: Any, mesh: Mesh, placement: Placement, refs: list[Any],
-                 p: LayoutParams) -> None:
+def _place_links(c: Any, mesh: Mesh, placement: Placement, refs: list[Any], p: LayoutParams) -> None:
     """One link instance per ``Mesh.links`` row, joined to both TBU ports (checked)."""
-    straight = gf.components.straight(length=link_straight_length(p))
-    bend = link_bend(p)
+    gf = require_gdsfactory()
+    straight = gf.get_component("straight", length=link_straight_length(p), cross_section=p.cross_section)
+    bend = link_bend_for(p)
     for i, (g1, g2) in enumerate(mesh.links):
         (t1, l1), (t2, l2) = divmod(int(g1), 4), divmod(int(g2), 4)
         v1, v2 = placement.tbus[t1].vertical, placement.tbus[t2].vertical

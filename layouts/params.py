@@ -7,10 +7,12 @@ from typing import Any
 
 from layouts.errors import LayoutError
 
+TEXT_FIELDS = frozenset({"cross_section"})  # parameters that are names, not dimensions
+
 
 @dataclass(frozen=True)
 class LayoutParams:
-    """Dimensions of the mesh layout, all in µm.
+    """Dimensions of the mesh layout, all in µm, and the waveguide cross-section name.
 
     The defaults give the SmartLight basic unit length of 811 µm (TBU plus one link) and
     a 10 µm spacing between the two waveguides at each end of a TBU.
@@ -33,17 +35,25 @@ class LayoutParams:
     gc_pitch: float = 127.0  # grating couplers of one vertex (fiber-array pitch), µm
     gc_clearance: float = 60.0  # space between the last wire track and the couplers, µm
     margin: float = 50.0  # space between functional blocks and around the chip, µm
+    pad_opening_inset: float = 5.0  # passivation opening inside each pad's metal edge, µm
+    cross_section: str = "strip"  # waveguide cross-section of the active PDK (name)
     max_tbus: int = 2000  # refuse bigger meshes (build time grows linearly)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, int | float) or value <= 0:
+            if f.name in TEXT_FIELDS:
+                if not isinstance(value, str) or not value:
+                    raise LayoutError(f"layout parameter {f.name} must be a non-empty name, got {value!r}")
+                continue
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
                 raise LayoutError(f"layout parameter {f.name} must be a positive number, got {value!r}")
         if self.wire_pitch <= self.wire_width:
             raise LayoutError("wire_pitch must exceed wire_width so parallel wires do not touch")
         if self.pad_pitch <= self.pad_size:
             raise LayoutError("pad_pitch must exceed pad_size so pads do not touch")
+        if 2 * self.pad_opening_inset >= self.pad_size:
+            raise LayoutError("pad_opening_inset must be less than half of pad_size")
         if self.arm_spacing < 2 * (self.via_offset + self.via_size):
             raise LayoutError("arm_spacing is too small for the heater via stacks; increase it")
 
