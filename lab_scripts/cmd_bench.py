@@ -8,7 +8,9 @@ import signal
 import sys
 import threading
 
-from lab_scripts.common import add_json_flag
+from lab_scripts.common import add_json_flag, seed
+from lab_scripts.errors import reading
+from lab_scripts.paths import TOML_SUFFIXES, output_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=["serve"], help="serve: run the simulators")
     p.add_argument("--config", metavar="FILE.toml", help="bench config (its sim addresses are started)")
     p.add_argument("--mesh", default=None, help="mesh when no config is given (default smartlight)")
-    p.add_argument("--seed", type=int, default=None, help="chip seed (overrides [sim] seed)")
+    p.add_argument("--seed", type=seed, default=None, help="chip seed (overrides [sim] seed)")
     p.add_argument("--write-config", metavar="FILE.toml",
                    help="write a bench config that points at the running simulators")
     add_json_flag(p)
@@ -34,21 +36,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Start, announce, wait for a signal, stop."""
     from instruments.config import default_config, load_config, start_simulators
-    from photonics.topology import atomic_write_text
+    from photonics.topology import atomic_write_text, mesh_from_spec
 
-    cfg = load_config(args.config) if args.config else default_config(args.mesh or "smartlight")
-    if args.mesh and args.config:
+    write_config = output_file(args.write_config, "--write-config", TOML_SUFFIXES) \
+        if args.write_config is not None else None
+    if args.config:
+        with reading("bench config", args.config):
+            cfg = load_config(args.config)
+    else:
+        cfg = default_config(args.mesh or "smartlight")
+    if args.mesh:
         cfg["mesh"] = args.mesh
+    with reading("mesh", cfg.get("mesh", "smartlight")):
+        mesh_from_spec(cfg.get("mesh", "smartlight"))  # checked before any simulator starts
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     sim = start_simulators(cfg, args.seed)
     try:
         addresses = sim.addresses()
-        if args.write_config:
-            from pathlib import Path
-
-            atomic_write_text(Path(args.write_config), sim.client_config(cfg.get("mesh", "smartlight")))
-            addresses["config"] = args.write_config
+        if write_config:
+            atomic_write_text(write_config, sim.client_config(cfg.get("mesh", "smartlight")))
+            addresses["config"] = str(write_config)
         if args.json:
             print(json.dumps(addresses), flush=True)
         else:
@@ -57,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {key:18s} {addresses[key]}")
             for name, addr in addresses["transceivers"].items():
                 print(f"  transceiver {name:6s} {addr}")
-            if args.write_config:
-                print(f"  config             {args.write_config}")
+            if write_config:
+                print(f"  config             {write_config}")
             print("serving; Ctrl-C to stop", flush=True)
         while not stop.wait(0.2):
             pass

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lab_scripts.common import UsageError, add_json_flag, print_json, table
+from lab_scripts.common import UsageError, add_json_flag, count, fraction, load_mesh, print_json, seed, table
+from lab_scripts.errors import reading
+from lab_scripts.paths import JSON_SUFFIXES, output_file, output_folder
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,17 +21,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--bench", required=True, metavar="FILE|sim",
                    help="bench config file, or 'sim' for the in-process simulated bench")
-    p.add_argument("--seed", type=int, default=0, help="simulated chip seed (with --bench sim)")
+    p.add_argument("--seed", type=seed, default=0, help="simulated chip seed (with --bench sim)")
     p.add_argument("--mesh", default="smartlight",
                    help="mesh of the simulated chip: smartlight | hex:RxC | ... (with --bench sim)")
     p.add_argument("--out", required=True, metavar="MAP.json", help="where to write the map")
     p.add_argument("--checkpoint", metavar="FILE", help="resume file (default: MAP.json.ckpt)")
-    p.add_argument("--points", type=int, default=16, help="readings per heater sweep, bootstrap pass")
-    p.add_argument("--refine-points", type=int, default=24,
+    p.add_argument("--points", type=count, default=16, help="readings per heater sweep, bootstrap pass")
+    p.add_argument("--refine-points", type=count, default=24,
                    help="readings per heater sweep, refinement pass (0 skips it)")
-    p.add_argument("--crosstalk-fraction", type=float, default=0.01,
+    p.add_argument("--crosstalk-fraction", type=fraction, default=0.01,
                    help="nearest-heater thermal crosstalk fraction f (see docs/calibration.md)")
-    p.add_argument("--verify-routes", type=int, default=8,
+    p.add_argument("--verify-routes", type=count, default=8,
                    help="routes to program and measure afterwards, with and without crosstalk "
                    "compensation (0 skips)")
     p.add_argument("--plot", metavar="DIR", help="write fringe-fit and overview PNGs here")
@@ -44,23 +46,21 @@ def open_bench(args: argparse.Namespace) -> Any:
     if args.bench == "sim":
         from instruments.sim.chip import Chip
         from instruments.sim.direct import DirectBench
-        from photonics.topology import mesh_from_spec
 
-        return DirectBench(Chip(mesh_from_spec(args.mesh), seed=args.seed))
-    try:
-        from instruments.config import open_bench as open_config_bench
-    except ImportError as exc:
-        raise UsageError(
-            f"--bench {args.bench}: bench config files need instruments.config.open_bench, which is "
-            "not available yet in this installation; use --bench sim"
-        ) from exc
-    return open_config_bench(args.bench, seed=args.seed)
+        return DirectBench(Chip(load_mesh(args.mesh), seed=args.seed))
+    from instruments.config import load_config
+    from instruments.config import open_bench as open_config_bench
+    from photonics.topology import mesh_from_spec
+
+    with reading("bench config", args.bench):  # every file is checked before an instrument opens
+        cfg = load_config(args.bench)
+        mesh_from_spec(cfg.get("mesh", "smartlight"))
+    return open_config_bench(cfg, seed=args.seed)
 
 
 def run(args: argparse.Namespace) -> int:
     """Calibrate, save, report."""
     import sys
-    from pathlib import Path
 
     import numpy as np
 
@@ -69,17 +69,18 @@ def run(args: argparse.Namespace) -> int:
 
     if args.points < 8 or (args.refine_points and args.refine_points < 8):
         raise UsageError("sweeps need at least 8 points (--points, --refine-points)")
-    out = Path(args.out)
-    if not out.parent.exists():
-        raise UsageError(f"directory {out.parent} does not exist")
+    out = output_file(args.out, "--out", JSON_SUFFIXES)
+    ckpt = output_file(args.checkpoint, "--checkpoint") if args.checkpoint is not None else \
+        out.with_name(out.name + ".ckpt")
+    plot_dir = output_folder(args.plot, "--plot") if args.plot is not None else None
     bench = open_bench(args)
     try:
         mesh = bench.mesh
         options = Options(points=args.points, refine_points=args.refine_points,
                           crosstalk_fraction=args.crosstalk_fraction)
-        ckpt = Path(args.checkpoint) if args.checkpoint else out.with_name(out.name + ".ckpt")
         progress = Progress(stream=None if args.quiet or args.json else sys.stderr)
-        result = calibrate(bench, options, checkpoint=ckpt, progress=progress, keep_sweeps=bool(args.plot))
+        result = calibrate(bench, options, checkpoint=ckpt, progress=progress,
+                           keep_sweeps=plot_dir is not None)
         cmap = result.cmap
         payload: dict[str, Any] = {
             "chip_id": cmap.chip_id, "out": str(out), "tbus": mesh.n_tbus, "heaters": mesh.n_heaters,
@@ -117,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
             payload["min_acr_db"] = min(r["acr_db"] for r in rows)
             payload["min_acr_uncompensated_db"] = min(r["acr_uncompensated_db"] for r in rows)
             payload["verify_operations"] = bench.operations - ops0
-        if args.plot:
-            payload["plots"] = _plots(Path(args.plot), mesh, result, errors, args.plot_tbu)
+        if plot_dir is not None:
+            plot_dir.mkdir(exist_ok=True)
+            payload["plots"] = _plots(plot_dir, mesh, result, errors, args.plot_tbu)
     finally:
         close = getattr(bench, "close", None)
         if close:

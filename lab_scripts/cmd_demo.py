@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import add_json_flag, print_json, table
+from lab_scripts.common import UsageError, add_json_flag, print_json, seed, table
+from lab_scripts.errors import planning
+from lab_scripts.paths import output_folder
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "Example: lumion demo --out lumion-demo")
     p.add_argument("--out", default="lumion-demo", help="folder for the plots and the cached map (created)")
     p.add_argument("--fail", default="gpu2", metavar="ACCEL", help="accelerator to fail (default gpu2)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the simulated chip (default 1)")
+    p.add_argument("--seed", type=seed, default=1, help="seed of the simulated chip (default 1)")
     p.add_argument("--no-calibrate", action="store_true",
                    help="skip calibration; program through the ideal (uncalibrated) map")
     add_json_flag(p)
@@ -88,13 +90,16 @@ def run(args: argparse.Namespace) -> int:
     from instruments.sim.chip import Chip
     from instruments.sim.direct import DirectBench
     from lab_scripts.cmd_failover import draw_plan, timeline_plot
-    from photonics.fabric import default_fabric, ring_job
+    from photonics.fabric import FabricError, default_fabric, ring_job
     from photonics.fabric_plan import failover, place_job
 
     t_start = time.perf_counter()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(args.out, "--out")
     fabric = default_fabric()
+    if args.fail not in [a.name for a in fabric.accelerators if not a.spare]:
+        raise UsageError(f"--fail {args.fail}: no such accelerator in the ring; choose from "
+                         f"{', '.join(a.name for a in fabric.accelerators if not a.spare)}")
+    out.mkdir(exist_ok=True)
     mesh = fabric.mesh
     bench = DirectBench(Chip(mesh, seed=args.seed))
     say = (lambda *_a: None) if args.json else (lambda *a: print(*a, flush=True))
@@ -132,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
     p_before = draw_plan(out / "mesh_before.png", mesh, plan, "ring of 8 accelerators")
 
     # 3. fail one, recover, program only the changed heaters, measure again
-    rec = failover(fabric, job, args.fail, plan, heater_map=hmap)
+    with planning(FabricError):
+        rec = failover(fabric, job, args.fail, plan, heater_map=hmap)
     written = bench.currents()
     for ch, value in rec.program.items():
         written[ch] = value

@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import add_json_flag, print_json, table
+from lab_scripts.common import UsageError, add_json_flag, print_json, table
+from lab_scripts.errors import planning, reading
+from lab_scripts.paths import PLOT_SUFFIXES, output_file, sibling
 from photonics.atomic import save_figure
 
 
@@ -72,26 +74,36 @@ def draw_plan(path: str | Path, mesh: Any, plan: Any, title: str, highlight: tup
 def run(args: argparse.Namespace) -> int:
     """Place the ring, fail, recover, report."""
     from calibration.heater_map import IdealMap
-    from photonics.fabric import Fabric, default_fabric, ring_job
+    from photonics.fabric import Fabric, FabricError, default_fabric, ring_job
     from photonics.fabric_plan import failover, place_job
 
-    fabric = Fabric.load(args.fabric) if args.fabric else default_fabric()
+    plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
+    if args.fabric:
+        with reading("fabric file", args.fabric):
+            fabric = Fabric.load(args.fabric)
+    else:
+        fabric = default_fabric()
+    victims = args.fail or ["gpu2"]
+    known = [a.name for a in fabric.accelerators]
+    unknown = [v for v in victims if v not in known]
+    if unknown:
+        raise UsageError(f"--fail {unknown[0]}: no such accelerator in {fabric.name}; "
+                         f"choose from {', '.join(known)}")
     mesh = fabric.mesh
     hmap = IdealMap(mesh.n_heaters)
-    job = ring_job(fabric.workers, "ring")
-    plan = place_job(fabric, job, heater_map=hmap)
     reports = []
     rec = None
-    for victim in args.fail or ["gpu2"]:
-        rec = failover(fabric, plan.job, victim, plan, heater_map=hmap, park_freed=args.park_freed)
-        reports.append(rec.to_dict(mesh))
-        plan = rec.plan
+    with planning(FabricError):  # the fabric is valid: a refusal here is a request it cannot meet
+        job = ring_job(fabric.workers, "ring")
+        plan = place_job(fabric, job, heater_map=hmap)
+        for victim in victims:
+            rec = failover(fabric, plan.job, victim, plan, heater_map=hmap, park_freed=args.park_freed)
+            reports.append(rec.to_dict(mesh))
+            plan = rec.plan
     plots = []
-    if args.plot and rec is not None:
-        plots.append(str(draw_plan(args.plot, mesh, plan, f"after failing {', '.join(args.fail or ['gpu2'])}",
-                                   rec.rerouted)))
-        tl = Path(args.plot).with_name(Path(args.plot).stem + "-timeline.png")
-        plots.append(str(timeline_plot(tl, reports, "recovery timeline")))
+    if plot and rec is not None:
+        plots.append(str(draw_plan(plot, mesh, plan, f"after failing {', '.join(victims)}", rec.rerouted)))
+        plots.append(str(timeline_plot(sibling(plot, "timeline"), reports, "recovery timeline")))
     if args.json:
         out: dict[str, Any] = dict(reports[-1])
         out.update({"fabric": fabric.name, "failovers": reports, "plots": plots})

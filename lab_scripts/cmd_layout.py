@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from lab_scripts.common import add_json_flag, print_json
+from lab_scripts.common import add_json_flag, load_mesh, print_json
+from lab_scripts.paths import GDS_SUFFIXES, PNG_SUFFIXES, output_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +28,11 @@ def run(args: argparse.Namespace) -> int:
     """Build and write the layout, print a summary."""
     from layouts.export import write_layout
 
-    summary = write_layout(args.mesh, args.out, png=args.png)
+    out = output_file(args.out, "--out", GDS_SUFFIXES)
+    png = output_file(args.png, "--png", PNG_SUFFIXES) if args.png is not None else None
+    if args.mesh.strip().lower().endswith(".json"):
+        load_mesh(args.mesh)  # a bad mesh file is named as such, before gdsfactory starts
+    summary = write_layout(args.mesh, out, png=png)
     if args.json:
         print_json(summary)
         return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from lab_scripts.common import add_json_flag, print_json, table
+from lab_scripts.common import add_json_flag, load_mesh, print_json, table
+from lab_scripts.paths import JSON_SUFFIXES, output_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,11 +24,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the mesh summary."""
-    from photonics.topology import mesh_from_spec
-
-    mesh = mesh_from_spec(args.mesh)
-    if args.save:
-        mesh.save(args.save)
+    save = output_file(args.save, "--save", JSON_SUFFIXES) if args.save is not None else None
+    mesh = load_mesh(args.mesh)
+    if save:
+        mesh.save(save)
     summary = mesh.summary()
     if args.json:
         print_json(summary)
@@ -37,6 +37,6 @@ def run(args: argparse.Namespace) -> int:
     rows = [(name, 2 * i, 2 * i + 1) for i, name in enumerate(mesh.tbu_names)]
     print(table(rows, ["tbu", "heater top", "heater bot"]))
     print("ports (clockwise from west): " + ", ".join(mesh.port_names))
-    if args.save:
-        print(f"wrote {args.save}")
+    if save:
+        print(f"wrote {save}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lab_scripts.common import add_json_flag, print_json, table
+from lab_scripts.errors import planning, reading
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,13 +26,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan and report."""
     from calibration.heater_map import IdealMap
-    from photonics.fabric import Fabric, default_fabric, load_job_toml
+    from photonics.fabric import Fabric, FabricError, default_fabric, load_job_toml
     from photonics.fabric_schedule import plan_phases
 
-    job = load_job_toml(args.job)
+    with reading("job file", args.job):
+        job = load_job_toml(args.job)
     path = args.fabric or job.fabric
-    fabric = Fabric.load(path) if path else default_fabric()
-    steps = plan_phases(fabric, job, heater_map=IdealMap(fabric.mesh.n_heaters))
+    if path:
+        with reading("fabric file", path):
+            fabric = Fabric.load(path)
+    else:
+        fabric = default_fabric()
+    with planning(FabricError):  # job and fabric are valid: a refusal is a job it cannot route
+        steps = plan_phases(fabric, job, heater_map=IdealMap(fabric.mesh.n_heaters))
     if args.json:
         print_json({"job": job.name, "fabric": fabric.name, "cyclic": True,
                     "configurations": [s.to_dict() for s in steps],

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from lab_scripts.common import UsageError, add_json_flag, print_json
+from lab_scripts.common import add_json_flag, print_json, seed
+from lab_scripts.errors import reading
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--configuration", required=True, metavar="FILE.json",
                    help="lumion.configuration JSON (or lumion route --json output)")
     p.add_argument("--map", metavar="MAP.json", help="calibration map (calibration.map), if available")
-    p.add_argument("--seed", type=int, default=None, help="chip seed for a simulated bench")
+    p.add_argument("--seed", type=seed, default=None, help="chip seed for a simulated bench")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -32,24 +33,33 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from instruments.config import open_bench
+    from instruments.config import load_config, open_bench
     from photonics.configuration import Configuration
+    from photonics.topology import mesh_from_spec
 
-    try:
-        data = json.loads(Path(args.configuration).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read configuration {args.configuration}: {exc}") from exc
-    if isinstance(data, dict) and "configuration" in data and "schema" not in data:
-        data = data["configuration"]  # accept `lumion route --json` output
-    bench = open_bench(None if args.bench == "sim" else args.bench, seed=args.seed)
+    # every file is read and checked before any instrument is opened
+    source = None if args.bench == "sim" else args.bench
+    with reading("bench config", source):
+        cfg = load_config(source)
+    with reading("mesh of bench config", source):
+        mesh = mesh_from_spec(cfg.get("mesh", "smartlight"))
+    with reading("configuration", args.configuration):
+        data = json.loads(Path(args.configuration).read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "configuration" in data and "schema" not in data:
+            data = data["configuration"]  # accept `lumion route --json` output
+        conf = Configuration.from_dict(data, mesh, source=args.configuration)
+    heater_map = None
+    if args.map:
+        from calibration.map import CalibrationMap
+
+        with reading("calibration map", args.map):
+            heater_map = CalibrationMap.load(args.map, mesh=mesh)
+    bench = open_bench(cfg, seed=args.seed)
     with bench:
-        if args.map:
-            from calibration.map import CalibrationMap
-
-            # refuses a map made for another chip
-            heater_map = CalibrationMap.load(args.map, chip_id=bench.chip_id, mesh=bench.mesh)
+        if heater_map is not None:
+            with reading("calibration map", args.map):  # refuses a map made for another chip
+                heater_map.check_for(chip_id=bench.chip_id, mesh=bench.mesh, source=args.map)
             bench.controller.heater_map = heater_map
-        conf = Configuration.from_dict(data, bench.mesh, source=args.configuration)
         report = bench.program(conf)
         out = {"chip_id": bench.chip_id, "map": args.map or "ideal", **report.to_dict(),
                "tbus": {s: conf.states().count(s) for s in ("bar", "cross", "split")}}

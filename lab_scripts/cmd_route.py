@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from lab_scripts.common import UsageError, add_json_flag, print_json, table
+from lab_scripts.common import UsageError, add_json_flag, load_mesh, print_json, seed, table
+from lab_scripts.paths import PLOT_SUFFIXES, output_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --exact, minimise the worst route's loss instead of the total")
     p.add_argument("--transceiver", default="er4lite-100g", metavar="NAME",
                    help="lane profile for the link budget (er4lite-100g, sr-100g)")
-    p.add_argument("--fabricated", type=int, metavar="SEED",
+    p.add_argument("--fabricated", type=seed, metavar="SEED",
                    help="verify on a chip with seeded fabrication errors instead of ideal TBUs")
     p.add_argument("--plot", metavar="FILE.png", help="draw the mesh with the routes")
     add_json_flag(p)
@@ -50,6 +52,18 @@ def parse_connection(text: str) -> tuple[str, str]:
     raise UsageError(f"--connect takes SOURCE:DESTINATION (e.g. 3:20 or port:3:port:20), not {text!r}")
 
 
+def check_ports(mesh: Any, pairs: list[tuple[str, str]]) -> None:
+    """Every port exists (an ``input`` error otherwise) and is used once (a ``usage`` error)."""
+    seen: dict[int, str] = {}
+    for pair in pairs:
+        for name in pair:
+            index = mesh.port_index(int(name) if name.isdigit() else name)
+            if index in seen:
+                raise UsageError(f"--connect: port {mesh.port_names[index]} used twice "
+                                 f"({seen[index]} and {':'.join(pair)}); each port carries one route")
+            seen[index] = ":".join(pair)
+
+
 def parse_failed(items: list[str]) -> dict[str, str]:
     """``TBU=how`` items -> {TBU: how}; TBUs given as digits stay strings of digits."""
     out: dict[str, str] = {}
@@ -67,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
 
     from photonics.physics import fabricated_params
     from photonics.routing import route_many
-    from photonics.topology import mesh_from_spec
-
-    mesh = mesh_from_spec(args.mesh)
+    plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
+    mesh = load_mesh(args.mesh)
     pairs = [parse_connection(c) for c in args.connect]
+    check_ports(mesh, pairs)
     failed = {(int(k) if k.isdigit() else k): v for k, v in parse_failed(args.failed).items()}
     reserved = [int(r) if r.isdigit() else r for r in args.reserved]
     params = None
@@ -79,15 +93,15 @@ def run(args: argparse.Namespace) -> int:
     plan = route_many(mesh, pairs, method="exact" if args.exact else "auto",
                       objective="worst" if args.worst else "total", failed=failed,
                       reserved=reserved, params=params, transceiver=args.transceiver)
-    if args.plot:
+    if plot:
         from lab_scripts.plots import mesh_drawing
 
         drawn = [{"label": f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}",
                   "tbus": list(r.route.tbus)} for r in plan.routes]
-        mesh_drawing(args.plot, mesh, drawn, plan.failed, f"{args.mesh}: {len(drawn)} routes "
+        mesh_drawing(plot, mesh, drawn, plan.failed, f"{args.mesh}: {len(drawn)} routes "
                      f"({plan.method}{', optimal' if plan.optimal else ''})")
     if args.json:
-        print_json({"mesh": args.mesh, "transceiver": args.transceiver, "plot": args.plot,
+        print_json({"mesh": args.mesh, "transceiver": args.transceiver, "plot": str(plot) if plot else None,
                     **plan.to_dict(mesh)})
         return 0
     rows = [(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}", len(r.route.hops),
@@ -98,6 +112,6 @@ def run(args: argparse.Namespace) -> int:
     for r in plan.routes:
         path = " ".join(f"{mesh.tbu_names[h.tbu]}({h.state[0]})" for h in r.route.hops)
         print(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}: {path}")
-    if args.plot:
-        print(f"wrote {args.plot}")
+    if plot:
+        print(f"wrote {plot}")
     return 0

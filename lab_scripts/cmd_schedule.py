@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lab_scripts.common import UsageError, add_json_flag, print_json, table
+from lab_scripts.common import UsageError, add_json_flag, load_mesh, positive, print_json, table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated ports (3 or port:3), or spread:N for N well-connected ports")
     p.add_argument("--no-budget", action="store_true",
                    help="report link margins but do not refuse links that cannot close the budget")
-    p.add_argument("--labelings", type=int, default=12, help="port labelings to try (default 12)")
+    p.add_argument("--labelings", type=positive, default=12, help="port labelings to try (default 12)")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -31,9 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Schedule and report."""
     from photonics.fabric_schedule import schedule, spread_ports
-    from photonics.topology import mesh_from_spec
-
-    mesh = mesh_from_spec(args.mesh)
+    mesh = load_mesh(args.mesh)
     text = args.ports.strip()
     if text.startswith("spread:"):
         try:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from lab_scripts.common import UsageError, add_json_flag, print_json, table, wavelength_range
+from lab_scripts.common import add_json_flag, load_mesh, print_json, seed, table, wavelength_range
+from lab_scripts.errors import reading
+from lab_scripts.paths import PLOT_SUFFIXES, output_file
+
+# One solve of the smartlight mesh holds about 40 x 40 complex amplitudes per wavelength;
+# 20,000 wavelengths keep a run's memory and time bounded (a 0.1 pm grid over 2 nm).
+MAX_WAVELENGTHS = 20_000
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--all", choices=["bar", "cross"], help="every TBU in one state")
     p.add_argument("--input", required=True, help="input port: port:N or N")
     p.add_argument("--wavelengths", default="1550", help="START:STOP:N in nm, or one wavelength")
-    p.add_argument("--fabricated", type=int, metavar="SEED",
+    p.add_argument("--fabricated", type=seed, metavar="SEED",
                    help="simulate a chip with seeded fabrication errors instead of ideal TBUs")
     p.add_argument("--plot", metavar="FILE.png", help="write the spectrum plot")
     add_json_flag(p)
@@ -37,13 +43,14 @@ def run(args: argparse.Namespace) -> int:
     from photonics.circuit import power_db, solve
     from photonics.physics import fabricated_params, nominal_params
     from photonics.state import MeshState
-    from photonics.topology import mesh_from_spec
-
-    mesh = mesh_from_spec(args.mesh)
-    wl = wavelength_range(args.wavelengths)
-    if len(wl) > 20_000:
-        raise UsageError("at most 20000 wavelengths per run")
-    state = MeshState.load(args.state, mesh) if args.state else MeshState.uniform(mesh, args.all)
+    plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
+    wl = wavelength_range(args.wavelengths, MAX_WAVELENGTHS)
+    mesh = load_mesh(args.mesh)
+    if args.state:
+        with reading("state file", args.state):
+            state = MeshState.load(args.state, mesh)
+    else:
+        state = MeshState.uniform(mesh, args.all)
     src = mesh.port_index(args.input)
     if args.fabricated is not None:
         params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(args.fabricated))
@@ -54,13 +61,13 @@ def run(args: argparse.Namespace) -> int:
     p_db = power_db(np.concatenate(chunks, axis=0)).T  # (n_ports, n_wl)
     outputs = {name: p_db[k] for k, name in enumerate(mesh.port_names)}
     total = 10 * np.log10(np.maximum((10 ** (p_db / 10)).sum(0), 1e-300))
-    if args.plot:
+    if plot:
         from lab_scripts.plots import spectrum
 
-        spectrum(args.plot, wl, outputs, f"{args.mesh}: light into {mesh.port_names[src]}")
+        spectrum(plot, wl, outputs, f"{args.mesh}: light into {mesh.port_names[src]}")
     if args.json:
         print_json({"mesh": args.mesh, "input": mesh.port_names[src], "wavelengths_nm": wl,
-                    "outputs_db": outputs, "total_db": total, "plot": args.plot})
+                    "outputs_db": outputs, "total_db": total, "plot": str(plot) if plot else None})
         return 0
     order = np.argsort(-p_db.max(axis=1))
     rows = [(mesh.port_names[k], p_db[k].min(), p_db[k].mean(), p_db[k].max())
@@ -69,6 +76,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"light into {mesh.port_names[src]} of {args.mesh} ({span}); ports above -60 dB:")
     print(table(rows, ["port", "min dB", "mean dB", "max dB"]))
     print(f"total output: {total.max():.2f} dB (max over the band)")
-    if args.plot:
-        print(f"wrote {args.plot}")
+    if plot:
+        print(f"wrote {plot}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -14,6 +15,42 @@ from photonics.errors import LumionError
 
 class UsageError(LumionError):
     """A command-line value is malformed; the message says the expected form."""
+
+
+def seed(text: str) -> int:
+    """Argument type of chip seeds: an integer >= 0 (numpy's generators refuse negatives)."""
+    return _int_at_least(text, 0, "a seed: an integer >= 0")
+
+
+def count(text: str) -> int:
+    """Argument type of counts that may be zero (0 skips the step)."""
+    return _int_at_least(text, 0, "an integer >= 0")
+
+
+def positive(text: str) -> int:
+    """Argument type of counts that must be at least one."""
+    return _int_at_least(text, 1, "an integer >= 1")
+
+
+def fraction(text: str) -> float:
+    """Argument type of a fraction in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value < 1):
+        raise argparse.ArgumentTypeError(f"expected a fraction 0 <= f < 1, not {text!r}")
+    return value
+
+
+def _int_at_least(text: str, low: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}")
+    return value
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
@@ -57,14 +94,27 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def wavelength_range(text: str) -> np.ndarray:
-    """Parse ``START:STOP:N`` (nm) or a single wavelength into an array."""
+def wavelength_range(text: str, max_points: int) -> np.ndarray:
+    """Parse ``START:STOP:N`` (nm) or a single wavelength into an array of at most ``max_points``."""
     try:
         parts = [float(p) for p in text.split(":")]
     except ValueError:
         parts = []
+    if not all(math.isfinite(p) for p in parts):
+        parts = []
     if len(parts) == 1 and parts[0] > 0:
         return np.array(parts)
     if len(parts) == 3 and 0 < parts[0] <= parts[1] and parts[2] >= 1 and parts[2] == int(parts[2]):
+        if parts[2] > max_points:
+            raise UsageError(f"at most {max_points} wavelengths per run, not {int(parts[2])}")
         return np.linspace(parts[0], parts[1], int(parts[2]))
     raise UsageError(f"wavelengths must be START:STOP:N in nm (e.g. 1549:1551:201), not {text!r}")
+
+
+def load_mesh(spec: str) -> Any:
+    """The mesh ``--mesh`` names; a bad spec or mesh file is an ``input`` error naming it."""
+    from lab_scripts.errors import reading
+    from photonics.topology import mesh_from_spec
+
+    with reading("mesh file", spec):
+        return mesh_from_spec(spec)

@@ -59,15 +59,15 @@ def test_simulate_state_file(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "message", "status"),
     [
-        (["--input", "port:99"], "unknown port"),
-        (["--input", "3", "--wavelengths", "1550:1540:3"], "START:STOP:N"),
+        (["--input", "port:99"], "unknown port", 2),
+        (["--input", "3", "--wavelengths", "1550:1540:3"], "START:STOP:N", 64),
     ],
 )
-def test_simulate_errors(capsys, argv, message):
+def test_simulate_errors(capsys, argv, message, status):
     code, out, _ = run(capsys, "simulate", "--all", "bar", "--json", *argv)
-    assert code == 2
+    assert code == status
     assert message in json.loads(out)["error"]
 
 

@@ -39,7 +39,7 @@ def test_failover_sequence_until_refused(capsys, tmp_path):
     assert [f["failed"] for f in d["failovers"]] == ["gpu1", "gpu5"]
     assert {f["spare"] for f in d["failovers"]} == {"spare0", "spare1"}
     code, d = run_json(capsys, ["failover", "--fail", "gpu1", "--fail", "gpu5", "--fail", "gpu6"])
-    assert code == 2
+    assert code == 3  # an impossible request
     assert d["type"] == "FabricError"
     assert "no spare" in d["error"]
 
@@ -77,10 +77,9 @@ def test_phases_json(capsys):
 
 
 @pytest.mark.parametrize("argv", [["failover", "--help"], ["schedule", "--help"], ["phases", "--help"]])
-def test_help(argv):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 0
+def test_help(argv, capsys):
+    assert main(argv) == 0  # --help prints and returns 0; main never raises SystemExit
+    assert "usage:" in capsys.readouterr().out
 
 
 def test_demo_json_uncalibrated(capsys, tmp_path):

@@ -39,21 +39,22 @@ def test_route_table(capsys):
     assert "port:5->port:28" in out
 
 
-@pytest.mark.parametrize(("argv", "reason"), [
-    (["--connect", "5:99"], "out of range"),
-    (["--connect", "5:28", "--connect", "5:27"], "used twice"),
+@pytest.mark.parametrize(("argv", "reason", "status"), [
+    (["--connect", "5:99"], "out of range", 2),  # bad input value
+    (["--connect", "5:28", "--connect", "5:27"], "used twice", 64),  # malformed request
     (["--connect", "0:16", "--connect", "1:17", "--connect", "2:18", "--connect", "3:19",
-      "--connect", "36:20", "--connect", "37:21"], "no conflict-free"),
-    (["--connect", "5:28", "--transceiver", "sr-100g"], "budget short"),
-    (["--connect", "5-28"], "SOURCE:DESTINATION"),
-    (["--connect", "5:28", "--failed", "tbu:0.0.0=melted"], "dead|bar|cross"),
+      "--connect", "36:20", "--connect", "37:21"], "no conflict-free", 3),  # impossible
+    (["--connect", "5:28", "--transceiver", "sr-100g"], "budget short", 3),
+    (["--connect", "5-28"], "SOURCE:DESTINATION", 64),
+    (["--connect", "5:28", "--failed", "tbu:0.0.0=melted"], "dead|bar|cross", 64),
 ])
-def test_route_errors_exit_2_with_json_reason(capsys, argv, reason):
+def test_route_errors_exit_with_their_kind_and_json_reason(capsys, argv, reason, status):
     code, out, err = run(capsys, "route", *argv, "--json")
-    assert code == 2
+    assert code == status
     data = json.loads(out)
     assert reason in data["error"]
-    assert data["type"] in ("RoutingError", "UsageError")
+    assert data["schema"] == "lumion.error"
+    assert data["exit_code"] == status
     assert err.count("\n") == 1
 
 

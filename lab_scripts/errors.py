@@ -1,0 +1,244 @@
+"""The ``lumion`` error contract: every failure is one line, a kind and an exit code.
+
+A failure of any subcommand -- a malformed command line, a bad input file, a request that
+cannot be met, an instrument that does not answer, or a bug -- ends as exactly one line
+on stderr (``lumion CMD: error: WHAT; HINT``) and, with ``--json``, one
+``lumion.error`` object on stdout. The kinds and their exit codes are listed in
+:data:`KINDS` and documented in docs/cli.md.
+
+Example:
+    >>> from photonics.errors import RoutingError
+    >>> failure = describe_failure(RoutingError("no conflict-free routes"), "lumion route")
+    >>> (failure.kind, failure.exit_code)
+    ('impossible', 3)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from photonics.errors import BudgetError, LumionError, RoutingError
+
+ERROR_SCHEMA = "lumion.error"
+ERROR_VERSION = 1
+
+# Exit codes. 2 stays "bad input" because scripts written against the first releases
+# (and the README's "errors exit with status 2") treat 2 as "fix your file or value";
+# argument-parser mistakes therefore get the sysexits.h code EX_USAGE (64), and bugs
+# EX_SOFTWARE (70), so no two kinds share a code.
+EXIT_OK = 0
+EXIT_INPUT = 2
+EXIT_IMPOSSIBLE = 3
+EXIT_INSTRUMENT = 4
+EXIT_USAGE = 64
+EXIT_BUG = 70
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
+# A message longer than this is cut: a terminal line and a log line stay readable, and a
+# hostile file quoted inside an exception (200k brackets) never floods the terminal.
+MAX_MESSAGE_CHARS = 400
+
+DEBUG_ENV = "LUMION_DEBUG"
+REPORT_TO = "the LUMION issue tracker"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One class of failure: its exit code and what the user should do about it."""
+
+    exit_code: int
+    hint: str
+
+
+KINDS: dict[str, Kind] = {
+    "usage": Kind(EXIT_USAGE, "see `{prog} --help` for the options and their forms"),
+    "input": Kind(EXIT_INPUT, "fix the file, path or value named above (file formats: docs/schemas.md)"),
+    "impossible": Kind(EXIT_IMPOSSIBLE, "the request is well-formed but cannot be met; relax it "
+                                        "(other ports or accelerators, fewer links, wider limits)"),
+    "instrument": Kind(EXIT_INSTRUMENT, "check the instrument is on and connected and that the bench "
+                                        "config's address is right (docs/instruments.md)"),
+    "bug": Kind(EXIT_BUG, f"this is a bug: please report it to {REPORT_TO} with the command line "
+                          f"and the traceback {DEBUG_ENV}=1 prints"),
+    "interrupted": Kind(EXIT_INTERRUPTED, "run the command again to start over or resume"),
+}
+
+
+class CliError(LumionError):
+    """A failure the CLI has already classified (``kind`` is a key of :data:`KINDS`).
+
+    ``origin`` is the class name of the exception it replaces (reported as ``type``).
+    """
+
+    def __init__(self, message: str, kind: str, origin: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.origin = origin or type(self).__name__
+
+
+class ArgumentError(CliError):
+    """The command line does not parse (unknown option, missing or malformed value)."""
+
+    def __init__(self, message: str, prog: str) -> None:
+        super().__init__(message, "usage", "ArgumentError")
+        self.prog = prog
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A classified failure, ready to print."""
+
+    prog: str
+    kind: str
+    message: str
+    origin: str
+
+    @property
+    def exit_code(self) -> int:
+        """The process exit status of this kind."""
+        return KINDS[self.kind].exit_code
+
+    @property
+    def hint(self) -> str:
+        """What to do, one sentence."""
+        return KINDS[self.kind].hint.format(prog=self.prog)
+
+    def line(self) -> str:
+        """The one stderr line."""
+        label = "internal error" if self.kind == "bug" else "error"
+        return one_line(f"{self.prog}: {label}: {self.message}; {self.hint}", 2 * MAX_MESSAGE_CHARS)
+
+    def to_json(self) -> str:
+        """The ``lumion.error`` object printed on stdout with ``--json``."""
+        return json.dumps({"schema": ERROR_SCHEMA, "version": ERROR_VERSION, "error": self.message,
+                           "kind": self.kind, "hint": self.hint, "type": self.origin,
+                           "exit_code": self.exit_code, "command": self.prog})
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` with every run of whitespace (newlines too) made one space, cut to ``limit``."""
+    flat = re.sub(r"\s+", " ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _is_instrument_os_error(exc: BaseException) -> bool:
+    """Network and device-link failures: unresolvable host, refused or dropped connection."""
+    if isinstance(exc, socket.gaierror | ConnectionError | TimeoutError):
+        return True
+    module = type(exc).__module__.split(".")[0]
+    return module in ("serial", "pyvisa", "pyvisa_py", "smbus2")
+
+
+def classify(exc: BaseException) -> str:
+    """The kind (a key of :data:`KINDS`) of any exception reaching the top of ``lumion``."""
+    from instruments.errors import BenchConfigError, InstrumentError, LimitError
+    from lab_scripts.common import UsageError
+
+    if isinstance(exc, CliError):
+        return exc.kind
+    if isinstance(exc, UsageError):
+        return "usage"
+    if isinstance(exc, BenchConfigError):
+        return "input"
+    if isinstance(exc, LimitError | RoutingError | BudgetError) or type(exc).__name__ == "UnreachableError":
+        return "impossible"
+    if isinstance(exc, InstrumentError) or type(exc).__name__ == "BenchLimitError":
+        return "instrument"
+    if isinstance(exc, LumionError):
+        return "input"
+    if _is_instrument_os_error(exc):
+        return "instrument"
+    if isinstance(exc, OSError | UnicodeDecodeError | RecursionError | json.JSONDecodeError
+                  | tomllib.TOMLDecodeError):
+        return "input"
+    return "bug"
+
+
+def explain(exc: BaseException) -> str:
+    """A one-line reason for ``exc`` (OS and decoding errors in plain words)."""
+    if isinstance(exc, LumionError):
+        return one_line(str(exc))
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to read"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    if isinstance(exc, json.JSONDecodeError):
+        return one_line(f"not valid JSON: {exc}")
+    if isinstance(exc, tomllib.TOMLDecodeError):
+        return one_line(f"not valid TOML: {exc}")
+    if isinstance(exc, socket.gaierror):
+        return one_line(f"host name not found ({exc.strerror or exc})")
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return one_line(f"{where}{exc.strerror}")
+    text = str(exc)
+    return one_line(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def describe_failure(exc: BaseException, prog: str) -> Failure:
+    """Classify ``exc`` and word it for ``prog`` (``lumion`` or ``lumion CMD``)."""
+    kind = classify(exc)
+    if isinstance(exc, ArgumentError):
+        prog = exc.prog
+    origin = exc.origin if isinstance(exc, CliError) else type(exc).__name__
+    message = explain(exc)
+    return Failure(prog=prog, kind=kind, message=message, origin=origin)
+
+
+# Errors a loader may raise on a malformed file when it does not validate a field itself.
+_LOAD_ERRORS = (LumionError, OSError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+                RecursionError, OverflowError)
+
+
+@contextlib.contextmanager
+def reading(what: str, path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Turn any failure while loading ``what`` from ``path`` into an ``input`` error naming it.
+
+    Instrument errors (other than a bad bench config) pass through unchanged.
+    """
+    from instruments.errors import BenchConfigError, InstrumentError
+
+    try:
+        yield
+    except CliError:
+        raise
+    except InstrumentError as exc:
+        if not isinstance(exc, BenchConfigError):
+            raise
+        raise CliError(explain(exc), "input", type(exc).__name__) from exc
+    except _LOAD_ERRORS as exc:
+        reason = explain(exc)
+        name = str(path)
+        message = reason if isinstance(exc, LumionError) and name in reason else \
+            f"cannot read {what} {name}: {reason}"
+        raise CliError(one_line(message), "input", type(exc).__name__) from exc
+
+
+@contextlib.contextmanager
+def planning(*kinds_of_refusal: type[BaseException]) -> Iterator[None]:
+    """Report ``kinds_of_refusal`` raised inside the block as ``impossible`` requests.
+
+    For planners that use one exception type both for bad files and for requests they
+    cannot meet (a fabric with no spare left): after loading, it means the latter.
+    """
+    try:
+        yield
+    except kinds_of_refusal as exc:
+        raise CliError(explain(exc), "impossible", type(exc).__name__) from exc
+
+
+def debug_enabled() -> bool:
+    """True when ``LUMION_DEBUG`` asks for tracebacks."""
+    return os.environ.get(DEBUG_ENV, "").strip() not in ("", "0", "false", "no")
+
+
+def json_flag_in(argv: list[str] | Any) -> bool:
+    """Whether a raw command line asks for JSON (for failures before the parser finishes)."""
+    return "--json" in list(argv)
