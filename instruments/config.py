@@ -43,6 +43,7 @@ Example (every ``address = "sim"`` starts the simulators; see docs/instruments.m
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,15 +77,22 @@ def load_config(source: str | Path | Mapping[str, Any] | None) -> dict[str, Any]
     else:
         where = str(source)
         try:
-            data = tomllib.loads(Path(source).read_text())
+            data = tomllib.loads(Path(source).read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise BenchConfigError(f"bench config {where} does not exist") from exc
+        except IsADirectoryError as exc:
+            raise BenchConfigError(f"bench config {where} is a folder; give the .toml file") from exc
+        except UnicodeDecodeError as exc:
+            raise BenchConfigError(f"bench config {where} is not UTF-8 text (TOML must be)") from exc
+        except OSError as exc:
+            raise BenchConfigError(f"bench config {where} cannot be read: {exc.strerror or exc}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise BenchConfigError(f"bench config {where} is not valid TOML: {exc}") from exc
     if data.get("schema") != SCHEMA:
         raise BenchConfigError(f"{where}: expected schema = \"{SCHEMA}\" at the top")
-    if data.get("version") != 1:
+    if type(data.get("version")) is not int or data.get("version") != 1:  # `version = true` is not 1
         raise BenchConfigError(f"{where}: unsupported version {data.get('version')!r} (this is version 1)")
+    _check_types(data, where)
     for section, drivers in DRIVERS.items():
         sec = data.get(section)
         if not isinstance(sec, dict) or "address" not in sec:
@@ -96,6 +104,76 @@ def load_config(source: str | Path | Mapping[str, Any] | None) -> dict[str, Any]
         raise BenchConfigError(f"{where}: [heater_driver] protocol must be one of {list(PROTOCOLS)}, not "
                                f"{data['heater_driver']['protocol']!r}")
     return data
+
+
+# Value checks of load_config: key -> (what it must be, test). Numbers are never bools
+# (TOML `true` is not 1) and never NaN or infinite (a NaN limit compares False with
+# everything, so every current would silently pass the limit check).
+_POSITIVE = ("a positive number", lambda v: _is_number(v) and math.isfinite(v) and v > 0)
+_COUNT = ("a positive integer", lambda v: type(v) is int and v >= 1)
+_TEXT = ("a string", lambda v: isinstance(v, str))
+_FIELDS: dict[str, dict[str, tuple[str, Any]]] = {
+    "": {"mesh": _TEXT, "chip_id": _TEXT},
+    "heater_driver": {"address": _TEXT, "driver": _TEXT, "protocol": _TEXT, "max_current_ma": _POSITIVE,
+                      "max_total_power_mw": _POSITIVE, "baudrate": _COUNT},
+    "laser": {"address": _TEXT, "driver": _TEXT, "switch_slot": _COUNT, "switch_channel": _COUNT,
+              "switch_outputs": _COUNT},
+    "power_meter": {"address": _TEXT, "driver": _TEXT},
+    "sim": {"seed": ("an integer >= 0", lambda v: type(v) is int and v >= 0),
+            "crosstalk_fraction": ("a fraction 0 <= f < 1",
+                                   lambda v: _is_number(v) and math.isfinite(v) and 0 <= v < 1),
+            "heater_link": ("\"pty\" or \"url\"", lambda v: v in ("pty", "url"))},
+}
+_TRANSCEIVER_FIELDS = {"name": _TEXT, "spec": _TEXT, "address": _TEXT}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_table(table: Any, fields: Mapping[str, tuple[str, Any]], label: str, where: str) -> None:
+    if not isinstance(table, dict):
+        raise BenchConfigError(f"{where}: [{label}] must be a table")
+    for key, (what, ok) in fields.items():
+        if key in table and not ok(table[key]):
+            name = f"[{label}] {key}" if label else key
+            raise BenchConfigError(f"{where}: {name} must be {what}, not {table[key]!r}")
+
+
+def _check_port_table(table: Any, label: str, where: str, pair: bool) -> None:
+    """``[laser.switch]`` (port = output >= 1) or ``[power_meter.channels]`` (port = [slot, channel])."""
+    if not isinstance(table, dict):
+        raise BenchConfigError(f"{where}: [{label}] must be a table of mesh port = value")
+    for port, value in table.items():
+        ok = (isinstance(value, list) and len(value) == 2 and all(type(v) is int and v >= 1 for v in value)) \
+            if pair else (type(value) is int and value >= 1)
+        if not ok:
+            form = "[slot, channel] (integers >= 1)" if pair else "a switch output (an integer >= 1)"
+            raise BenchConfigError(f"{where}: [{label}] {port!r} must be {form}, not {value!r}")
+
+
+def _check_types(data: Mapping[str, Any], where: str) -> None:
+    """Refuse wrong-typed, NaN, infinite or negative values with the key that holds them."""
+    for section, fields in _FIELDS.items():
+        if not section:
+            _check_table(data, fields, "", where)
+        elif section in data:
+            _check_table(data[section], fields, section, where)
+    for label, section, key, pair in (("laser.switch", "laser", "switch", False),
+                                      ("power_meter.channels", "power_meter", "channels", True)):
+        if isinstance(data.get(section), dict) and key in data[section]:
+            _check_port_table(data[section][key], label, where, pair)
+    transceivers = data.get("transceivers", [])
+    if not isinstance(transceivers, list):
+        raise BenchConfigError(f"{where}: transceivers must be [[transceivers]] tables")
+    for k, spec in enumerate(transceivers):
+        _check_table(spec, _TRANSCEIVER_FIELDS, f"transceivers {k}", where)
+        for key in ("tx_ports", "rx_ports"):
+            ports = spec.get(key, [])
+            if not isinstance(ports, list) or not all(
+                    (type(p) is int and p >= 0) or isinstance(p, str) for p in ports):
+                raise BenchConfigError(f"{where}: [[transceivers]] {spec.get('name', k)!r} {key} must be "
+                                       f"a list of mesh ports (numbers >= 0 or names), not {ports!r}")
 
 
 def default_config(mesh: str = "smartlight", seed: int = 0) -> dict[str, Any]:

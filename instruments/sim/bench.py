@@ -126,23 +126,32 @@ class SimulatedBench:
         }
 
     def client_config(self, mesh_spec: str) -> str:
-        """A bench config TOML another process can open to use these simulators."""
+        """A bench config TOML another process can open to use these simulators.
+
+        Written with a TOML library, so any text (a ``"`` or ``\\`` in a pty path or a mesh
+        file name) stays valid TOML.
+        """
+        import tomli_w
+
         a = self.addresses()
-        lines = ['schema = "lumion.bench"', "version = 1", f'mesh = "{mesh_spec}"',
-                 f'chip_id = "{a["chip_id"]}"', "", "[heater_driver]", 'driver = "qontrol"',
-                 f'address = "{a["heater_driver"]}"', "", "[laser]", 'driver = "keysight-8164"',
-                 f'address = "{a["laser"]}"', f'idn = "{_model(self.laser.idn)}"', "", "[laser.switch]"]
-        lines += [f'"port:{p}" = {k}' for k, p in sorted(self.switch_ports.items())]
-        lines += ["", "[power_meter]", 'driver = "keysight-816x"', f'address = "{a["power_meter"]}"',
-                  f'idn = "{_model(self.meter.idn)}"', "", "[power_meter.channels]"]
-        lines += [f'"port:{p}" = [{s}, {c}]' for (s, c), p in sorted(self.meter_heads.items())]
-        for spec in self.transceiver_specs:
-            lines += ["", "[[transceivers]]", f'name = "{spec["name"]}"',
-                      f'spec = "{spec.get("spec", "sff8636")}"',
-                      f'address = "{a["transceivers"].get(spec["name"], "sim")}"',
-                      f"tx_ports = {list(spec.get('tx_ports', []))}",
-                      f"rx_ports = {list(spec.get('rx_ports', []))}"]
-        return "\n".join(lines) + "\n"
+        config: dict[str, Any] = {
+            "schema": "lumion.bench", "version": 1, "mesh": mesh_spec, "chip_id": a["chip_id"],
+            "heater_driver": {"driver": "qontrol", "address": a["heater_driver"]},
+            "laser": {"driver": "keysight-8164", "address": a["laser"], "idn": _model(self.laser.idn),
+                      "switch": {f"port:{p}": int(k) for k, p in sorted(self.switch_ports.items())}},
+            "power_meter": {"driver": "keysight-816x", "address": a["power_meter"],
+                            "idn": _model(self.meter.idn),
+                            "channels": {f"port:{p}": [int(s), int(c)]
+                                         for (s, c), p in sorted(self.meter_heads.items())}},
+        }
+        if self.transceiver_specs:
+            config["transceivers"] = [
+                {"name": spec["name"], "spec": spec.get("spec", "sff8636"),
+                 "address": a["transceivers"].get(spec["name"], "sim"),
+                 "tx_ports": [int(x) for x in spec.get("tx_ports", [])],
+                 "rx_ports": [int(x) for x in spec.get("rx_ports", [])]}
+                for spec in self.transceiver_specs]
+        return tomli_w.dumps(config)
 
     def close(self) -> None:
         """Stop every simulator (idempotent)."""
