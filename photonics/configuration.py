@@ -32,6 +32,11 @@ CROSS_PAIRS = frozenset({(0, 3), (3, 0), (1, 2), (2, 1)})
 PARK_STATE = "cross"
 
 
+def _is_fraction(value: Any) -> bool:
+    """A JSON number in [0, 1] (not a bool, a string or NaN): a TBU's cross fraction."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+
+
 def hop_state(entry: int, exit_: int) -> str:
     """"bar" or "cross" for light entering local port ``entry`` and leaving at ``exit_``."""
     if (entry, exit_) in BAR_PAIRS:
@@ -169,23 +174,29 @@ class Configuration:
         if not isinstance(data, dict) or data.get("schema") != "lumion.configuration":
             raise StateError(f"{source} is not a LUMION configuration "
                              "(expected schema 'lumion.configuration')")
-        if data.get("version") != 1:
+        if type(data.get("version")) is not int or data.get("version") != 1:  # `true` is not 1
             raise StateError(f"{source}: unsupported configuration version {data.get('version')!r}")
+        tbus, route_list = data.get("tbus", {}), data.get("routes", [])
+        if not isinstance(tbus, dict):
+            raise StateError(f"{source}: 'tbus' must map TBU names to 'bar', 'cross' or {{'split': r}}")
+        if not isinstance(route_list, list):
+            raise StateError(f"{source}: 'routes' must be a list of routes")
         conf = cls.parked(mesh).cross_fraction.copy()
-        for name, setting in dict(data.get("tbus", {})).items():
+        for name, setting in tbus.items():
             i = mesh.tbu_index(name)
             if setting in ("bar", "cross"):
                 conf[i] = 1.0 if setting == "cross" else 0.0
-            elif isinstance(setting, dict) and "split" in setting:
+            elif isinstance(setting, dict) and _is_fraction(setting.get("split")):
                 conf[i] = float(setting["split"])
             else:
-                raise StateError(f"{source}: TBU {name}: give 'bar', 'cross' or {{'split': r}}")
+                raise StateError(f"{source}: TBU {name}: give 'bar', 'cross' or {{'split': r}} "
+                                 f"with 0 <= r <= 1, not {setting!r}"[:300])
         routes = []
-        for k, r in enumerate(data.get("routes", [])):
+        for k, r in enumerate(route_list):
             try:
                 hops = tuple(Hop(mesh.tbu_index(h["tbu"]), PORT_LABELS.index(h["entry"]),
                                  PORT_LABELS.index(h["exit"])) for h in r["tbus"])
                 routes.append(Route(mesh.port_index(r["src"]), mesh.port_index(r["dst"]), hops))
-            except (KeyError, ValueError, TypeError) as exc:
-                raise StateError(f"{source}: route {k} is malformed: {exc!r}") from exc
+            except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+                raise StateError(f"{source}: route {k} is malformed: {exc!r}"[:300]) from exc
         return cls(conf, tuple(routes))

@@ -217,11 +217,15 @@ class Mesh:
     def load(cls, path: str | os.PathLike[str]) -> Mesh:
         """Read a topology written by :meth:`save`."""
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise MeshSpecError(f"mesh file {path} not found") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise MeshSpecError(f"mesh file {path} is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise MeshSpecError(f"mesh file {path} is nested too deeply to be a mesh") from exc
+        except OSError as exc:
+            raise MeshSpecError(f"mesh file {path} cannot be read: {exc.strerror or exc}") from exc
         return _mesh_from_dict(data, source=str(path))
 
 
@@ -463,7 +467,7 @@ def _mesh_from_dict(data: Any, source: str = "mesh description") -> Mesh:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise MeshSpecError(f"{source} is not a LUMION mesh (expected schema {SCHEMA!r})")
     version = data.get("version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:  # `true` == 1 in Python, not here
         raise MeshSpecError(
             f"{source} has mesh schema version {version!r}; this software reads version "
             f"{SCHEMA_VERSION} (upgrade lumion or re-export the mesh)"
@@ -483,8 +487,12 @@ def _mesh_from_dict(data: Any, source: str = "mesh description") -> Mesh:
         port_tbu = [_parse_tbu_port(p["tbu_port"], index, f"{source} port {p['name']}")
                     for p in ports]
         kind = str(data.get("kind", "custom"))
-        rows, cols = int(data.get("rows", 0)), int(data.get("cols", 0))
-    except (KeyError, TypeError, ValueError) as exc:
+        rows, cols = data.get("rows", 0), data.get("cols", 0)
+        if type(rows) is not int or type(cols) is not int or rows < 0 or cols < 0:
+            raise ValueError(f"rows and cols must be integers >= 0, not {rows!r} x {cols!r}")
+        if not np.isfinite(tbu_xy).all():
+            raise ValueError("TBU end points must be finite numbers")
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise MeshSpecError(f"{source} is malformed: {exc!r}") from exc
     if kind not in (*KINDS, "custom"):
         raise MeshSpecError(f"{source}: unknown mesh kind {kind!r}")
