@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, count, fraction, load_mesh, print_json, seed, table
-from lab_scripts.errors import reading
+from lab_scripts.errors import opening, reading
 from lab_scripts.paths import JSON_SUFFIXES, output_file, output_folder
 
 
@@ -55,7 +55,8 @@ def open_bench(args: argparse.Namespace) -> Any:
     with reading("bench config", args.bench):  # every file is checked before an instrument opens
         cfg = load_config(args.bench)
         mesh_from_spec(cfg.get("mesh", "smartlight"))
-    return open_config_bench(cfg, seed=args.seed)
+    with opening(f"bench {args.bench}"):
+        return open_config_bench(cfg, seed=args.seed)
 
 
 def run(args: argparse.Namespace) -> int:

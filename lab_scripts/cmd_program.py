@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lab_scripts.common import add_json_flag, print_json, seed
-from lab_scripts.errors import reading
+from lab_scripts.errors import opening, reading
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
         with reading("calibration map", args.map):
             heater_map = CalibrationMap.load(args.map, mesh=mesh)
-    bench = open_bench(cfg, seed=args.seed)
+    with opening(f"bench {args.bench}"):
+        bench = open_bench(cfg, seed=args.seed)
     with bench:
         if heater_map is not None:
             with reading("calibration map", args.map):  # refuses a map made for another chip

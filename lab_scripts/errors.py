@@ -234,6 +234,25 @@ def planning(*kinds_of_refusal: type[BaseException]) -> Iterator[None]:
         raise CliError(explain(exc), "impossible", type(exc).__name__) from exc
 
 
+@contextlib.contextmanager
+def opening(what: str) -> Iterator[None]:
+    """Report a connection failure while opening ``what`` (a bench) as an ``instrument`` fault.
+
+    Transport libraries raise plain ``OSError`` or even a bare ``Exception`` (pyvisa-py's
+    "could not connect") for an unresolvable host or a closed port; those are faults of
+    the bench's wiring, not bugs.
+    """
+    try:
+        yield
+    except LumionError:
+        raise
+    except Exception as exc:
+        if not (isinstance(exc, OSError) or type(exc) is Exception or _is_instrument_os_error(exc)):
+            raise
+        raise CliError(one_line(f"cannot open the instruments of {what}: {explain(exc)}"), "instrument",
+                       type(exc).__name__) from exc
+
+
 def debug_enabled() -> bool:
     """True when ``LUMION_DEBUG`` asks for tracebacks."""
     return os.environ.get(DEBUG_ENV, "").strip() not in ("", "0", "false", "no")
