@@ -230,6 +230,18 @@ def start_simulators(cfg: Mapping[str, Any], seed: int | None = None, chip: Any 
     )
 
 
+def _limit_in_hardware(driver: HeaterDriver, n_heaters: int, max_current_ma: float) -> None:
+    """Set each heater channel's IMAX to the configured limit, so the module itself enforces it.
+
+    The software refuses over-limit settings before sending; the module's own limit also
+    holds against a command changed on the line. Only channels whose limit is lower than
+    what the module holds are written (none with the default, the Q8iv's full scale).
+    """
+    for ch in range(n_heaters):
+        if driver.max_current_ma[ch] > max_current_ma:
+            driver.set_max_current(ch, max_current_ma)
+
+
 def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: int | None = None,
                heater_map: HeaterMap | None = None, timeout_s: float = 2.0, chip: Any = None,
                ) -> InstrumentBench:
@@ -255,6 +267,7 @@ def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: in
         controller = MeshController(driver, mesh, heater_map,
                                     max_current_ma=float(h.get("max_current_ma", 24.0)),
                                     max_total_power_mw=float(h.get("max_total_power_mw", 1000.0)))
+        _limit_in_hardware(driver, mesh.n_heaters, controller.max_current_ma)
         la = cfg["laser"]
         laser = TunableLaser.open(addr["laser"] if la["address"] == "sim" else la["address"],
                                   timeout_s=timeout_s, switch_slot=int(la.get("switch_slot", 1)),

@@ -11,7 +11,7 @@ import pytest
 
 from calibration.bench import Bench
 from instruments.config import load_config, open_bench
-from instruments.errors import BenchConfigError
+from instruments.errors import BenchConfigError, LimitError
 from lab_scripts.cli import main
 
 
@@ -105,3 +105,15 @@ def test_bench_serve_in_another_process(tmp_path):
             proc.kill()
             proc.wait(5)
     assert proc.returncode == 0
+
+
+def test_a_configured_current_limit_is_set_in_the_modules_too():
+    cfg = {"schema": "lumion.bench", "version": 1, "mesh": "hex:1x2",
+           "heater_driver": {"address": "sim", "max_current_ma": 10.0},
+           "laser": {"address": "sim"}, "power_meter": {"address": "sim"}, "sim": {"seed": 4}}
+    with open_bench(cfg) as bench:
+        n = bench.mesh.n_heaters
+        np.testing.assert_allclose(bench.sim.heater.imax[:n], 10.0, atol=24.0 / 0xFFFF)  # in hardware too
+        np.testing.assert_allclose(bench.sim.heater.imax[n:], 24.0)  # spare channels untouched
+        with pytest.raises(LimitError):
+            bench.controller.driver.set_current(0, 12.0)  # and the driver refuses before sending
