@@ -30,8 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="solve the integer program: optimal routes, or a proof there are none")
     p.add_argument("--worst", action="store_true",
                    help="with --exact, minimise the worst route's loss instead of the total")
-    p.add_argument("--transceiver", default="er4lite-100g", metavar="NAME",
-                   help="lane profile for the link budget (er4lite-100g, sr-100g)")
+    p.add_argument("--transceiver", default="dwdm-10g-zr", metavar="NAME",
+                   help="lane profile for the link budget (C band: dwdm-10g-zr, dwdm-10g-er; "
+                        "sr-100g and er4lite-100g are refused: outside the chip's band)")
     p.add_argument("--fabricated", type=seed, metavar="SEED",
                    help="verify on a chip with seeded fabrication errors instead of ideal TBUs")
     p.add_argument("--plot", metavar="FILE.png", help="draw the mesh with the routes")

@@ -1,16 +1,23 @@
-"""Polarization at the TE-only port couplers, and the per-link optical power budget.
+"""Polarization at the TE-only port couplers, transceiver bands, and the per-link power budget.
 
 Every mesh port couples to fiber through a TE-only coupler: of an input's power only the
-TE projection enters the chip; TM is suppressed by the coupler's polarization extinction
-ratio (PER). A transceiver port declares how its light is polarized:
+TE projection enters the chip as signal. TM is suppressed by the coupler's polarization
+extinction ratio (PER), but what leaks through is not signal: the mesh is calibrated for
+TE, so TM light is not routed where the TE light goes (it is stray light, not budget).
+A transceiver port declares how its light is polarized:
 
 * ``aligned``: polarization-maintaining fiber or an aligned controller; light is TE.
 * ``drifting``: single polarization whose state wanders in the fiber; the worst case is
   the polarized part arriving entirely TM, so only the unpolarized part
-  ``(1 - DOP) / 2`` is guaranteed to couple (a fully polarized drifting source may lose
-  the whole link).
+  ``(1 - DOP) / 2`` is guaranteed to couple. A fully polarized drifting source
+  (DOP = 1, e.g. any laser on standard fiber) can lose the whole link and is refused.
 * ``dual``: two polarization channels (e.g. coherent DP-QAM); a TE-only coupler drops
   one of them, so such a link is refused outright.
+
+Bands: the chip is a C-band device (``PhysicsDefaults.band_nm``, 1530-1565 nm). Every
+transceiver profile carries its lane wavelength(s); a lane outside the chip's band (an
+850 nm short-reach or an O-band LR/ER part), or one its receiver cannot detect, is
+refused with :class:`~photonics.errors.BudgetError` before any budget is priced.
 
 Link budget (dB, dBm):
 ``tx - 2 * fiber_to_chip - access_routing - sum(TBU loss) - polarization_loss``
@@ -25,7 +32,7 @@ from typing import Literal
 import numpy as np
 
 from photonics.errors import BudgetError
-from photonics.physics import PhysicsDefaults
+from photonics.physics import C_BAND_NM, PhysicsDefaults
 
 Polarization = Literal["aligned", "drifting", "dual"]
 POLARIZATIONS: tuple[str, ...] = ("aligned", "drifting", "dual")
@@ -53,6 +60,8 @@ def coupled_fraction(
 ) -> float | np.ndarray:
     """Power fraction a TE-only coupler passes: TE share plus the TM share times 10^(-PER/10).
 
+    This is the light that physically enters the chip. Only its TE part is signal for a
+    TE-calibrated mesh (:func:`signal_fraction`); the leaked TM is stray light.
     Give either a Jones vector (fully polarized light) or a degree of polarization
     ``dop`` in [0, 1], for which the worst case (polarized part all TM) is returned.
 
@@ -72,22 +81,80 @@ def coupled_fraction(
     return te + (1.0 - te) * leak
 
 
+def signal_fraction(
+    jones: np.ndarray | None = None, *, dop: float | None = None
+) -> float | np.ndarray:
+    """Power fraction that enters as *signal* for a TE-calibrated mesh: the TE share only.
+
+    TM that leaks through the coupler (``coupled_fraction`` counts it) is not routed by a
+    mesh calibrated for TE, so it is not signal. For a degree of polarization the worst
+    case (polarized part all TM) is returned: ``(1 - dop) / 2``, zero for ``dop = 1``.
+
+    Example:
+        >>> float(signal_fraction(dop=1.0))  # a fully polarized, drifting source
+        0.0
+    """
+    if (jones is None) == (dop is None):
+        raise BudgetError("give exactly one of a Jones vector or a degree of polarization")
+    if jones is not None:
+        return te_fraction(jones)
+    if not 0.0 <= float(dop) <= 1.0:
+        raise BudgetError(f"degree of polarization must lie in [0, 1], got {dop}")
+    return (1.0 - float(dop)) / 2.0
+
+
+# Telecom bands (nm), ITU-T G.Sup39, and the 850 nm short-reach window (IEEE 802.3 SR).
+BANDS_NM: dict[str, tuple[float, float]] = {
+    "850 nm short-reach window": (840.0, 960.0),
+    "O-band": (1260.0, 1360.0),
+    "E-band": (1360.0, 1460.0),
+    "S-band": (1460.0, 1530.0),
+    "C-band": C_BAND_NM,
+    "L-band": (1565.0, 1625.0),
+    "U-band": (1625.0, 1675.0),
+}
+INGAAS_RX_BAND_NM: tuple[float, float] = (1260.0, 1620.0)
+"""What a broadband InGaAs PIN/APD receiver without a demultiplexer detects (nm)."""
+
+
+def band_name(wavelength_nm: float) -> str:
+    """The name of the band ``wavelength_nm`` lies in (``"C-band"``, ``"O-band"``, ...).
+
+    Example:
+        >>> band_name(1309.14), band_name(1550.12)
+        ('O-band', 'C-band')
+    """
+    for name, (lo, hi) in BANDS_NM.items():
+        if lo <= wavelength_nm < hi or (name == "C-band" and wavelength_nm == hi):
+            return name
+    return f"{wavelength_nm:g} nm (no telecom band)"
+
+
 @dataclass(frozen=True)
 class Transceiver:
-    """One transceiver lane as the budget sees it (dBm, ms).
+    """One transceiver lane as the budget sees it (dBm, ms, nm).
 
-    The DESIGN.md default (+1 dBm / -10 dBm, a 100G short-reach lane) leaves 11 dB, which
-    two facets (5 dB) and the access routing (6 dB) already use up: no path through a
-    SmartLight-class chip closes with it. :data:`TRANSCEIVER_PROFILES` adds an APD-class
-    lane (ER4-lite style) that does; see docs/physics.md.
+    Attributes:
+        tx_power_dbm: worst-case (minimum) launch power per lane, dBm.
+        rx_sensitivity_dbm: worst-case receiver sensitivity per lane, dBm.
+        polarization, dop: the port's polarization declaration (module docstring).
+        relock_ms: CDR/DSP re-lock after its light is switched (DESIGN.md: 5 ms).
+        name: profile name.
+        wavelengths_nm: centre wavelength of each optical lane the module transmits, nm.
+        rx_band_nm: wavelengths its receiver detects, nm (a broadband InGaAs APD/PIN by
+            default; a WDM module's demultiplexer narrows it to its own lanes).
+
+    The default is the C-band ``dwdm-10g-zr`` lane (see :data:`TRANSCEIVER_PROFILES`).
     """
 
-    tx_power_dbm: float = 1.0
-    rx_sensitivity_dbm: float = -10.0
+    tx_power_dbm: float = 0.0
+    rx_sensitivity_dbm: float = -23.0
     polarization: Polarization = "aligned"
     dop: float = 1.0
     relock_ms: float = 5.0
-    name: str = "sr-100g"
+    name: str = "dwdm-10g-zr"
+    wavelengths_nm: tuple[float, ...] = (1550.12,)
+    rx_band_nm: tuple[float, float] = INGAAS_RX_BAND_NM
 
     def __post_init__(self) -> None:
         if self.polarization not in POLARIZATIONS:
@@ -96,16 +163,74 @@ class Transceiver:
             )
         if not 0.0 <= self.dop <= 1.0:
             raise BudgetError(f"dop must lie in [0, 1], got {self.dop}")
+        if not self.wavelengths_nm or any(not w > 0 for w in self.wavelengths_nm):
+            raise BudgetError(f"transceiver {self.name!r}: give its lane wavelength(s) in nm, "
+                              f"got {self.wavelengths_nm!r}")
 
 
 TRANSCEIVER_PROFILES: dict[str, Transceiver] = {
-    "sr-100g": Transceiver(),
-    "er4lite-100g": Transceiver(tx_power_dbm=2.0, rx_sensitivity_dbm=-21.0, name="er4lite-100g"),
+    # C band, the chip's band: 10GBASE-ZR-class DWDM SFP+ (EML + APD), ITU 100 GHz grid
+    # 1528.77-1563.86 nm, here on channel 34 (193.4 THz, 1550.12 nm); launch 0..+4 dBm,
+    # APD sensitivity -23 dBm (Sino-Telecom LX42xxCDR and GAOTek 10G DWDM 80 km SFP+
+    # datasheets). The default lane.
+    "dwdm-10g-zr": Transceiver(),
+    # Its 40 km PIN variant: launch -1..+4 dBm, sensitivity -16 dBm (DWDM XFP/SFP+ 40 km
+    # datasheets): 15 dB of budget, too little for a path through the chip.
+    "dwdm-10g-er": Transceiver(tx_power_dbm=-1.0, rx_sensitivity_dbm=-16.0, name="dwdm-10g-er"),
+    # Outside the chip's band, kept so the tool says why they cannot be used:
+    # 100GBASE-SR4 (850 nm VCSELs on multimode fiber; the DESIGN.md +1 / -10 dBm lane) ...
+    "sr-100g": Transceiver(tx_power_dbm=1.0, rx_sensitivity_dbm=-10.0, name="sr-100g",
+                           wavelengths_nm=(850.0,), rx_band_nm=(840.0, 860.0)),
+    # ... and 100G ER4-lite (O-band LAN-WDM lanes 1295.56/1300.05/1304.58/1309.14 nm, APD).
+    "er4lite-100g": Transceiver(tx_power_dbm=2.0, rx_sensitivity_dbm=-21.0, name="er4lite-100g",
+                                wavelengths_nm=(1295.56, 1300.05, 1304.58, 1309.14),
+                                rx_band_nm=(1294.53, 1310.19)),
 }
+DEFAULT_TRANSCEIVER = "dwdm-10g-zr"
+
+
+def check_band(tx: Transceiver, rx: Transceiver | None = None,
+               defaults: PhysicsDefaults | None = None) -> None:
+    """Refuse (BudgetError) a lane the chip cannot carry or its receiver cannot detect.
+
+    Every transmitted wavelength must lie in the chip's band (``defaults.band_nm``, the
+    C band by default) and in the receiver's ``rx_band_nm``.
+
+    Example:
+        >>> check_band(transceiver_profile("dwdm-10g-zr"))  # C band: fine
+        >>> check_band(transceiver_profile("er4lite-100g"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        photonics.errors.BudgetError: transceiver 'er4lite-100g' transmits at 1295.56-1309.14 nm (O-band)...
+    """
+    d = defaults or PhysicsDefaults()
+    lo, hi = d.band_nm
+    out = [w for w in tx.wavelengths_nm if not lo <= w <= hi]
+    if out:
+        span = f"{min(out):g}-{max(out):g}" if len(out) > 1 else f"{out[0]:g}"
+        raise BudgetError(
+            f"transceiver {tx.name!r} transmits at {span} nm ({band_name(out[0])}), outside the "
+            f"chip's band {lo:g}-{hi:g} nm: its couplers, heaters and single-mode TE port couplers "
+            "are designed for the C band and cannot carry it; use a C-band lane "
+            f"(profiles: {', '.join(_in_band_profiles(d))})"
+        )
+    if rx is not None:
+        rlo, rhi = rx.rx_band_nm
+        deaf = [w for w in tx.wavelengths_nm if not rlo <= w <= rhi]
+        if deaf:
+            raise BudgetError(
+                f"receiver {rx.name!r} detects {rlo:g}-{rhi:g} nm but transmitter {tx.name!r} "
+                f"sends {deaf[0]:g} nm: pair lanes of the same band and grid"
+            )
+
+
+def _in_band_profiles(defaults: PhysicsDefaults) -> list[str]:
+    lo, hi = defaults.band_nm
+    return [n for n, t in TRANSCEIVER_PROFILES.items() if all(lo <= w <= hi for w in t.wavelengths_nm)]
 
 
 def transceiver_profile(name: str) -> Transceiver:
-    """A named transceiver lane profile (``sr-100g`` or ``er4lite-100g``)."""
+    """A named transceiver lane profile (see :data:`TRANSCEIVER_PROFILES`)."""
     try:
         return TRANSCEIVER_PROFILES[name]
     except KeyError:
@@ -115,10 +240,15 @@ def transceiver_profile(name: str) -> Transceiver:
 
 
 def polarization_loss_db(tx: Transceiver, per_db: float) -> tuple[float, str | None]:
-    """Worst-case polarization loss (dB) of a lane into a TE coupler, and a refusal reason.
+    """Worst-case polarization loss (dB) of a lane's *signal*, and a refusal reason.
 
     Returns ``(loss_db, reason)``; ``reason`` is None when the declaration is usable.
+    Only the TE projection is signal (:func:`signal_fraction`): TM leaking through the
+    coupler's PER (``per_db``) is not routed by the TE-calibrated mesh and is not counted.
+    A fully polarized drifting source has a worst-case TE projection of zero: infinite
+    loss, refused.
     """
+    del per_db  # the PER bounds stray TM light, not the signal
     if tx.polarization == "aligned":
         return 0.0, None
     if tx.polarization == "dual":
@@ -126,8 +256,15 @@ def polarization_loss_db(tx: Transceiver, per_db: float) -> tuple[float, str | N
             "dual-polarization transceiver: the TE-only port coupler drops one polarization "
             "channel; use a single-polarization lane or a polarization-diverse coupler"
         )
-    loss = -10 * np.log10(coupled_fraction(dop=tx.dop, per_db=per_db))
-    return float(loss), None
+    te = float(signal_fraction(dop=tx.dop))
+    if te <= 0.0:
+        return float("inf"), (
+            "fully polarized drifting source (DOP 1): its polarization can arrive all TM, whose "
+            "TE projection vanishes, and TM leaking through the coupler is not routed by the "
+            "TE-calibrated mesh; declare the port 'aligned' (PM fiber or a polarization "
+            "controller) or give the source's real degree of polarization below 1"
+        )
+    return float(-10 * np.log10(te)), None
 
 
 @dataclass(frozen=True)
@@ -159,15 +296,20 @@ def link_budget(
     ``margin_db`` is what is left above ``rx_sensitivity``; the link is usable when that is
     at least ``required_margin_db`` and no polarization channel is lost.
 
+    Raises:
+        BudgetError: a lane outside the chip's band, or that its receiver cannot detect
+            (:func:`check_band`): such a link is not priced at all.
+
     Example:
         >>> from photonics.budget import transceiver_profile as tp
-        >>> b = link_budget(5.0, tp("er4lite-100g"), tp("er4lite-100g"))
+        >>> b = link_budget(5.0, tp("dwdm-10g-zr"), tp("dwdm-10g-zr"))
         >>> round(b.margin_db, 2), b.ok
         (7.0, True)
     """
     d = defaults or PhysicsDefaults()
     tx = tx or Transceiver()
     rx = rx or tx
+    check_band(tx, rx, d)
     pol_loss, pol_reason = polarization_loss_db(tx, d.polarization_extinction_db)
     fiber = 2 * d.fiber_to_chip_loss_db
     received = tx.tx_power_dbm - fiber - d.access_routing_loss_db - tbu_loss_db - pol_loss

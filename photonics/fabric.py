@@ -15,10 +15,10 @@ File format (``lumion.fabric`` version 1, JSON; see docs/fabric.md)::
 
     {"schema": "lumion.fabric", "version": 1, "name": "smartlight-8+2",
      "mesh": "smartlight",
-     "transceiver": "er4lite-100g",
+     "transceiver": "dwdm-10g-zr",
      "accelerators": [{"name": "gpu0", "tx": ["port:1"], "rx": ["port:0"]},
                       {"name": "spare0", "tx": ["port:17"], "rx": ["port:16"], "spare": true}],
-     "ports": {"port:1": {"transceiver": "er4lite-100g", "polarization": "drifting", "dop": 0.5}}}
+     "ports": {"port:1": {"transceiver": "dwdm-10g-zr", "polarization": "drifting", "dop": 0.5}}}
 
 ``mesh`` is a spec string (``smartlight``, ``hex:RxC``...) or an inline ``lumion.mesh``
 object. ``ports`` overrides the default lane declaration for single ports.
@@ -43,7 +43,7 @@ from photonics.topology import Mesh, atomic_write_text, mesh_from_spec, smartlig
 SCHEMA = "lumion.fabric"
 SCHEMA_VERSION = 1
 JOB_SCHEMA = "lumion.job"
-DEFAULT_TRANSCEIVER = "er4lite-100g"  # sr-100g cannot close any path through the chip
+DEFAULT_TRANSCEIVER = "dwdm-10g-zr"  # C band; sr-100g (850 nm) and er4lite-100g (O band) are refused
 TOPOLOGIES = ("ring", "line", "links", "all-to-all")
 
 
@@ -212,7 +212,7 @@ def _lane_to_dict(t: Transceiver) -> dict[str, Any]:
 def _lane_from_dict(data: Any, default: Transceiver, where: str) -> Transceiver:
     if not isinstance(data, dict):
         raise FabricError(f"{where}: a port declaration is an object like "
-                          '{"transceiver": "er4lite-100g", "polarization": "aligned"}')
+                          '{"transceiver": "dwdm-10g-zr", "polarization": "aligned"}')
     lane = _profile(str(data["transceiver"])) if "transceiver" in data else default
     known = {"transceiver", "tx_power_dbm", "rx_sensitivity_dbm", "relock_ms", "polarization", "dop"}
     extra = set(data) - known
@@ -318,7 +318,7 @@ def default_fabric(transceiver: Transceiver | str = DEFAULT_TRANSCEIVER) -> Fabr
     spare0 slot 4 (the east end), gpu4..gpu7 slots 5..8 and spare1 slot 9 (the west end).
     A ring gpu0 -> gpu1 -> ... -> gpu7 -> gpu0 then joins neighbouring slots only, each
     spare sits between two ring neighbours, and every link keeps >= 6 dB of margin with
-    ``er4lite-100g`` lanes (``tests/photonics/test_fabric.py`` checks the ring and every
+    ``dwdm-10g-zr`` lanes (``tests/photonics/test_fabric.py`` checks the ring and every
     single failover). The TX/RX order matters: with TX on ``4k`` and RX on ``4k+1`` the
     same ring is provably unroutable (the integer program says so), because each ring
     link would leave a slot's TX on the TBU its own RX needs.

@@ -26,7 +26,7 @@ from photonics.routing.single import conflicts, route_cost, route_loss_db
 from photonics.routing.verify import RouteCheck, check_routes
 from photonics.topology import Mesh
 
-DEFAULT_TRANSCEIVER = "er4lite-100g"
+DEFAULT_TRANSCEIVER = "dwdm-10g-zr"
 METHODS = ("fast", "exact", "auto")
 
 
@@ -189,8 +189,8 @@ def route_many(
         costs: penalties (heater power, reserved, stuck); see :class:`CostModel`.
         defaults: physics defaults for the link budget (facet and access losses).
         transceiver: transmitter lane profile (name from ``TRANSCEIVER_PROFILES`` or a
-            :class:`Transceiver`); ``er4lite-100g`` by default, because the DESIGN.md
-            ``sr-100g`` lane cannot close any path through a SmartLight-class chip.
+            :class:`Transceiver`); the C-band ``dwdm-10g-zr`` lane by default (the chip
+            is a C-band device: 850 nm and O-band lanes are refused, BudgetError).
         receiver: receiver lane profile (the transmitter's when omitted).
         required_margin_db: margin every link must keep above the receiver sensitivity.
         check_budget: refuse plans with a link that cannot close its budget.

@@ -44,7 +44,8 @@ def test_route_table(capsys):
     (["--connect", "5:28", "--connect", "5:27"], "used twice", 64),  # malformed request
     (["--connect", "0:16", "--connect", "1:17", "--connect", "2:18", "--connect", "3:19",
       "--connect", "36:20", "--connect", "37:21"], "no conflict-free", 3),  # impossible
-    (["--connect", "5:28", "--transceiver", "sr-100g"], "budget short", 3),
+    (["--connect", "5:28", "--transceiver", "dwdm-10g-er"], "budget short", 3),
+    (["--connect", "5:28", "--transceiver", "er4lite-100g"], "outside the chip's band", 3),
     (["--connect", "5-28"], "SOURCE:DESTINATION", 64),
     (["--connect", "5:28", "--failed", "tbu:0.0.0=melted"], "dead|bar|cross", 64),
 ])

@@ -4,10 +4,15 @@ import numpy as np
 import pytest
 
 from photonics.budget import (
+    DEFAULT_TRANSCEIVER,
+    TRANSCEIVER_PROFILES,
     Transceiver,
+    band_name,
+    check_band,
     coupled_fraction,
     link_budget,
     require_budget,
+    signal_fraction,
     te_fraction,
     transceiver_profile,
 )
@@ -35,15 +40,15 @@ def test_degree_of_polarization_worst_case():
 
 
 def test_budget_arithmetic_and_margin():
-    b = link_budget(5.0, transceiver_profile("er4lite-100g"))
-    # 2 - 2*2.5 - 6 - 5 = -14 dBm received; -21 dBm sensitivity -> 7 dB margin
-    assert b.received_dbm == pytest.approx(-14.0)
+    b = link_budget(5.0, transceiver_profile("dwdm-10g-zr"))
+    # 0 - 2*2.5 - 6 - 5 = -16 dBm received; -23 dBm sensitivity -> 7 dB margin
+    assert b.received_dbm == pytest.approx(-16.0)
     assert b.margin_db == pytest.approx(7.0)
     assert b.ok
 
 
-def test_design_default_sr_lane_cannot_close_any_path():
-    b = link_budget(0.5, Transceiver())
+def test_weak_c_band_lane_cannot_close_a_typical_path():
+    b = link_budget(4.0, transceiver_profile("dwdm-10g-er"))  # 15 dB of budget, 11 spent off-mesh
     assert not b.ok
     assert "short by" in b.reason
     with pytest.raises(BudgetError, match="port:3->port:9 refused"):
@@ -52,17 +57,14 @@ def test_design_default_sr_lane_cannot_close_any_path():
 
 def test_polarization_declarations():
     aligned = link_budget(4.0, Transceiver(tx_power_dbm=2, rx_sensitivity_dbm=-21))
-    drifting = link_budget(4.0, Transceiver(tx_power_dbm=2, rx_sensitivity_dbm=-21,
-                                            polarization="drifting", dop=1.0))
     depolarized = link_budget(4.0, Transceiver(tx_power_dbm=2, rx_sensitivity_dbm=-21,
                                                polarization="drifting", dop=0.0))
     dual = link_budget(0.0, Transceiver(tx_power_dbm=10, rx_sensitivity_dbm=-30,
                                         polarization="dual"))
     assert aligned.ok
     assert aligned.polarization_loss_db == 0
-    assert not drifting.ok
-    assert drifting.polarization_loss_db == pytest.approx(25.0)
-    assert depolarized.polarization_loss_db == pytest.approx(3.0, abs=0.02)
+    # only the TE half is signal: exactly 3.01 dB, the TM leak through the PER is not counted
+    assert depolarized.polarization_loss_db == pytest.approx(10 * np.log10(2), abs=1e-12)
     assert not dual.ok
     assert "polarization channel" in dual.reason
     with pytest.raises(BudgetError, match="polarization must be one of"):
@@ -71,7 +73,7 @@ def test_polarization_declarations():
 
 def test_budget_uses_configured_defaults():
     better = PhysicsDefaults(fiber_to_chip_loss_db=1.8, access_routing_loss_db=5.0)
-    b = link_budget(2.0, Transceiver(), defaults=better, required_margin_db=0.0)
+    b = link_budget(2.0, Transceiver(tx_power_dbm=1.0), defaults=better, required_margin_db=0.0)
     assert b.received_dbm == pytest.approx(1 - 3.6 - 5 - 2)
 
 
@@ -96,3 +98,64 @@ def test_state_json_round_trip_and_errors(tmp_path):
         MeshState(np.zeros(3), np.zeros(4))
     with pytest.raises(StateError, match="finite"):
         MeshState(np.array([np.nan]), np.zeros(1))
+
+
+# -- polarization rule: TM leaking in is not signal ------------------------------------------
+@pytest.mark.parametrize("per_db", [15.0, 25.0, 40.0])
+def test_fully_polarized_drifting_source_is_refused_whatever_the_per(per_db):
+    # Worst case: the drifting polarization arrives all TM. Its TE projection is zero and
+    # the TM that leaks through the coupler is not routed by the TE-calibrated mesh, so no
+    # PER and no transmitter power can close the link (old code priced it at the PER).
+    loud = Transceiver(tx_power_dbm=30, rx_sensitivity_dbm=-40, polarization="drifting", dop=1.0)
+    b = link_budget(0.0, loud, defaults=PhysicsDefaults(polarization_extinction_db=per_db))
+    assert not b.ok
+    assert "fully polarized drifting" in b.reason
+    assert "aligned" in b.reason  # says what to do
+    assert b.polarization_loss_db == float("inf")
+    with pytest.raises(BudgetError, match="refused: fully polarized drifting"):
+        require_budget(b)
+
+
+def test_partially_polarized_drifting_source_budgets_its_unpolarized_te_half():
+    lane = Transceiver(tx_power_dbm=2, rx_sensitivity_dbm=-21, polarization="drifting", dop=0.5)
+    b = link_budget(1.0, lane)
+    assert b.polarization_loss_db == pytest.approx(-10 * np.log10(0.25), abs=1e-12)  # 6.02 dB
+    assert b.ok
+    assert signal_fraction(dop=0.5) == pytest.approx(0.25)
+    assert signal_fraction(np.array([1, 1j]) / np.sqrt(2)) == pytest.approx(0.5)
+    # the physical power entering still includes the TM leak; the signal does not
+    assert coupled_fraction(dop=0.5, per_db=25) > signal_fraction(dop=0.5)
+
+
+# -- transceiver bands --------------------------------------------------------------------------
+def test_every_profile_carries_wavelengths_and_defaults_are_c_band():
+    lo, hi = PhysicsDefaults().band_nm
+    assert (lo, hi) == (1530.0, 1565.0)
+    for name, t in TRANSCEIVER_PROFILES.items():
+        assert t.wavelengths_nm, name
+        assert t.name == name
+    for name in (DEFAULT_TRANSCEIVER, Transceiver().name):
+        assert all(lo <= w <= hi for w in transceiver_profile(name).wavelengths_nm)
+    assert band_name(1550.12) == "C-band"
+    assert band_name(1300.05) == "O-band"
+
+
+@pytest.mark.parametrize(("name", "band"), [("er4lite-100g", "O-band"), ("sr-100g", "850 nm")])
+def test_out_of_band_transceiver_is_refused_with_the_reason(name, band):
+    lane = transceiver_profile(name)
+    with pytest.raises(BudgetError, match=rf"{name}.*{band}.*outside the chip's band 1530-1565 nm.*"
+                                          r"use a C-band lane \(profiles: dwdm-10g-zr"):
+        link_budget(1.0, lane)
+    with pytest.raises(BudgetError, match="outside the chip's band"):
+        check_band(lane)
+    # a chip declared for another band accepts it
+    check_band(lane, defaults=PhysicsDefaults(band_nm=(800.0, 1400.0)))
+
+
+def test_receiver_must_detect_the_transmitted_wavelength():
+    c_band = transceiver_profile("dwdm-10g-zr")
+    o_band_rx = transceiver_profile("er4lite-100g")  # its demultiplexer passes O-band lanes only
+    with pytest.raises(BudgetError, match="receiver 'er4lite-100g' detects"):
+        link_budget(1.0, c_band, o_band_rx)
+    with pytest.raises(BudgetError, match="lane wavelength"):
+        Transceiver(wavelengths_nm=())

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from photonics.budget import Transceiver
 from photonics.configuration import PARK_STATE, Hop, Route
-from photonics.errors import LumionError, RoutingError
+from photonics.errors import BudgetError, LumionError, RoutingError
 from photonics.physics import PhysicsDefaults, fabricated_params
 from photonics.routing import (
     build_graph,
@@ -52,7 +52,7 @@ def test_single_route_is_a_shortest_path_and_verified():
     # leakage 4 delta^2 = 10^-3.5 per cross TBU.
     n_cross = sum(h.state == "cross" for h in r.route.hops)
     assert r.transmission_db == pytest.approx(-r.loss_db + n_cross * 10 * np.log10(1 - 10**-3.5), abs=2e-3)
-    assert r.margin_db == pytest.approx(2.0 + 21.0 - 5.0 - 6.0 - r.loss_db, abs=0.02)  # er4lite lane
+    assert r.margin_db == pytest.approx(0.0 + 23.0 - 5.0 - 6.0 - r.loss_db, abs=0.02)  # dwdm-10g-zr
     assert plan.configuration.states()[r.route.hops[0].tbu] == r.route.hops[0].state
 
 
@@ -135,12 +135,16 @@ def test_reserved_tbus_are_avoided_when_possible():
 
 def test_budget_refusal_says_why():
     with pytest.raises(RoutingError, match="budget short"):
-        route(MESH, 5, 28, transceiver="sr-100g")
+        route(MESH, 5, 28, transceiver="dwdm-10g-er")
     dual = Transceiver(polarization="dual", tx_power_dbm=2.0, rx_sensitivity_dbm=-21.0)
     with pytest.raises(RoutingError, match="polarization"):
         route(MESH, 5, 28, transceiver=dual)
-    plan = route(MESH, 5, 28, transceiver="sr-100g", check_budget=False)
+    plan = route(MESH, 5, 28, transceiver="dwdm-10g-er", check_budget=False)
     assert not plan.routes[0].budget.ok
+    # an out-of-band lane is refused whatever check_budget says: the chip cannot carry it
+    for lane in ("sr-100g", "er4lite-100g"):
+        with pytest.raises(BudgetError, match="outside the chip's band"):
+            route(MESH, 5, 28, transceiver=lane, check_budget=False)
     with pytest.raises(RoutingError, match="unknown transceiver"):
         route(MESH, 5, 28, transceiver="nope")
 
