@@ -30,12 +30,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.linalg import splu
 
 from photonics.circuit_merge import merge_plan, solve_merge
 from photonics.errors import StateError
-from photonics.physics import TBUParams, mzi_transfer, nominal_params, propagation_phase
+from photonics.physics import (
+    TBUParams,
+    heater_phase_scale,
+    kappa_at,
+    mzi_transfer,
+    nominal_params,
+    propagation_phase,
+)
 from photonics.state import MeshState
 from photonics.topology import Mesh
 
@@ -43,15 +48,25 @@ from photonics.topology import Mesh
 def tbu_transfers(
     params: TBUParams, state: MeshState, wavelengths_nm: np.ndarray
 ) -> np.ndarray:
-    """Forward matrices of every TBU, shape (n_states, n_wl, n_tbus, 2, 2)."""
+    """Forward matrices of every TBU, shape (n_states, n_wl, n_tbus, 2, 2).
+
+    The heater phases of ``state`` are those at the chip's reference wavelength; at
+    ``lambda`` they scale by ``lambda0 / lambda`` and the couplers follow their slope
+    (:func:`~photonics.physics.heater_phase_scale`, :func:`~photonics.physics.kappa_at`).
+    """
     if state.n_tbus != params.n_tbus:
         raise StateError(f"state has {state.n_tbus} TBUs but the chip has {params.n_tbus}")
+    wl = np.asarray(wavelengths_nm, dtype=float)
+    wl0 = params.center_wavelength_nm
     phases = state.batched  # (S, n, 2)
-    prop = propagation_phase(params, wavelengths_nm)  # (W, n)
-    top = phases[:, None, :, 0] + params.offset_top
-    bot = phases[:, None, :, 1] + params.offset_bot
+    prop = propagation_phase(params, wl)  # (W, n)
+    scale = heater_phase_scale(wl, wl0)[None, :, None]  # (1, W, 1)
+    top = phases[:, None, :, 0] * scale + params.offset_top
+    bot = phases[:, None, :, 1] * scale + params.offset_bot
+    k1 = kappa_at(params.kappa1, wl, params.kappa_slope_per_nm, wl0)  # (W, n)
+    k2 = kappa_at(params.kappa2, wl, params.kappa_slope_per_nm, wl0)
     return mzi_transfer(
-        top, bot, params.kappa1, params.kappa2, params.loss_db, params.arm_imbalance_db,
+        top, bot, k1, k2, params.loss_db, params.arm_imbalance_db,
         common_phase=prop[None, :, :],
     )
 
@@ -216,6 +231,9 @@ def _plan(mesh: Mesh, params: TBUParams) -> _Plan:
 
 def _solve_blocks(plan: _Plan, T: np.ndarray, inputs: np.ndarray) -> np.ndarray:
     """Solve a chunk of blocks; ``T`` is (B, n_tbus, 4); returns (B, n_ports, n_inputs)."""
+    import scipy.sparse as sp  # lazily: only this fallback needs it
+    from scipy.sparse.linalg import splu
+
     batch, m = T.shape[0], plan.m
     s_vals = T[:, plan.s_tbu, plan.s_elem]  # (B, 8n)
     ls_vals = -plan.ls_t[None, :] * s_vals[:, plan.keep]

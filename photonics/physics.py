@@ -11,6 +11,11 @@ Conventions (same in the circuit solve, the SAX cross-check and the layout):
 * With ideal couplers, equal arm phases give **cross** (a0 -> b1) and a differential
   phase of pi gives **bar** (a0 -> b0).
 * Insertion loss is a common factor: it applies in bar, cross and every split alike.
+* Wavelength: heater phases are given at the chip's reference wavelength ``lambda0``
+  (1550 nm) and scale as ``lambda0 / lambda`` elsewhere (thermo-optic phase
+  ``2 pi dn_eff L / lambda``); couplers split ``kappa(lambda) = kappa0 + s (lambda -
+  lambda0)``. Both terms vanish at ``lambda0`` (and the slope ``s`` can be set to 0), so
+  every result at the reference wavelength is unchanged.
 
 Units: phases in rad, losses in dB (positive numbers are loss), lengths in um, delays in
 ps, wavelengths in nm, electrical power in mW.
@@ -37,9 +42,24 @@ SOURCES = {
     "access_routing_loss_db": "5-8.4 dB, same source",
     "optical_crosstalk_db": "< -25 dB per TBU, same source",
     "polarization_extinction_db": "our choice: typical TE grating/edge coupler PER (20-30 dB)",
-    "effective_index": "our choice: silicon nitride / silicon strip waveguide phase index",
-    "center_wavelength_nm": "C-band centre",
+    "effective_index": "our choice: phase index of a silicon strip waveguide (the group index "
+                       "4.16 implied by 811 um / 11.25 ps is silicon's, not silicon nitride's)",
+    "center_wavelength_nm": "C-band centre; the reference wavelength of heater phases and couplers",
+    "heater_phase_scaling": "thermo-optic phase 2 pi (dn_eff/dT) dT L / lambda: lambda0/lambda at a "
+                            "fixed heater power; the dispersion of silicon's dn/dT is neglected "
+                            "(about 1 % across the C band; Optics Express 27, 27229 (2019) measures "
+                            "it from O to C band)",
+    "coupler_slope_per_nm": "our estimate for a straight silicon 3 dB directional coupler: its "
+                            "coupling length shrinks ~0.3 %/nm, so kappa rises ~0.0025/nm "
+                            "(kappa 0.38 -> 0.62 over 1500-1600 nm); the strong wavelength "
+                            "dependence of SOI directional couplers is why broadband designs exist "
+                            "(Chen et al., Sci. Rep. 7, 7246 (2017)). Set it from the PDK.",
+    "band_nm": "conventional C band, 1530-1565 nm (ITU-T G.Sup39 band table): the band the "
+               "chip's couplers and port couplers are designed for",
 }
+
+C_BAND_NM: tuple[float, float] = (1530.0, 1565.0)
+"""The conventional telecom C band (nm), ITU-T G.Sup39: the chip's operating band."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,8 @@ class PhysicsDefaults:
     polarization_extinction_db: float = 25.0
     link_loss_db: float = 0.0
     arm_loss_imbalance_db: float = 0.0
+    coupler_slope_per_nm: float = 0.0025
+    band_nm: tuple[float, float] = C_BAND_NM
 
     @property
     def coupler_imbalance(self) -> float:
@@ -82,9 +104,9 @@ class PhysicsDefaults:
         return C_UM_PER_PS * self.basic_unit_delay_ps / self.basic_unit_length_um
 
     def lossless(self) -> PhysicsDefaults:
-        """The same chip with every loss removed and ideal couplers (for invariants)."""
+        """The same chip with every loss removed and ideal (flat 50:50) couplers."""
         return replace(self, tbu_loss_db=0.0, extinction_ratio_db=float("inf"),
-                       link_loss_db=0.0, arm_loss_imbalance_db=0.0)
+                       link_loss_db=0.0, arm_loss_imbalance_db=0.0, coupler_slope_per_nm=0.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +121,10 @@ class TBUParams:
         delay_ps: group delay of the basic unit, ps.
         phase0: propagation phase of the basic unit at the centre wavelength, rad.
         link_loss_db, link_phase: per internal link (n_links,), dB and rad.
-        center_wavelength_nm: wavelength at which ``phase0`` and offsets are given.
+        center_wavelength_nm: reference wavelength ``lambda0`` (nm) at which ``phase0``,
+            the offsets, the couplers' ``kappa`` and the heater phases are given.
+        kappa_slope_per_nm: coupler wavelength slope ``d kappa / d lambda`` (1/nm), a
+            scalar or per TBU; 0 makes the couplers flat across the band.
     """
 
     loss_db: np.ndarray
@@ -113,6 +138,7 @@ class TBUParams:
     link_loss_db: np.ndarray
     link_phase: np.ndarray
     center_wavelength_nm: float = 1550.0
+    kappa_slope_per_nm: np.ndarray | float = 0.0
     extra: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -144,6 +170,7 @@ def nominal_params(n_tbus: int, n_links: int, defaults: PhysicsDefaults | None =
         link_loss_db=d.link_loss_db * np.ones(n_links),
         link_phase=np.zeros(n_links),
         center_wavelength_nm=d.center_wavelength_nm,
+        kappa_slope_per_nm=d.coupler_slope_per_nm,
     )
 
 
@@ -162,7 +189,8 @@ def fabricated_params(
     Passive phase offsets are uniform in [0, 2 pi): an uncalibrated chip's arms are
     unknown. With the default spreads the losses stay within the datasheet's 0.46-0.55 dB
     band and the per-TBU extinction (set by the coupler error, ``(2 delta)^2``) within its
-    32-44 dB band: kappa = 0.5 + 0.0089 +- 0.003 gives 30-45 dB at two sigma.
+    32-44 dB band: kappa = 0.5 + 0.0089 +- 0.003 gives 31.6-40.7 dB at two sigma (at the
+    reference wavelength; across the band the coupler slope moves it, see ``kappa_at``).
     """
     p = nominal_params(n_tbus, n_links, defaults)
     return replace(
@@ -185,6 +213,45 @@ def propagation_phase(params: TBUParams, wavelengths_nm: np.ndarray) -> np.ndarr
     f = C_UM_PER_PS / (np.asarray(wavelengths_nm, dtype=float)[:, None] * 1e-3)  # THz
     f0 = C_UM_PER_PS / (params.center_wavelength_nm * 1e-3)
     return params.phase0[None, :] + 2 * np.pi * params.delay_ps[None, :] * (f - f0)
+
+
+def heater_phase_scale(
+    wavelengths_nm: np.ndarray | float, center_wavelength_nm: float = 1550.0
+) -> np.ndarray:
+    """Factor ``lambda0 / lambda`` by which a heater phase set at ``lambda0`` scales.
+
+    A heater changes the arm's index by ``dn``; the phase ``2 pi dn L / lambda`` is
+    inversely proportional to the wavelength (see ``SOURCES["heater_phase_scaling"]``).
+
+    Example:
+        >>> round(float(heater_phase_scale(1560.0)), 6)  # a pi set at 1550 nm at 1560 nm
+        0.99359
+    """
+    return center_wavelength_nm / np.asarray(wavelengths_nm, dtype=float)
+
+
+def kappa_at(
+    kappa: np.ndarray | float,
+    wavelengths_nm: np.ndarray | float,
+    slope_per_nm: np.ndarray | float = 0.0,
+    center_wavelength_nm: float = 1550.0,
+) -> np.ndarray:
+    """Coupler power cross-coupling at ``wavelengths_nm``: ``kappa + slope (lambda - lambda0)``.
+
+    Shapes broadcast as ``kappa[None, :]`` against ``wavelengths_nm[:, None]`` when
+    ``kappa`` is per TBU (n,) and the wavelengths a vector (W,): the result is (W, n).
+    Clipped to [0, 1] (a coupler cannot couple more than all of its power).
+
+    Example:
+        >>> float(kappa_at(0.5, 1560.0, 0.0025))  # 10 nm above the reference
+        0.525
+    """
+    wl = np.asarray(wavelengths_nm, dtype=float)
+    k = np.asarray(kappa, dtype=float)
+    s = np.asarray(slope_per_nm, dtype=float)
+    if wl.ndim == 1 and k.ndim == 1:
+        wl = wl[:, None]
+    return np.clip(k + s * (wl - center_wavelength_nm), 0.0, 1.0)
 
 
 def coupler(kappa: np.ndarray) -> np.ndarray:
