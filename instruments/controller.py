@@ -143,10 +143,11 @@ class MeshController:
         return self.currents
 
     def currents_for(self, configuration: Configuration) -> np.ndarray:
-        """Currents (mA) the heater map gives for ``configuration``."""
-        if len(configuration.cross_fraction) != self.mesh.n_tbus:
-            raise LimitError(f"configuration has {len(configuration.cross_fraction)} TBUs, the mesh "
-                             f"{self.mesh.n_tbus}; was it made for another mesh?")
+        """Currents (mA) the heater map gives for ``configuration``.
+
+        Raises MeshMismatchError (nothing sent) when it was made for another mesh.
+        """
+        configuration.check_mesh(self.mesh)
         return np.asarray(self.heater_map.currents_for(configuration, self.max_current_ma), float)
 
     def program(self, configuration: Configuration) -> WriteReport:

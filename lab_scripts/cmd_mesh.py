@@ -28,12 +28,15 @@ def run(args: argparse.Namespace) -> int:
     mesh = load_mesh(args.mesh)
     if save:
         mesh.save(save)
-    summary = mesh.summary()
+    from photonics.configuration import mesh_fingerprint, mesh_label
+
+    summary = {"mesh": mesh_label(mesh), "mesh_fingerprint": mesh_fingerprint(mesh), **mesh.summary()}
     if args.json:
         print_json(summary)
         return 0
     print(f"{mesh.kind} mesh {mesh.rows} x {mesh.cols}: {mesh.n_tbus} TBUs, "
-          f"{mesh.n_ports} ports, {mesh.n_heaters} heaters, {mesh.n_links} links")
+          f"{mesh.n_ports} ports, {mesh.n_heaters} heaters, {mesh.n_links} links; "
+          f"{summary['mesh']}, fingerprint {summary['mesh_fingerprint']}")
     rows = [(name, 2 * i, 2 * i + 1) for i, name in enumerate(mesh.tbu_names)]
     print(table(rows, ["tbu", "heater top", "heater bot"]))
     print("ports (clockwise from west): " + ", ".join(mesh.port_names))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lab_scripts.common import add_json_flag, print_json, seed
+from lab_scripts.common import add_json_flag, load_configuration, print_json, seed
 from lab_scripts.errors import opening, reading
 
 
@@ -15,6 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="program a configuration (lumion.configuration JSON) onto the chip",
         description="Turn a configuration into heater currents (ideal map unless --map is given), "
         "check limits, write only the changed channels and report bytes and time on the wire. "
+        "A configuration made for another mesh than the bench's is refused before anything is sent. "
         "Example: lumion route --connect 5:28 --json > plan.json; "
         "lumion program --bench sim --configuration plan.json",
     )
@@ -30,11 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load, program, report."""
-    import json
-    from pathlib import Path
-
     from instruments.config import load_config, open_bench
-    from photonics.configuration import Configuration
+    from photonics.configuration import mesh_fingerprint, mesh_label
     from photonics.topology import mesh_from_spec
 
     # every file is read and checked before any instrument is opened
@@ -43,11 +41,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(source)
     with reading("mesh of bench config", source):
         mesh = mesh_from_spec(cfg.get("mesh", "smartlight"))
-    with reading("configuration", args.configuration):
-        data = json.loads(Path(args.configuration).read_text(encoding="utf-8"))
-        if isinstance(data, dict) and "configuration" in data and "schema" not in data:
-            data = data["configuration"]  # accept `lumion route --json` output
-        conf = Configuration.from_dict(data, mesh, source=args.configuration)
+    conf = load_configuration(args.configuration, mesh)  # refuses one made for another mesh
     heater_map = None
     if args.map:
         from calibration.map import CalibrationMap
@@ -62,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
                 heater_map.check_for(chip_id=bench.chip_id, mesh=bench.mesh, source=args.map)
             bench.controller.heater_map = heater_map
         report = bench.program(conf)
-        out = {"chip_id": bench.chip_id, "map": args.map or "ideal", **report.to_dict(),
+        out = {"chip_id": bench.chip_id, "mesh": mesh_label(mesh),
+               "mesh_fingerprint": mesh_fingerprint(mesh), "map": args.map or "ideal", **report.to_dict(),
                "tbus": {s: conf.states().count(s) for s in ("bar", "cross", "split")}}
     if args.json:
         print_json(out)

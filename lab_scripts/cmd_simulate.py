@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from lab_scripts.common import add_json_flag, load_mesh, print_json, seed, table, wavelength_range
+from lab_scripts.common import (
+    add_json_flag,
+    load_configuration,
+    load_mesh,
+    print_json,
+    seed,
+    table,
+    wavelength_range,
+)
 from lab_scripts.errors import reading
 from lab_scripts.paths import PLOT_SUFFIXES, output_file
 
@@ -26,6 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="smartlight | hex:RxC | square:RxC | triangular:RxC | FILE.json")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--state", metavar="STATE.json", help="heater phases per TBU (lumion.state)")
+    which.add_argument("--configuration", metavar="FILE.json",
+                       help="lumion.configuration JSON or lumion route --json output, realised with the "
+                       "chip's true phase offsets (a perfect calibration); refused if made for another mesh")
     which.add_argument("--all", choices=["bar", "cross"], help="every TBU in one state")
     p.add_argument("--input", required=True, help="input port: port:N or N")
     p.add_argument("--wavelengths", default="1550", help="START:STOP:N in nm, or one wavelength")
@@ -46,16 +57,19 @@ def run(args: argparse.Namespace) -> int:
     plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
     wl = wavelength_range(args.wavelengths, MAX_WAVELENGTHS)
     mesh = load_mesh(args.mesh)
-    if args.state:
-        with reading("state file", args.state):
-            state = MeshState.load(args.state, mesh)
-    else:
-        state = MeshState.uniform(mesh, args.all)
+    conf = load_configuration(args.configuration, mesh) if args.configuration else None
     src = mesh.port_index(args.input)
     if args.fabricated is not None:
         params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(args.fabricated))
     else:
         params = nominal_params(mesh.n_tbus, mesh.n_links)
+    if args.state:
+        with reading("state file", args.state):
+            state = MeshState.load(args.state, mesh)
+    elif conf is not None:
+        state = conf.heater_state(params.offset_top, params.offset_bot)
+    else:
+        state = MeshState.uniform(mesh, args.all)
     chunks = [solve(mesh, state, wl[i:i + 500], params, inputs=[src])[0, :, :, 0]
               for i in range(0, len(wl), 500)]
     p_db = power_db(np.concatenate(chunks, axis=0)).T  # (n_ports, n_wl)

@@ -118,3 +118,21 @@ def load_mesh(spec: str) -> Any:
 
     with reading("mesh file", spec):
         return mesh_from_spec(spec)
+
+
+def load_configuration(path: str, mesh: Any) -> Any:
+    """A ``lumion.configuration`` file (or ``lumion route --json`` output) for ``mesh``.
+
+    A configuration made for another mesh, or a malformed file, is an ``input`` error
+    naming the file, the mesh it was made for and the mesh it was offered to.
+    """
+    from pathlib import Path
+
+    from lab_scripts.errors import reading
+    from photonics.configuration import Configuration
+
+    with reading("configuration", path):
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "configuration" in data and "schema" not in data:
+            data = data["configuration"]  # accept `lumion route --json` output
+        return Configuration.from_dict(data, mesh, source=path)

@@ -8,11 +8,22 @@ phases needs the chip's passive offsets (:meth:`Configuration.heater_state`); tu
 into currents needs a calibration map (``calibration``).
 
 Local TBU ports: 0 = a0, 1 = a1, 2 = b0, 3 = b1 (see ``photonics.topology``).
+
+A configuration belongs to one mesh. Made by :meth:`Configuration.from_routes`,
+:meth:`Configuration.parked` or :meth:`Configuration.from_dict` it carries that mesh, its
+JSON form records the mesh's name and :func:`mesh_fingerprint`, and
+:meth:`Configuration.check_mesh` (called by the loaders and by the mesh controller) refuses
+it on any other mesh with :class:`MeshMismatchError`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import logging
+import weakref
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -20,7 +31,16 @@ import numpy as np
 from photonics.errors import StateError
 from photonics.physics import split_phases
 from photonics.state import MeshState
-from photonics.topology import PORT_LABELS, Mesh
+from photonics.topology import PORT_LABELS, Mesh, hexagonal, square, triangular
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "lumion.configuration"
+# Version 2 records the mesh ("mesh", "mesh_fingerprint"); version 1 files are still read
+# (see Configuration.from_dict for the rule that keeps them off the wrong mesh).
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+FINGERPRINT_CHARS = 16
 
 BAR_PAIRS = frozenset({(0, 2), (2, 0), (1, 3), (3, 1)})
 CROSS_PAIRS = frozenset({(0, 3), (3, 0), (1, 2), (2, 1)})
@@ -30,6 +50,79 @@ CROSS_PAIRS = frozenset({(0, 3), (3, 0), (1, 2), (2, 1)})
 # into nearby ports (6 dB worse worst leakage, measured); cross also needs no heater
 # power with ideal couplers at zero offset.
 PARK_STATE = "cross"
+
+
+class MeshMismatchError(StateError):
+    """A configuration was made for another mesh than the one it is offered to."""
+
+
+_FINGERPRINTS: weakref.WeakKeyDictionary[Mesh, str] = weakref.WeakKeyDictionary()
+_SHORT_KIND = {"hexagonal": "hex", "square": "square", "triangular": "triangular"}
+_GENERATORS = {"hexagonal": hexagonal, "square": square, "triangular": triangular}
+
+
+def mesh_fingerprint(mesh: Mesh) -> str:
+    """A short hash (16 hex digits) of a mesh's topology: TBU names, links and ports.
+
+    TBU order (it fixes heater channels) and port order (it fixes ``port:<n>``) count;
+    the order links are listed in and the drawing coordinates do not. Two meshes of the
+    same size but different wiring or names get different fingerprints.
+
+    Example:
+        >>> mesh_fingerprint(hexagonal(3, 6)) == mesh_fingerprint(hexagonal(3, 6))
+        True
+        >>> mesh_fingerprint(hexagonal(1, 2)) == mesh_fingerprint(hexagonal(3, 6))
+        False
+    """
+    cached = _FINGERPRINTS.get(mesh)
+    if cached is None:
+        links = sorted(tuple(sorted((int(p), int(q)))) for p, q in mesh.links)
+        text = "\n".join([
+            "tbus:" + ",".join(mesh.tbu_names),
+            "links:" + ",".join(f"{p}-{q}" for p, q in links),
+            "ports:" + ",".join(f"{n}={int(g)}" for n, g in zip(mesh.port_names, mesh.port_tbu_ports,
+                                                               strict=True)),
+        ])
+        cached = hashlib.sha256(text.encode()).hexdigest()[:FINGERPRINT_CHARS]
+        _FINGERPRINTS[mesh] = cached
+    return cached
+
+
+@lru_cache(maxsize=32)
+def _generated_fingerprint(kind: str, rows: int, cols: int) -> str:
+    return mesh_fingerprint(_GENERATORS[kind](rows, cols))
+
+
+def mesh_label(mesh: Mesh) -> str:
+    """The mesh's name as ``--mesh`` takes it: ``smartlight``, ``hex:1x2``, ... or ``custom``.
+
+    A mesh read from a file gets the generator's name only when its topology is exactly the
+    generated one; anything else is ``custom`` (the fingerprint tells customs apart).
+
+    Example:
+        >>> mesh_label(hexagonal(3, 6)), mesh_label(hexagonal(1, 2))
+        ('smartlight', 'hex:1x2')
+    """
+    if mesh.kind not in _GENERATORS or mesh.rows < 1 or mesh.cols < 1:
+        return "custom"
+    if _generated_fingerprint(mesh.kind, mesh.rows, mesh.cols) != mesh_fingerprint(mesh):
+        return "custom"
+    if (mesh.kind, mesh.rows, mesh.cols) == ("hexagonal", 3, 6):
+        return "smartlight"
+    return f"{_SHORT_KIND[mesh.kind]}:{mesh.rows}x{mesh.cols}"
+
+
+def describe_mesh(label: str, fingerprint: str, n_tbus: int | None = None) -> str:
+    """``smartlight (71 TBUs, fingerprint 1a2b...)``: how error messages name a mesh."""
+    size = f"{n_tbus} TBUs, " if n_tbus is not None else ""
+    return f"{label} ({size}fingerprint {fingerprint})"
+
+
+def _mesh_mismatch(source: str, made_for: str, offered: Mesh) -> MeshMismatchError:
+    """The one-line refusal: ``source`` was made for ``made_for``, not for ``offered``."""
+    here = describe_mesh(mesh_label(offered), mesh_fingerprint(offered), offered.n_tbus)
+    return MeshMismatchError(f"{source} was made for {made_for} and cannot be used on mesh {here}; "
+                             f"plan it again for {mesh_label(offered)} (e.g. lumion route --mesh ... --json)")
 
 
 def _is_fraction(value: Any) -> bool:
@@ -107,22 +200,47 @@ class Configuration:
     """Per-TBU cross fraction (n_tbus,) and the routes it realises.
 
     ``cross_fraction[i]`` is 0 for bar, 1 for cross, anything between for a splitter.
+    ``mesh`` is the mesh it was made for (None for a bare array: then only the TBU count
+    can be checked); :meth:`check_mesh` refuses it on another mesh.
     """
 
     cross_fraction: np.ndarray
     routes: tuple[Route, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
+    mesh: Mesh | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         r = np.asarray(self.cross_fraction, dtype=float)
         if r.ndim != 1 or np.any((r < 0) | (r > 1)) or not np.isfinite(r).all():
             raise StateError("cross_fraction must be a 1-D array of values in [0, 1]")
+        if self.mesh is not None and len(r) != self.mesh.n_tbus:
+            raise StateError(f"cross_fraction has {len(r)} values; mesh {mesh_label(self.mesh)} has "
+                             f"{self.mesh.n_tbus} TBUs")
         object.__setattr__(self, "cross_fraction", r)
 
     @classmethod
     def parked(cls, mesh: Mesh) -> Configuration:
         """Every TBU in the park state."""
-        return cls(np.full(mesh.n_tbus, 1.0 if PARK_STATE == "cross" else 0.0))
+        return cls(np.full(mesh.n_tbus, 1.0 if PARK_STATE == "cross" else 0.0), mesh=mesh)
+
+    def for_mesh(self, mesh: Mesh) -> Configuration:
+        """A copy tagged with the mesh it was made for (an already tagged one is checked)."""
+        self.check_mesh(mesh)
+        return self if self.mesh is mesh else dataclasses.replace(self, mesh=mesh)
+
+    def check_mesh(self, mesh: Mesh, source: str = "the configuration") -> None:
+        """Refuse (:class:`MeshMismatchError`) to be used on a mesh it was not made for.
+
+        A configuration that carries its mesh must be on a mesh with the same
+        :func:`mesh_fingerprint`; one that does not must at least have one split per TBU.
+        """
+        if self.mesh is not None:
+            if self.mesh is mesh or mesh_fingerprint(self.mesh) == mesh_fingerprint(mesh):
+                return
+            made_for = describe_mesh(mesh_label(self.mesh), mesh_fingerprint(self.mesh), self.mesh.n_tbus)
+            raise _mesh_mismatch(source, f"mesh {made_for}", mesh)
+        if len(self.cross_fraction) != mesh.n_tbus:
+            raise _mesh_mismatch(source, f"a mesh of {len(self.cross_fraction)} TBUs", mesh)
 
     @classmethod
     def from_routes(cls, mesh: Mesh, routes: list[Route] | tuple[Route, ...]) -> Configuration:
@@ -140,7 +258,7 @@ class Configuration:
                         f"another {state}"
                     )
                 conf[tbu] = 1.0 if state == "cross" else 0.0
-        return cls(conf, tuple(routes))
+        return cls(conf, tuple(routes), mesh=mesh)
 
     def states(self) -> list[str]:
         """"bar", "cross" or "split" per TBU."""
@@ -158,10 +276,16 @@ class Configuration:
         return np.flatnonzero(~np.isclose(self.cross_fraction, other.cross_fraction, atol=1e-12))
 
     def to_dict(self, mesh: Mesh) -> dict[str, Any]:
-        """JSON-ready form (``lumion.configuration`` version 1)."""
+        """JSON-ready form (``lumion.configuration`` version 2), recording ``mesh``.
+
+        Raises MeshMismatchError when the configuration was made for another mesh.
+        """
+        self.check_mesh(mesh)
         return {
-            "schema": "lumion.configuration",
-            "version": 1,
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "mesh": mesh_label(mesh),
+            "mesh_fingerprint": mesh_fingerprint(mesh),
             "tbus": {name: (s if s != "split" else {"split": float(r)})
                      for name, s, r in zip(mesh.tbu_names, self.states(), self.cross_fraction,
                                            strict=True)},
@@ -170,17 +294,29 @@ class Configuration:
 
     @classmethod
     def from_dict(cls, data: Any, mesh: Mesh, source: str = "configuration") -> Configuration:
-        """Parse :meth:`to_dict` output (routes are re-read when present)."""
-        if not isinstance(data, dict) or data.get("schema") != "lumion.configuration":
-            raise StateError(f"{source} is not a LUMION configuration "
-                             "(expected schema 'lumion.configuration')")
-        if type(data.get("version")) is not int or data.get("version") != 1:  # `true` is not 1
-            raise StateError(f"{source}: unsupported configuration version {data.get('version')!r}")
+        """Parse :meth:`to_dict` output for ``mesh`` (routes are re-read when present).
+
+        Version 2 must name the mesh it was made for; a fingerprint other than ``mesh``'s
+        raises :class:`MeshMismatchError` before anything else is read. Version 1 files
+        (written before configurations recorded their mesh) are read only when they list
+        exactly the TBUs of ``mesh`` -- as every version-1 writer did -- with a warning; a
+        partial one, or one listing another mesh's TBUs, is refused.
+        """
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise StateError(f"{source} is not a LUMION configuration (expected schema {SCHEMA!r})")
+        version = data.get("version")
+        if type(version) is not int or version not in READABLE_VERSIONS:  # `true` is not 1
+            raise StateError(f"{source}: unsupported configuration version {version!r}; this software "
+                             f"reads versions {', '.join(map(str, READABLE_VERSIONS))}")
         tbus, route_list = data.get("tbus", {}), data.get("routes", [])
         if not isinstance(tbus, dict):
             raise StateError(f"{source}: 'tbus' must map TBU names to 'bar', 'cross' or {{'split': r}}")
         if not isinstance(route_list, list):
             raise StateError(f"{source}: 'routes' must be a list of routes")
+        if version == 1:
+            _check_legacy_mesh(tbus, mesh, source)
+        else:
+            _check_recorded_mesh(data, mesh, source)
         conf = cls.parked(mesh).cross_fraction.copy()
         for name, setting in tbus.items():
             i = mesh.tbu_index(name)
@@ -199,4 +335,27 @@ class Configuration:
                 routes.append(Route(mesh.port_index(r["src"]), mesh.port_index(r["dst"]), hops))
             except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
                 raise StateError(f"{source}: route {k} is malformed: {exc!r}"[:300]) from exc
-        return cls(conf, tuple(routes))
+        return cls(conf, tuple(routes), mesh=mesh)
+
+
+def _check_recorded_mesh(data: dict[str, Any], mesh: Mesh, source: str) -> None:
+    """Version 2: the recorded mesh fingerprint must be ``mesh``'s."""
+    label, fingerprint = data.get("mesh"), data.get("mesh_fingerprint")
+    if not (isinstance(label, str) and isinstance(fingerprint, str)):
+        raise StateError(f"{source}: a version-{SCHEMA_VERSION} configuration names its mesh in 'mesh' and "
+                         "'mesh_fingerprint' (strings; `lumion mesh --json` prints them)")
+    if fingerprint != mesh_fingerprint(mesh):
+        raise _mesh_mismatch(source, f"mesh {describe_mesh(label[:60], fingerprint[:40])}", mesh)
+
+
+def _check_legacy_mesh(tbus: dict[str, Any], mesh: Mesh, source: str) -> None:
+    """Version 1 (no mesh recorded): accept only a file listing exactly ``mesh``'s TBUs."""
+    if set(tbus) != set(mesh.tbu_names):
+        missing = len(set(mesh.tbu_names) - set(tbus))
+        foreign = len(set(tbus) - set(mesh.tbu_names))
+        raise _mesh_mismatch(
+            f"{source} (version 1: no mesh recorded; it lists {len(tbus)} TBUs, {missing} of this mesh's "
+            f"missing and {foreign} unknown)", "another mesh or is incomplete", mesh)
+    log.warning("%s is a version-1 configuration that does not record its mesh; accepted because it lists "
+                "exactly the TBUs of %s. Write it again with this version to record the mesh.",
+                source, mesh_label(mesh))
