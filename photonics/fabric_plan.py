@@ -330,8 +330,14 @@ class TimingModel:
             exchange (instruments.heater_driver.REPLY_TURNAROUND_S).
         Every exchange is the setting plus the read-back of its last channel, answered by
         ``OK`` and the value (``+1.2500 mA``): what the heater driver really sends.
-        thermal_tau_ms: heater thermal time constant; ``settle_taus`` of them to settle
-            (5 tau: within 0.7 % of the step).
+        thermal_tau_ms: time constant of a heater's first-order step response, the phase
+            approaching its final value as ``1 - exp(-t / tau)`` (DESIGN.md: 10 us; 2-150 us
+            depending on heater and trenches, under-etched heaters at the slow end: Liu et
+            al., "Thermo-optic phase shifters based on silicon-on-insulator platform",
+            Front. Optoelectron. 15:9, 2022).
+        settle_fraction: a heater has settled when its phase is within this fraction of pi
+            of the final value (1 %: 0.031 rad, which leaks sin^2(0.0157) = -36 dB into the
+            wrong output, below the TBU's 35 dB extinction). See :meth:`settle_ms`.
         relock_ms: transceiver CDR/DSP re-lock after its light is switched (None: the
             receiving lanes' own ``relock_ms``, 5 ms by default).
         verify_bytes_per_link: I2C bytes to read one receiving module's RX power and LOS
@@ -348,9 +354,25 @@ class TimingModel:
     channels_per_module: int = 8
     turnaround_ms: float = 2.0
     thermal_tau_ms: float = 0.010
-    settle_taus: float = 5.0
+    settle_fraction: float = 0.01
     relock_ms: float | None = None
     verify_bytes_per_link: int = 7
+
+    def settle_ms(self, phase_step_rad: float = np.pi) -> float:
+        """Time (ms) for a heater stepped by ``phase_step_rad`` to settle (first order).
+
+        The phase error after a step ``dphi`` decays as ``dphi exp(-t / tau)``; it is
+        within ``settle_fraction * pi`` after ``tau ln(dphi / (settle_fraction pi))``
+        (0 for a step already that small). The largest step a heater ever takes is pi
+        (heater phases stay in [0, pi], see ``photonics.physics.split_phases``): 4.6 tau.
+
+        Example:
+            >>> round(TimingModel().settle_ms(np.pi) * 1e3, 2)  # us, for a full pi step
+            46.05
+        """
+        tol = self.settle_fraction * np.pi
+        step = abs(float(phase_step_rad))
+        return self.thermal_tau_ms * float(np.log(step / tol)) if step > tol else 0.0
 
     def i2c_ms(self, n_bytes: int) -> float:
         """Time (ms) to move ``n_bytes`` over the management bus."""
@@ -390,24 +412,34 @@ class TimingModel:
 
 def recovery_timing(
     timing: TimingModel, compute_ms: float, program: Mapping[int, float], relock_ms: float,
-    n_links: int, detect: bool = True,
+    n_links: int, detect: bool = True, max_phase_step_rad: float | None = None,
 ) -> dict[str, float]:
     """Breakdown (ms) of one recovery; stages run one after another, so ``total`` is the sum.
 
     ``detect`` False models a planned switch (a phase change): nothing to detect and
-    nothing computed at switch time.
+    nothing computed at switch time. ``settle`` is :meth:`TimingModel.settle_ms` of the
+    program's largest heater phase step ``max_phase_step_rad`` (rad; None: the worst
+    case, pi, e.g. for a program in mA whose phases the timing model does not know).
     """
     stages = {
         "detect": (timing.los_assert_ms + timing.poll_interval_ms + timing.i2c_ms(timing.flag_read_bytes)
                    if detect else 0.0),
         "compute": float(compute_ms),
         "write": timing.write_ms(program),
-        "settle": timing.settle_taus * timing.thermal_tau_ms if program else 0.0,
+        "settle": (timing.settle_ms(np.pi if max_phase_step_rad is None else max_phase_step_rad)
+                   if program else 0.0),
         "relock": float(relock_ms) if n_links else 0.0,
         "verify": timing.i2c_ms(timing.verify_bytes_per_link) * n_links,
     }
     stages["total"] = sum(stages.values())
     return stages
+
+
+def _phase_step(delta: np.ndarray, write: np.ndarray, unit: str) -> float | None:
+    """Largest heater phase step (rad) of a program in rad; None (worst case) for mA."""
+    if unit != "rad" or not write.size:
+        return None
+    return float(delta[write].max())
 
 
 # ---------------------------------------------------------------------------------------
@@ -558,7 +590,8 @@ def _finish(fabric: Fabric, before: JobPlan, cand: _Candidate, affected: list[in
     if timing.relock_ms is not None:
         relock = timing.relock_ms
     return Recovery(label, cand.name, plan, tuple(affected), tuple(int(t) for t in cand.changed), program,
-                    same, drift, recovery_timing(timing, compute_ms, program, relock, len(affected)),
+                    same, drift, recovery_timing(timing, compute_ms, program, relock, len(affected),
+                                                 max_phase_step_rad=_phase_step(delta, write, unit)),
                     tuple(candidates))
 
 

@@ -272,7 +272,8 @@ def test_failover_timing(fabric, hmap, ring_plan):
     sent = sum((7 if len(r) == 1 else 7 + 2 * len(r)) + 7 for r in runs)
     back = sum(3 + len(f"{r[-1][1]:+.4f} mA\n") for r in runs)
     assert t["write"] == pytest.approx((sent + back) * 10 / 115200 * 1e3 + 2.0 * len(runs))
-    assert t["settle"] == pytest.approx(5 * 0.010)
+    # a program in mA: its phase steps are unknown here, so the worst case (a pi step)
+    assert t["settle"] == pytest.approx(0.010 * np.log(100.0))
     assert t["relock"] == 5.0
     assert recovery_timing(model, 0.0, {}, 5.0, 0, detect=False)["total"] == 0.0
 
@@ -284,6 +285,27 @@ def test_failover_without_map_uses_phases(fabric, ring_plan):
     assert rec.plan.heater_unit == "rad"
     assert rec.held_unchanged
     assert rec.program
+    # settle follows the program's largest phase step through the first-order response
+    step = max(abs(v - plan.heater[ch]) for ch, v in rec.program.items())
+    assert 0 < step <= np.pi + 1e-12
+    assert rec.timing_ms["settle"] == pytest.approx(0.010 * np.log(step / (0.01 * np.pi)))
+
+
+def test_heater_settle_is_a_first_order_step_response():
+    model = TimingModel()
+    tau, tol = 0.010, 0.01 * np.pi  # DESIGN.md 10 us; within 1 % of pi of the final phase
+    for step in (np.pi, np.pi / 2, 0.1):
+        t = model.settle_ms(step)
+        assert t == pytest.approx(tau * np.log(step / tol))
+        assert step * np.exp(-t / tau) == pytest.approx(tol)  # exactly at the tolerance then
+    assert model.settle_ms(np.pi) == pytest.approx(0.04605, abs=1e-5)  # 4.6 tau for a full pi
+    assert model.settle_ms(0.5 * tol) == 0.0  # a step inside the tolerance needs no wait
+    slow = TimingModel(thermal_tau_ms=0.150)  # an under-etched heater at the slow end
+    assert slow.settle_ms(np.pi) == pytest.approx(15 * model.settle_ms(np.pi))
+    assert TimingModel(settle_fraction=0.001).settle_ms(np.pi) == pytest.approx(tau * np.log(1000))
+    small = recovery_timing(model, 0.0, {0: 0.2}, 5.0, 1, detect=False, max_phase_step_rad=0.2)
+    big = recovery_timing(model, 0.0, {0: 3.0}, 5.0, 1, detect=False, max_phase_step_rad=3.0)
+    assert small["settle"] < big["settle"] < recovery_timing(model, 0.0, {0: 3.0}, 5.0, 1)["settle"]
 
 
 def test_failures_until_spares_run_out(fabric, hmap, ring_plan):
