@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     bench.set_currents(plan.heater)
     before = _measure_links(bench, fabric, plan)
     rx_sens = [fabric.lane(lk.route.dst).rx_sensitivity_dbm for lk in plan.links]
-    p_before = draw_plan(out / "mesh_before.png", mesh, plan, "ring of 8 accelerators")
+    p_before = draw_plan(out / "mesh_before.png", mesh, plan, "ring of 8 accelerators", fabric=fabric)
 
     # 3. fail one, recover, program only the changed heaters, measure again
     with planning(FabricError):
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     drift = max(abs(after[i] - before[i]) for i in held)
     rec_d = rec.to_dict(mesh)
     p_after = draw_plan(out / "mesh_after.png", mesh, rec.plan, f"{args.fail} failed, {rec.spare} spliced in",
-                        rec.rerouted)
+                        rec.rerouted, fabric)
     p_time = timeline_plot(out / "recovery_timeline.png", [rec_d], "modelled recovery timeline")
     ring_fig, p_ring = _ring_resonator(out)
     links = []

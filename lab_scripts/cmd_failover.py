@@ -62,13 +62,19 @@ def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str
     return out
 
 
-def draw_plan(path: str | Path, mesh: Any, plan: Any, title: str, highlight: tuple[int, ...] = ()) -> Path:
-    """The mesh with every link of ``plan`` drawn; re-routed links are marked with ``*``."""
-    from lab_scripts.plots import mesh_drawing
+def draw_plan(path: str | Path, mesh: Any, plan: Any, title: str, highlight: tuple[int, ...] = (),
+              fabric: Any = None) -> Path:
+    """The mesh with every link of ``plan`` drawn; re-routed links are marked with ``*``.
+
+    With ``fabric``, each accelerator's lanes are named at their ports, coloured by
+    whether it is in the job, a spare, or out (failed).
+    """
+    from lab_scripts.plots import fabric_marks, mesh_drawing
 
     drawn = [{"label": f"{a}->{b}{' *' if i in highlight else ''}", "tbus": list(lk.route.tbus)}
              for i, (lk, (a, b)) in enumerate(zip(plan.links, plan.job.links, strict=True))]
-    return mesh_drawing(path, mesh, drawn, plan.failed_tbus, title)
+    marks = fabric_marks(fabric, plan.job.accelerators) if fabric is not None else None
+    return mesh_drawing(path, mesh, drawn, plan.failed_tbus, title, marks)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             plan = rec.plan
     plots = []
     if plot and rec is not None:
-        plots.append(str(draw_plan(plot, mesh, plan, f"after failing {', '.join(victims)}", rec.rerouted)))
+        plots.append(str(draw_plan(plot, mesh, plan, f"after failing {', '.join(victims)}", rec.rerouted,
+                                   fabric)))
         plots.append(str(timeline_plot(sibling(plot, "timeline"), reports, "recovery timeline")))
     if args.json:
         out: dict[str, Any] = dict(reports[-1])

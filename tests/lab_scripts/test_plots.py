@@ -1,0 +1,118 @@
+"""Plots show their data: lines inside the axes limits, legends off the data, accelerators named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lab_scripts.cli import main
+from lab_scripts.plots import LABELLED_PORTS, fabric_marks, mesh_figure, spectrum_figure
+
+matplotlib = pytest.importorskip("matplotlib")
+from matplotlib.transforms import Bbox  # noqa: E402
+
+WL = np.linspace(1549.0, 1551.0, 201)
+
+
+def drawn(fig):
+    """Lay the figure out (constrained layout runs at draw time) and return its renderer."""
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def assert_lines_inside_limits(ax, margin=0.02):
+    """Every plotted point lies inside the limits, and clear of the top edge by ``margin``."""
+    low, high = ax.get_ylim()
+    x_low, x_high = ax.get_xlim()
+    for line in ax.lines:
+        x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+        if not len(y):
+            continue
+        assert y.min() >= low
+        assert y.max() <= high - margin * (high - low), f"{line.get_label()} sits on or above the top"
+        assert x.min() >= x_low
+        assert x.max() <= x_high
+
+
+def assert_legend_off(fig, ax, area: Bbox) -> None:
+    renderer = drawn(fig)
+    legend = ax.get_legend()
+    assert legend is not None
+    box = legend.get_window_extent(renderer)
+    assert not box.overlaps(area), f"legend {box} covers the data area {area}"
+    assert fig.bbox.contains(box.x0, box.y0)
+    assert fig.bbox.contains(box.x1, box.y1)
+
+
+def test_readme_spectrum_line_is_inside_the_frame():
+    """The README's first plot: one flat port at -0.5 dB (ideal bar mesh)."""
+    fig = spectrum_figure(WL, {"port:4": np.full(201, -0.5), "port:9": np.full(201, -90.0)},
+                          "smartlight: light into port:3")
+    ax = fig.axes[0]
+    assert_lines_inside_limits(ax)
+    low, high = ax.get_ylim()
+    assert low < -0.5 - 0.05 * (high - low)  # clear of the bottom too
+    assert ax.get_xlabel() == "wavelength (nm)"
+    assert "dB" in ax.get_ylabel()
+    assert_legend_off(fig, ax, ax.get_window_extent(drawn(fig)))
+
+
+def test_forty_port_legend_names_the_strongest_and_stays_off_the_axes():
+    rng = np.random.default_rng(0)
+    ports = {f"port:{k}": -5.0 * k + 3 * np.sin(WL * 40 + k) - rng.uniform(0, 2) for k in range(40)}
+    ports["port:39"] = np.where(np.arange(201) % 20 == 0, -300.0, -20.0)  # deep notches
+    fig = spectrum_figure(WL, ports, "40 ports")
+    ax = fig.axes[0]
+    assert_lines_inside_limits(ax)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(labels) == LABELLED_PORTS + 1
+    assert labels[0] == "port:0"
+    assert labels[-1].endswith("weaker ports")
+    assert_legend_off(fig, ax, ax.get_window_extent(drawn(fig)))
+
+
+def test_single_wavelength_point_is_inside_the_axes():
+    fig = spectrum_figure(np.array([1550.0]), {"port:1": np.array([-3.0])}, "one wavelength")
+    assert_lines_inside_limits(fig.axes[0])
+
+
+def test_failover_mesh_plot_names_every_accelerator_and_keeps_the_legend_off_the_mesh():
+    from photonics.fabric import default_fabric, ring_job
+    from photonics.fabric_plan import failover, place_job
+
+    fabric = default_fabric()
+    plan = place_job(fabric, ring_job(fabric.workers, "ring"))
+    rec = failover(fabric, plan.job, "gpu2", plan)
+    marks = fabric_marks(fabric, rec.plan.job.accelerators)
+    status = {m.name: m.status for m in marks}
+    assert status["gpu2"] == "out"
+    assert status[rec.spare] == "job"
+    routes = [{"label": f"{a}->{b}", "tbus": list(lk.route.tbus)}
+              for lk, (a, b) in zip(rec.plan.links, rec.plan.job.links, strict=True)]
+    fig = mesh_figure(fabric.mesh, routes, rec.plan.failed_tbus, "after gpu2", marks)
+    ax = fig.axes[0]
+    renderer = drawn(fig)
+    texts = [t.get_text() for t in ax.texts]
+    for acc in fabric.accelerators:
+        assert any(t.startswith(acc.name + "\n") for t in texts), acc.name
+    mesh_xy = fabric.mesh.tbu_xy.reshape(-1, 2)
+    data_area = Bbox(ax.transData.transform([mesh_xy.min(0), mesh_xy.max(0)]))
+    assert_legend_off(fig, ax, data_area)
+    for text in ax.texts:  # every label is inside the figure, so none is cut off
+        box = text.get_window_extent(renderer)
+        assert fig.bbox.contains(box.x0, box.y0)
+        assert fig.bbox.contains(box.x1, box.y1)
+
+
+def test_failover_plot_is_written(tmp_path, capsys):
+    png = tmp_path / "rec.png"
+    assert main(["failover", "--fail", "gpu2", "--plot", str(png)]) == 0
+    assert f"wrote {png}" in capsys.readouterr().out
+    assert png.stat().st_size > 20_000
+
+
+def test_descending_wavelength_grid_keeps_the_axis_ascending():
+    fig = spectrum_figure(WL[::-1], {"port:1": np.linspace(-1, -9, 201)}, "frequency grid")
+    low, high = fig.axes[0].get_xlim()
+    assert low < high
+    assert_lines_inside_limits(fig.axes[0])
