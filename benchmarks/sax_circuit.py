@@ -21,16 +21,21 @@ def build_sax_circuit(mesh: Mesh, backend: str = "klu"):
     jax.config.update("jax_enable_x64", True)
 
     def tbu(
-        wl: float = 1.55, phi_top: float = 0.0, phi_bot: float = 0.0, kappa1: float = 0.5,
-        kappa2: float = 0.5, loss_db: float = 0.0, imb_db: float = 0.0, phase0: float = 0.0,
-        delay_ps: float = 11.25, wl0: float = 1.55,
+        wl: float = 1.55, heat_top: float = 0.0, heat_bot: float = 0.0, off_top: float = 0.0,
+        off_bot: float = 0.0, kappa1: float = 0.5, kappa2: float = 0.5, kappa_slope: float = 0.0,
+        loss_db: float = 0.0, imb_db: float = 0.0, phase0: float = 0.0, delay_ps: float = 11.25,
+        wl0: float = 1.55,
     ) -> sax.SDict:
         f, f0 = C_UM_PER_PS / wl, C_UM_PER_PS / wl0
         gain = 10 ** (-loss_db / 20) * jnp.exp(1j * (phase0 + 2 * jnp.pi * delay_ps * (f - f0)))
-        t1, k1 = jnp.sqrt(1 - kappa1), 1j * jnp.sqrt(kappa1)
-        t2, k2 = jnp.sqrt(1 - kappa2), 1j * jnp.sqrt(kappa2)
-        top = jnp.exp(1j * phi_top)
-        bot = 10 ** (-imb_db / 20) * jnp.exp(1j * phi_bot)
+        # heater phases are set at wl0 and scale as wl0 / wl; couplers follow their slope (per nm)
+        dnm = (wl - wl0) * 1e3
+        kap1 = jnp.clip(kappa1 + kappa_slope * dnm, 0.0, 1.0)
+        kap2 = jnp.clip(kappa2 + kappa_slope * dnm, 0.0, 1.0)
+        t1, k1 = jnp.sqrt(1 - kap1), 1j * jnp.sqrt(kap1)
+        t2, k2 = jnp.sqrt(1 - kap2), 1j * jnp.sqrt(kap2)
+        top = jnp.exp(1j * (heat_top * wl0 / wl + off_top))
+        bot = 10 ** (-imb_db / 20) * jnp.exp(1j * (heat_bot * wl0 / wl + off_bot))
         t00 = gain * (t2 * top * t1 + k2 * bot * k1)
         t01 = gain * (t2 * top * k1 + k2 * bot * t1)
         t10 = gain * (k2 * top * t1 + t2 * bot * k1)
@@ -58,9 +63,10 @@ def sax_settings(mesh: Mesh, params: TBUParams, state: MeshState, wavelengths_nm
     kwargs: dict = {"wl": wl}
     for i in range(mesh.n_tbus):
         kwargs[f"t{i}"] = {
-            "phi_top": float(state.phi_top[i] + params.offset_top[i]),
-            "phi_bot": float(state.phi_bot[i] + params.offset_bot[i]),
+            "heat_top": float(state.phi_top[i]), "heat_bot": float(state.phi_bot[i]),
+            "off_top": float(params.offset_top[i]), "off_bot": float(params.offset_bot[i]),
             "kappa1": float(params.kappa1[i]), "kappa2": float(params.kappa2[i]),
+            "kappa_slope": float(np.broadcast_to(params.kappa_slope_per_nm, (mesh.n_tbus,))[i]),
             "loss_db": float(params.loss_db[i]), "imb_db": float(params.arm_imbalance_db[i]),
             "phase0": float(params.phase0[i]), "delay_ps": float(params.delay_ps[i]),
             "wl0": params.center_wavelength_nm * 1e-3,
