@@ -29,11 +29,33 @@ kind                      what happens to the next command (``after`` skips comm
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 KINDS = ("drop_before", "drop_within", "drop_after", "delay", "duplicate", "unsolicited", "corrupt",
          "corrupt_command", "reset", "reject")
 INSTRUMENTS = ("heater", "laser", "meter")
+
+
+def take_due(pending: list[Any], skip: Callable[[Any], bool] = lambda _f: False) -> Any:
+    """The fault due on this command (one of its repetitions used up), or None.
+
+    ``pending`` holds the simulators' scheduled faults (``after``, ``count`` attributes).
+
+    Faults wait in order; one still ``after`` commands away counts this command down.
+    ``skip`` passes over faults that cannot act on this command (they keep waiting).
+    """
+    for fault in pending:
+        if skip(fault):
+            continue
+        if fault.after > 0:
+            fault.after -= 1
+            continue
+        fault.count -= 1
+        if fault.count <= 0:
+            pending.remove(fault)
+        return fault
+    return None
 
 
 class FaultInjector:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from instruments.sim.chip import Chip
+from instruments.sim.faults import KINDS, take_due
 from instruments.sim.pty_link import DROP, ByteDevice, LineDevice, PtyLink
 
 __all__ = ["DROP", "REGISTRY", "ByteDevice", "HeaterDeviceSim", "LineDevice", "PtyLink", "register",
@@ -88,8 +89,7 @@ class Fault:
 
 
 # Byte-level faults, the same names on every simulated link (serial here, TCP for SCPI):
-FAULT_KINDS = ("drop_before", "drop_within", "drop_after", "delay", "duplicate", "unsolicited",
-               "corrupt", "corrupt_command", "reset", "reject", "timeout", "garbage")
+FAULT_KINDS = (*KINDS, "timeout", "garbage")
 ALIASES = {"drop": "drop_before", "late": "delay", "error": "reject"}
 UNSOLICITED_LINE = "E30:00"  # "too many errors, some have been suppressed": a report nobody asked for
 
@@ -180,17 +180,8 @@ class HeaterDeviceSim:
         return f"E{E_POWERED_UP:02d}:00"
 
     def _fault(self, setting: bool) -> Fault | None:
-        for f in self.faults:
-            if f.kind == "reject" and not setting:
-                continue  # only a setting can be refused; the fault waits for one
-            if f.after > 0:
-                f.after -= 1
-                continue
-            f.count -= 1
-            if f.count <= 0:
-                self.faults.remove(f)
-            return f
-        return None
+        # only a setting can be refused: a reject fault waits for one
+        return take_due(self.faults, skip=lambda f: f.kind == "reject" and not setting)
 
     # -- bytes in, replies out ---------------------------------------------------------
     def feed(self, data: bytes) -> list[object]:
@@ -218,14 +209,6 @@ class HeaterDeviceSim:
                     # first half stays in the module's input buffer
                     self._rx = bytes(partial[0]) if partial else b""
                     return out
-
-    def handle(self, line: str) -> object:
-        """One ASCII command line -> its reply (lines joined), None (no reply) or :data:`DROP`."""
-        replies = self.feed(line.encode("latin-1") + b"\n")
-        if DROP in replies:
-            return DROP
-        text = [r.decode("latin-1").rstrip("\n") if isinstance(r, bytes) else str(r) for r in replies]
-        return "\n".join(text) if text else None
 
     def _next_command(self) -> bytes | None:
         """Cut the next whole command off the input: a binary frame or an ASCII line (with its end)."""

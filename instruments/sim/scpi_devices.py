@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from instruments.sim.chip import Chip
+from instruments.sim.faults import KINDS, take_due
 from instruments.sim.scpi_parser import (
     ESR_PON,
     LENGTH_M,
@@ -68,8 +69,7 @@ from instruments.sim.scpi_parser import (
 __all__ = ["DROP", "FAULT_KINDS", "NO_ERROR", "ScpiDevice", "ScpiServer", "SimLaser", "SimPowerMeter"]
 
 DROP = object()
-FAULT_KINDS = ("drop_before", "drop_within", "drop_after", "delay", "duplicate", "unsolicited", "corrupt",
-               "corrupt_command", "reset", "reject")
+FAULT_KINDS = KINDS
 # the first simulator's names: a lost message, a reply after the timeout, a noisy reply
 FAULT_ALIASES = {"drop": "drop_before", "timeout": "delay", "garbage": "corrupt"}
 UNSOLICITED_LINE = "+9.99E37"  # SCPI's "not a number" value: what a stray measurement line looks like
@@ -153,15 +153,7 @@ class ScpiDevice(ScpiCore):
             self.faults.clear()
 
     def _next_fault(self) -> Fault | None:
-        for f in self.faults:
-            if f.after > 0:
-                f.after -= 1
-                continue
-            f.count -= 1
-            if f.count <= 0:
-                self.faults.remove(f)
-            return f
-        return None
+        return take_due(self.faults)
 
     def power_on(self) -> None:
         """Restart: device power-on settings, empty error queue, ``*ESE``/``*SRE`` 0 and PON set.
