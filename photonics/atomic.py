@@ -34,6 +34,29 @@ def _umask_mode() -> int:
 
 
 @contextlib.contextmanager
+def _replacing(path: str | os.PathLike[str], suffix: str) -> Iterator[tuple[int, Path]]:
+    """A temporary beside ``path`` (open fd, name) that replaces it when the block ends.
+
+    On success the data is flushed to disk and the temporary renamed over the target with
+    the target's permissions; on any failure the temporary is removed and the target kept.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent or ".")
+    try:
+        try:
+            yield fd, Path(tmp)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, _keep_mode(target))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """An open binary file whose contents replace ``path`` when the block ends without error.
 
@@ -45,19 +68,9 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         >>> target.read_bytes()
         b'abc'
     """
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, _keep_mode(target))
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with _replacing(path, ".tmp") as (fd, _tmp), os.fdopen(fd, "wb", closefd=False) as handle:
+        yield handle
+        handle.flush()
 
 
 @contextlib.contextmanager
@@ -67,20 +80,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     For writers that insist on a file name (a GDS writer); the temporary keeps the
     target's suffix so format detection by extension still works.
     """
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}",
-                               dir=target.parent or ".")
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(tmp, _keep_mode(target))
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with _replacing(path, f".tmp{Path(path).suffix}") as (_fd, tmp):
+        yield tmp
 
 
 def _keep_mode(target: Path) -> int:
