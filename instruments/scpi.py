@@ -55,6 +55,7 @@ from instruments.errors import (
     TransientError,
     UnknownCommandError,
 )
+from instruments.scpi_text import split_outside_quotes
 from instruments.transport import Transport, VisaTransport
 
 T = TypeVar("T")
@@ -139,19 +140,7 @@ def _power_dbm(unit_reply: str, value_reply: str) -> float:
 
 def split_replies(line: str) -> list[str]:
     """A response line -> its units (IEEE 488.2 joins them with ``;``; quoted text may hold one)."""
-    parts, buf, quote = [], [], ""
-    for ch in line:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch == ";":
-            parts.append("".join(buf).strip())
-            buf = []
-            continue
-        buf.append(ch)
-    parts.append("".join(buf).strip())
-    return parts
+    return [part.strip() for part in split_outside_quotes(line, ";")]
 
 
 def _absolute(unit: str) -> str:

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instruments.scpi_text import split_outside_quotes
 from instruments.sim.chip import Chip
 from instruments.sim.faults import KINDS, take_due
 from instruments.sim.scpi_parser import (
@@ -63,7 +64,6 @@ from instruments.sim.scpi_parser import (
     nr3,
     number,
     power,
-    split_outside_quotes,
 )
 
 __all__ = ["DROP", "FAULT_KINDS", "NO_ERROR", "ScpiDevice", "ScpiServer", "SimLaser", "SimPowerMeter"]

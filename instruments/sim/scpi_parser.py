@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from instruments.scpi_text import split_outside_quotes
+
 ERRORS = {  # SCPI-99 vol. 2 §21.8 standard error numbers and texts
     -100: "Command error", -102: "Syntax error", -104: "Data type error",
     -108: "Parameter not allowed", -109: "Missing parameter", -113: "Undefined header",
@@ -160,23 +162,6 @@ def nr3(x: float) -> str:
     """Keysight-style NR3 number: ``+1.55000000E-006``."""
     mantissa, exp = f"{x:+.8E}".split("E")
     return f"{mantissa}E{int(exp):+04d}"
-
-
-def split_outside_quotes(text: str, sep: str) -> list[str]:
-    """Split on ``sep`` except inside "..." or '...' strings."""
-    parts, buf, quote = [], [], ""
-    for ch in text:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch == sep:
-            parts.append("".join(buf))
-            buf = []
-            continue
-        buf.append(ch)
-    parts.append("".join(buf))
-    return parts
 
 
 # -- the engine ----------------------------------------------------------------------------
