@@ -159,8 +159,8 @@ class HeaterDriver(Instrument):
         with self.lock:
             self.transport.waiting_lines()  # a power-up E90 or noise from before we came
             self.device_id = self.identity()
-            self._exchange(b"NUP=0\n", "NUP=0", self._ok)
-            entries = self._exchange(b"NUPALL?\nNCHAN?\n", "NUPALL?", self._chain_reply)
+            self._transact(b"NUP=0\n", "NUP=0", self._ok)
+            entries = self._transact(b"NUPALL?\nNCHAN?\n", "NUPALL?", self._chain_reply)
         try:
             chain = qp.build_chain(entries[:-1])
         except ValueError as exc:
@@ -181,7 +181,7 @@ class HeaterDriver(Instrument):
         self.max_voltage_v = self.v_full_v.copy()
 
     # -- framing ------------------------------------------------------------------------
-    def _exchange(self, payload: bytes, what: str, collect: Callable[[str, list[str]], Any]) -> Any:
+    def _transact(self, payload: bytes, what: str, collect: Callable[[str, list[str]], Any]) -> Any:
         """Send ``payload`` and feed reply lines to ``collect`` until it returns non-None.
 
         Resends after a command lost on the line; resynchronises first when an earlier
@@ -239,7 +239,7 @@ class HeaterDriver(Instrument):
             err = qp.parse_error(line)
             if err and err[0] == qp.E_POWERED_UP:
                 self._module_reset(line)
-            self.log.warning("%s: discarded stale input %r (a late reply or an unsolicited report)",
+            self.log.warning("%s: discarded stale input %r (a late or repeated reply, or an unasked report)",
                              self.name, line)
 
     def _module_reset(self, line: str) -> None:
@@ -301,10 +301,6 @@ class HeaterDriver(Instrument):
             raise GarbledReplyError(f"{self.name}: {what} gave {line!r}, expected 'Q8iv-00A1: 0'")
         return None
 
-    def _stale(self, lines: list[str]) -> None:
-        for line in lines:
-            self.log.warning("%s: discarded stale input %r (a late or repeated reply)", self.name, line)
-
     def _values(self, unit: str, count: int) -> Callable[[str, list[str]], np.ndarray | None]:
         """A query's reply: the query is asked twice, then ``ID?``; both answers must agree.
 
@@ -328,7 +324,7 @@ class HeaterDriver(Instrument):
                                         f"value(s) in {unit}")
             if ours[:count] != ours[count:]:
                 raise GarbledReplyError(f"{self.name}: two answers to {what!r} differ; asking again")
-            self._stale(lines[:-1 - window])
+            self._check_stale(lines[:-1 - window])
             return np.array(values[:count], dtype=float)
 
         return collect
@@ -366,7 +362,7 @@ class HeaterDriver(Instrument):
             if None in values or not (reply == "OK" or qp.parse_error(reply)):
                 return None  # not yet at our reply: earlier lines are stale
             self._raise_if_error(what, reply)
-            self._stale(lines[:-n - 1])
+            self._check_stale(lines[:-n - 1])
             bad = [k for k, (v, e) in enumerate(zip(values, expected, strict=True)) if abs(v - e) > tolerance]
             if bad:
                 raise GarbledReplyError(f"{self.name}: after {what!r} the module holds {values[bad[0]]} "
@@ -382,7 +378,7 @@ class HeaterDriver(Instrument):
             payload = qp.binary_frame(code, channel, 0, read=True, all_channels=all_channels)
         else:
             payload = (ascii_cmd + "\n").encode("ascii")
-        return self._exchange(payload * QUERY_COPIES + SENTINEL, ascii_cmd, self._values(unit, count))
+        return self._transact(payload * QUERY_COPIES + SENTINEL, ascii_cmd, self._values(unit, count))
 
     # -- checks ---------------------------------------------------------------------------
     def _channel(self, channel: object) -> int:
@@ -428,7 +424,7 @@ class HeaterDriver(Instrument):
             payload = f"{name}{channel}={_fmt(value)}\n".encode("ascii")
         unit = "mA" if name in ("I", "IMAX") else "V"
         check = self._confirmed(unit, [value], READBACK_TOLERANCE[unit])
-        self._exchange(payload + self._readback(name, channel), f"{name}{channel}={_fmt(value)}", check)
+        self._transact(payload + self._readback(name, channel), f"{name}{channel}={_fmt(value)}", check)
 
     def _set_vector(self, first: int, values: Sequence[float]) -> None:
         """Currents of consecutive channels within one module, in one command."""
@@ -442,7 +438,7 @@ class HeaterDriver(Instrument):
         checked = range(first, last + 1) if self.verify == "all" else [last]
         expected = [values[ch - first] for ch in checked]
         check = self._confirmed("mA", expected, READBACK_TOLERANCE["mA"])
-        self._exchange(payload + b"".join(self._readback("I", ch) for ch in checked), what, check)
+        self._transact(payload + b"".join(self._readback("I", ch) for ch in checked), what, check)
 
     def set_current(self, channel: int, current_ma: float) -> None:
         """``I<ch>=<mA>``: set one channel's current (mA, 0..imax)."""
@@ -517,7 +513,7 @@ class HeaterDriver(Instrument):
                 raise GarbledReplyError(f"{self.name}: {what} got {lines[-1]!r}, expected Q8iv-00A1")
             return lines[-1]
 
-        return self._exchange(b"ID?\n", "ID?", collect)
+        return self._transact(b"ID?\n", "ID?", collect)
 
     def channel_count(self) -> int:
         """``NCHAN?``: channels over the whole daisy chain."""
@@ -528,7 +524,7 @@ class HeaterDriver(Instrument):
                 raise GarbledReplyError(f"{self.name}: {what} got {lines[-1]!r}, expected a count")
             return int(lines[-1])
 
-        return self._exchange(b"NCHAN?\n", "NCHAN?", collect)
+        return self._transact(b"NCHAN?\n", "NCHAN?", collect)
 
     def current(self, channel: int) -> float:
         """``I<ch>?``: one channel's current (mA)."""
