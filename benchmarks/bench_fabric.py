@@ -9,9 +9,7 @@ import statistics
 import time
 
 from calibration.heater_map import IdealMap
-from photonics.fabric import default_fabric, ring_job
-from photonics.fabric_plan import failover, place_job
-from photonics.fabric_schedule import schedule, spread_ports
+from photonics.fabric import default_fabric, failover, place_job, ring_job, schedule, spread_ports
 from photonics.topology import hexagonal, smartlight
 
 

@@ -90,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from instruments.sim.chip import Chip
     from instruments.sim.direct import DirectBench
     from lab_scripts.cmd_failover import draw_plan, timeline_plot
-    from photonics.fabric import FabricError, default_fabric, ring_job
-    from photonics.fabric_plan import failover, place_job
+    from photonics.fabric import FabricError, default_fabric, failover, place_job, ring_job
 
     t_start = time.perf_counter()
     out = output_folder(args.out, "--out")

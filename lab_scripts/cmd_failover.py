@@ -80,8 +80,7 @@ def draw_plan(path: str | Path, mesh: Any, plan: Any, title: str, highlight: tup
 def run(args: argparse.Namespace) -> int:
     """Place the ring, fail, recover, report."""
     from calibration.heater_map import IdealMap
-    from photonics.fabric import Fabric, FabricError, default_fabric, ring_job
-    from photonics.fabric_plan import failover, place_job
+    from photonics.fabric import Fabric, FabricError, default_fabric, failover, place_job, ring_job
 
     plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
     if args.fabric:

@@ -26,8 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan and report."""
     from calibration.heater_map import IdealMap
-    from photonics.fabric import Fabric, FabricError, default_fabric, load_job_toml
-    from photonics.fabric_schedule import plan_phases
+    from photonics.fabric import Fabric, FabricError, default_fabric, load_job_toml, plan_phases
 
     with reading("job file", args.job):
         job = load_job_toml(args.job)

@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Schedule and report."""
-    from photonics.fabric_schedule import schedule, spread_ports
+    from photonics.fabric import schedule, spread_ports
     mesh = load_mesh(args.mesh)
     text = args.ports.strip()
     if text.startswith("spread:"):

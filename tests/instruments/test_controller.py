@@ -133,7 +133,7 @@ def test_the_failover_timing_model_counts_the_bytes_the_driver_really_sends(smal
     """photonics' TimingModel (no instruments import) against the wire, exchange for exchange."""
     from instruments.heater_driver import HeaterDriver
     from instruments.sim.heater_device import register, unregister
-    from photonics.fabric_plan import TimingModel
+    from photonics.fabric import TimingModel
 
     url = register(f"timing-{protocol}", heater_device)
     try:

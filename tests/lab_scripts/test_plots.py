@@ -77,8 +77,7 @@ def test_single_wavelength_point_is_inside_the_axes():
 
 
 def test_failover_mesh_plot_names_every_accelerator_and_keeps_the_legend_off_the_mesh():
-    from photonics.fabric import default_fabric, ring_job
-    from photonics.fabric_plan import failover, place_job
+    from photonics.fabric import default_fabric, failover, place_job, ring_job
 
     fabric = default_fabric()
     plan = place_job(fabric, ring_job(fabric.workers, "ring"))

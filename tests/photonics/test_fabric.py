@@ -14,22 +14,20 @@ from photonics.fabric import (
     Fabric,
     FabricError,
     Job,
+    TimingModel,
     default_fabric,
+    fail_tbu,
+    failover,
+    held_graph,
     line_job,
     link_ports,
     links_job,
     load_job_toml,
     make_fabric,
     parse_job_toml,
-    ring_job,
-)
-from photonics.fabric_plan import (
-    TimingModel,
-    fail_tbu,
-    failover,
-    held_graph,
     place_job,
     recovery_timing,
+    ring_job,
     route_links,
 )
 from photonics.routing import check_routes, conflicts

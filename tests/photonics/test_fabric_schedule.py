@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 
 from calibration.heater_map import IdealMap
-from photonics.fabric import FabricError, default_fabric, load_job_toml, parse_job_toml
-from photonics.fabric_schedule import (
+from photonics.fabric import (
+    FabricError,
     accelerator_matchings,
     circle_factorization,
+    default_fabric,
+    load_job_toml,
+    parse_job_toml,
     plan_phases,
     schedule,
     spread_ports,
