@@ -1,4 +1,5 @@
-"""Imports point one way: photonics <- calibration <- instruments <- lab_scripts; photonics <- layouts."""
+"""Imports point one way: photonics <- calibration <- instruments <- service <- lab_scripts;
+photonics <- layouts; campaigns (Dask what-if runs) sit beside service, above instruments."""
 
 import ast
 from pathlib import Path
@@ -11,13 +12,17 @@ ALLOWED = {
     "calibration": {"photonics", "calibration"},
     "instruments": {"photonics", "calibration", "instruments"},
     "layouts": {"photonics", "layouts"},
-    "lab_scripts": {"photonics", "calibration", "instruments", "layouts", "lab_scripts"},
+    "service": {"photonics", "calibration", "instruments", "service"},
+    "campaigns": {"photonics", "calibration", "instruments", "campaigns"},
+    "lab_scripts": {"photonics", "calibration", "instruments", "layouts", "service", "campaigns", "lab_scripts"},
 }
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_imports_point_one_way(package):
     ours = set(ALLOWED)
+    if not (ROOT / package).is_dir():
+        pytest.skip(f"{package}/ does not exist yet")
     for path in (ROOT / package).rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
