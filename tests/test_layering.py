@@ -1,5 +1,5 @@
-"""Imports point one way: photonics <- calibration <- instruments <- service <- lab_scripts;
-photonics <- layouts; campaigns (Dask what-if runs) sit beside service, above instruments."""
+"""Imports point one way: photonics <- calibration <- instruments <- controlplane <- lab_scripts;
+photonics <- layouts; campaigns (Dask what-if runs) sit beside controlplane, above instruments."""
 
 import ast
 from pathlib import Path
@@ -12,9 +12,9 @@ ALLOWED = {
     "calibration": {"photonics", "calibration"},
     "instruments": {"photonics", "calibration", "instruments"},
     "layouts": {"photonics", "layouts"},
-    "service": {"photonics", "calibration", "instruments", "service"},
+    "controlplane": {"photonics", "calibration", "instruments", "controlplane"},
     "campaigns": {"photonics", "calibration", "instruments", "campaigns"},
-    "lab_scripts": {"photonics", "calibration", "instruments", "layouts", "service", "campaigns", "lab_scripts"},
+    "lab_scripts": {"photonics", "calibration", "instruments", "layouts", "controlplane", "campaigns", "lab_scripts"},
 }
 
 
