@@ -3,6 +3,7 @@
 - :mod:`~photonics.fabric.model`: accelerators bound to mesh ports, lanes, the fabric file format;
 - :mod:`~photonics.fabric.jobs`: logical topologies and phased job descriptions;
 - :mod:`~photonics.fabric.plan`: placing a job (routing, evaluation, heater values);
+- :mod:`~photonics.fabric.plan_io`: plans as ``lumion.plan`` files, recoveries as JSON;
 - :mod:`~photonics.fabric.timing`: the recovery-time model;
 - :mod:`~photonics.fabric.recovery`: hitless failover and failed-TBU repair;
 - :mod:`~photonics.fabric.matchings`: all-to-all by matchings;
@@ -59,6 +60,15 @@ from photonics.fabric.plan import (
     route_links,
     routes_loss_db,
 )
+from photonics.fabric.plan_io import (
+    PLAN_SCHEMA,
+    PLAN_VERSION,
+    load_plan,
+    plan_from_dict,
+    plan_to_dict,
+    recovery_to_dict,
+    save_plan,
+)
 from photonics.fabric.recovery import (
     Recovery,
     fail_tbu,
@@ -74,6 +84,8 @@ from photonics.fabric.timing import (
 __all__ = [
     "DEFAULT_TRANSCEIVER",
     "MAX_CURRENT_MA",
+    "PLAN_SCHEMA",
+    "PLAN_VERSION",
     "SCHEMA",
     "SCHEMA_VERSION",
     "TOPOLOGIES",
@@ -107,14 +119,19 @@ __all__ = [
     "link_ports",
     "links_job",
     "load_job_toml",
+    "load_plan",
     "make_fabric",
     "parse_job_toml",
     "place_job",
+    "plan_from_dict",
     "plan_phases",
+    "plan_to_dict",
     "recovery_timing",
+    "recovery_to_dict",
     "ring_job",
     "route_links",
     "routes_loss_db",
+    "save_plan",
     "schedule",
     "spread_ports",
     "table_loss",

@@ -92,6 +92,9 @@ class JobPlan:
         heater_unit: "mA" or "rad".
         failed_tbus: ``{TBU index: "dead"|"bar"|"cross"}`` known so far.
         failed_accelerators: accelerators that failed during the job, in order.
+        recoveries: the recoveries applied to the job so far, oldest first, each as
+            :func:`~photonics.fabric.plan_io.recovery_to_dict` gives it (a plan file keeps
+            its history; a later refusal never loses the earlier ones).
     """
 
     job: Job
@@ -101,6 +104,7 @@ class JobPlan:
     heater_unit: str
     failed_tbus: dict[int, str] = field(default_factory=dict)
     failed_accelerators: tuple[str, ...] = ()
+    recoveries: tuple[dict[str, Any], ...] = ()
 
     @property
     def routes(self) -> tuple[Route, ...]:
@@ -298,7 +302,7 @@ def place_job(
     except RoutingError as exc:
         raise FabricError(f"job {job.name!r} cannot be routed: {exc}") from None
     conf = Configuration(_stuck_states(Configuration.from_routes(mesh, routes).cross_fraction, failed),
-                         tuple(routes))
+                         tuple(routes), mesh=mesh)
     results = evaluate(fabric, job.links, routes, conf, params=params, failed=failed,
                        defaults=defaults, required_margin_db=required_margin_db)
     bad = [r for r in results if not r.budget_ok]

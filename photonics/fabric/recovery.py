@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -70,25 +70,11 @@ class Recovery:
     timing_ms: dict[str, float]
     candidates: tuple[dict[str, Any], ...]
 
-    def to_dict(self, mesh: Mesh) -> dict[str, Any]:
-        """JSON-ready form (keys documented in docs/fabric.md)."""
-        unit = self.plan.heater_unit
-        return {
-            "failed": self.failed,
-            "spare": self.spare,
-            "job": self.plan.job.to_dict(),
-            "rerouted_links": [f"{self.plan.links[i].link[0]}->{self.plan.links[i].link[1]}"
-                               for i in self.rerouted],
-            "changed_tbus": [mesh.tbu_names[t] for t in self.changed_tbus],
-            "changed_heaters": [{"channel": ch, "heater": f"heater:{ch}", unit: v}
-                                for ch, v in sorted(self.program.items())],
-            "heater_unit": unit,
-            "unaffected_routes_unchanged": self.held_unchanged,
-            "held_heater_drift": self.held_drift,
-            "links": [lk.to_dict(mesh) for lk in self.plan.links],
-            "timing_ms": self.timing_ms,
-            "candidates": list(self.candidates),
-        }
+    def to_dict(self, mesh: Mesh | None = None) -> dict[str, Any]:
+        """JSON-ready form (:func:`~photonics.fabric.plan_io.recovery_to_dict`; keys in docs/fabric.md)."""
+        from photonics.fabric.plan_io import recovery_to_dict
+
+        return recovery_to_dict(self, mesh)
 
 
 def held_unchanged(before: JobPlan, after_routes: Sequence[Route], after_conf: Configuration,
@@ -144,7 +130,7 @@ def _candidate(fabric: Fabric, before: JobPlan, job: Job, affected: list[int], f
         for t, s in r.states().items():
             split[t] = 1.0 if s == "cross" else 0.0
     split = _stuck_states(split, failed)
-    conf = Configuration(split, tuple(routes))
+    conf = Configuration(split, tuple(routes), mesh=mesh)
     graph_losses = [route_loss_db(graph, r) for r in new]
     losses = [before.links[i].loss_db for i in range(len(routes))]
     for i, loss in zip(affected, graph_losses, strict=True):
@@ -183,10 +169,19 @@ def _finish(fabric: Fabric, before: JobPlan, cand: _Candidate, affected: list[in
     relock = max((fabric.lane(cand.routes[i].dst).relock_ms for i in affected), default=0.0)
     if timing.relock_ms is not None:
         relock = timing.relock_ms
-    return Recovery(label, cand.name, plan, tuple(affected), tuple(int(t) for t in cand.changed), program,
-                    same, drift, recovery_timing(timing, compute_ms, program, relock, len(affected),
-                                                 max_phase_step_rad=_phase_step(delta, write, unit)),
-                    tuple(candidates))
+    rec = Recovery(label, cand.name, plan, tuple(affected), tuple(int(t) for t in cand.changed), program,
+                   same, drift, recovery_timing(timing, compute_ms, program, relock, len(affected),
+                                                max_phase_step_rad=_phase_step(delta, write, unit)),
+                   tuple(candidates))
+    return _recorded(rec, before, mesh)
+
+
+def _recorded(rec: Recovery, before: JobPlan, mesh: Mesh) -> Recovery:
+    """``rec`` whose plan keeps the history: the earlier plan's recoveries plus this one."""
+    from photonics.fabric.plan_io import recovery_to_dict
+
+    plan = replace(rec.plan, recoveries=(*before.recoveries, recovery_to_dict(rec, mesh)))
+    return replace(rec, plan=plan)
 
 
 # ---------------------------------------------------------------------------------------
