@@ -53,6 +53,52 @@ class CalibrationError(LumionError):
     """A calibration map or procedure cannot be used: wrong chip, bad file, failed fit."""
 
 
+# Physically plausible coefficients (docs/calibration.md, "The map file"). The nominal heater
+# has rho2 = 0.60 rad/mA^2 and eta = 2.4 rad/mW; these bounds are ~30x wider than any
+# fabrication spread, so only a damaged or absurd map trips them.
+RHO2_RANGE = (0.01, 20.0)  # rad/mA^2: 2 pi needs between ~0.6 mA and ~25 mA
+TEMPCO_RANGE = (-0.2, 1.0)  # rho3 / rho2 (1/mA): the resistance's current coefficient
+ETA_RANGE = (0.05, 100.0)  # rad/mW: pi needs between 0.03 mW and 60 mW
+MAX_CROSSTALK_FRACTION = 0.5  # a neighbour never feels more than half a heater's own phase
+
+
+class NonFiniteError(ValueError):
+    """A map value is missing (JSON null), NaN or infinite."""
+
+
+def _number(value: Any, what: str) -> float:
+    """``value`` as a finite float, or :class:`NonFiniteError` naming ``what``."""
+    if value is None or isinstance(value, bool):
+        raise NonFiniteError(f"{what} is not a finite number ({json.dumps(value)})")
+    x = float(value)
+    if not math.isfinite(x):
+        raise NonFiniteError(f"{what} is not a finite number ({value})")
+    return x
+
+
+def implausible_coefficients(rho2: np.ndarray, rho3: np.ndarray, eta: np.ndarray,
+                             entries: np.ndarray) -> str | None:
+    """Describe the first coefficient outside the plausible ranges above, or None."""
+    checks = [
+        (rho2, (rho2 < RHO2_RANGE[0]) | (rho2 > RHO2_RANGE[1]), "rho2", f"{RHO2_RANGE} rad/mA^2"),
+        (rho3, (rho3 < TEMPCO_RANGE[0] * rho2) | (rho3 > TEMPCO_RANGE[1] * rho2), "rho3",
+         f"{TEMPCO_RANGE} x rho2 per mA"),
+        (eta, (eta < ETA_RANGE[0]) | (eta > ETA_RANGE[1]), "eta_rad_per_mw", f"{ETA_RANGE} rad/mW"),
+    ]
+    for values, bad, name, allowed in checks:
+        if bad.any():
+            h = int(np.argmax(bad))
+            return f"heater {h} {name} = {values[h]:.6g} (allowed {allowed})"
+    if len(entries):
+        j = entries[:, 1].astype(int)
+        frac = np.abs(entries[:, 2]) / eta[j]
+        if (frac > MAX_CROSSTALK_FRACTION).any():
+            k = int(np.argmax(frac))
+            return (f"crosstalk [{int(entries[k, 0])}, {j[k]}] = {entries[k, 2]:.6g} rad/mW is "
+                    f"{frac[k]:.3g} of heater {j[k]}'s own phase (allowed <= {MAX_CROSSTALK_FRACTION})")
+    return None
+
+
 def mesh_signature(mesh: Mesh) -> dict[str, Any]:
     """What a map records about the mesh it belongs to (kind, rows, cols, n_tbus, n_heaters)."""
     return {"kind": mesh.kind, "rows": mesh.rows, "cols": mesh.cols,
@@ -258,11 +304,13 @@ class CalibrationMap:
                                  f"{len(tbus)} and {len(heaters)}")
             if [int(h["channel"]) for h in heaters] != list(range(n_h)):
                 raise ValueError("heaters must be listed in channel order 0..n-1")
-            delta = np.array([float(t["delta_rad"]) for t in tbus])
-            rho2 = np.array([float(h["rho2"]) for h in heaters])
-            rho3 = np.array([float(h["rho3"]) for h in heaters])
-            eta = np.array([float(h["eta_rad_per_mw"]) for h in heaters])
-            entries = np.array(xt["entries"], dtype=float).reshape(-1, 3)
+            delta = np.array([_number(t["delta_rad"], f"{t.get('name', 'TBU')} delta_rad") for t in tbus])
+            rho2 = np.array([_number(h["rho2"], f"heater {h['channel']} rho2") for h in heaters])
+            rho3 = np.array([_number(h["rho3"], f"heater {h['channel']} rho3") for h in heaters])
+            eta = np.array([_number(h["eta_rad_per_mw"], f"heater {h['channel']} eta_rad_per_mw")
+                            for h in heaters])
+            entries = np.array([[_number(v, "a crosstalk entry") for v in e] for e in xt["entries"]],
+                               dtype=float).reshape(-1, 3)
             quality = dict(data.get("quality", {}))
             for key in ("sigma_delta_rad",):
                 if all(key in t for t in tbus):
@@ -272,16 +320,20 @@ class CalibrationMap:
                     quality[key] = np.array([float(h[key]) for h in heaters])
             names = tuple(str(t["name"]) for t in tbus)
             nearest, cutoff = float(xt.get("nearest_fraction", 0.0)), float(xt.get("cutoff_tbu", 0.0))
+        except NonFiniteError as exc:
+            raise CalibrationError(f"{source}: {exc}; the map is damaged, recalibrate "
+                                   "(`lumion calibrate`)") from exc
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CalibrationError(f"{source} is malformed: {exc}") from exc
-        values = np.concatenate([delta, rho2, rho3, eta, entries.ravel()])
-        if not np.isfinite(values).all():
-            raise CalibrationError(f"{source} contains non-finite numbers")
         if (rho2 <= 0).any() or (eta <= 0).any():
             raise CalibrationError(f"{source}: rho2 and eta must be positive for every heater")
         idx = entries[:, :2]
         if idx.size and (idx.min() < 0 or idx.max() >= n_h or (idx != np.round(idx)).any()):
             raise CalibrationError(f"{source}: crosstalk entries refer to heaters outside 0..{n_h - 1}")
+        implausible = implausible_coefficients(rho2, rho3, eta, entries)
+        if implausible:
+            raise CalibrationError(f"{source}: {implausible}, outside what a thermo-optic heater can do "
+                                   "(docs/calibration.md, 'The map file'); recalibrate")
         K = sp.csr_matrix((entries[:, 2], (entries[:, 0].astype(int), entries[:, 1].astype(int))),
                           shape=(n_h, n_h))
         return cls(chip_id=chip_id, mesh=mesh, delta=delta, rho2=rho2, rho3=rho3, eta=eta,

@@ -585,7 +585,8 @@ def calibrate(
             if not due:
                 break
             suspects = poor | set(due)
-            for n, t in enumerate(sorted(due, key=lambda t: records[t].rms_residual), 1):
+            # Worst fit first: under budget pressure the rechecks that matter most are done.
+            for n, t in enumerate(sorted(due, key=lambda t: -records[t].rms_residual), 1):
                 if options.max_operations is not None and \
                         ops() + 2 * options.refine_points > options.max_operations:
                     break

@@ -9,6 +9,8 @@ from lab_scripts.common import UsageError, add_json_flag, count, fraction, load_
 from lab_scripts.errors import opening, reading
 from lab_scripts.paths import JSON_SUFFIXES, output_file, output_folder
 
+DEFAULT_SEED = 0  # the simulated chip when neither --seed nor [sim] seed says otherwise
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
@@ -21,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--bench", required=True, metavar="FILE|sim",
                    help="bench config file, or 'sim' for the in-process simulated bench")
-    p.add_argument("--seed", type=seed, default=0, help="simulated chip seed (with --bench sim)")
+    p.add_argument("--seed", type=seed, default=None,
+                   help="simulated chip seed: given, it wins; else a bench config's [sim] seed; else 0")
     p.add_argument("--mesh", default="smartlight",
                    help="mesh of the simulated chip: smartlight | hex:RxC | ... (with --bench sim)")
     p.add_argument("--out", required=True, metavar="MAP.json", help="where to write the map")
@@ -47,7 +50,8 @@ def open_bench(args: argparse.Namespace) -> Any:
         from instruments.sim.chip import Chip
         from instruments.sim.direct import DirectBench
 
-        return DirectBench(Chip(load_mesh(args.mesh), seed=args.seed))
+        args.effective_seed = effective_seed(args.seed, None)
+        return DirectBench(Chip(load_mesh(args.mesh), seed=args.effective_seed))
     from instruments.config import load_config
     from instruments.config import open_bench as open_config_bench
     from photonics.topology import mesh_from_spec
@@ -56,7 +60,17 @@ def open_bench(args: argparse.Namespace) -> Any:
         cfg = load_config(args.bench)
         mesh_from_spec(cfg.get("mesh", "smartlight"))
     with opening(f"bench {args.bench}"):
-        return open_config_bench(cfg, seed=args.seed)
+        # None lets the config's own [sim] seed decide (start_simulators); --seed overrides it.
+        bench = open_config_bench(cfg, seed=args.seed)
+    args.effective_seed = effective_seed(args.seed, cfg)
+    return bench
+
+
+def effective_seed(given: int | None, config: dict[str, Any] | None) -> int:
+    """The simulated chip's seed: ``--seed`` when given, else the config's ``[sim] seed``, else 0."""
+    if given is not None:
+        return given
+    return int((config or {}).get("sim", {}).get("seed", DEFAULT_SEED))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         ckpt.unlink(missing_ok=True)  # the map is written: a later run starts afresh
         if args.verify_routes > 0:
             ops0 = bench.operations
-            routes = sample_routes(mesh, args.verify_routes, np.random.default_rng(args.seed))
+            routes = sample_routes(mesh, args.verify_routes,
+                                   np.random.default_rng(args.effective_seed))
             rows = []
             for r in routes:
                 on = measure_route(bench, cmap, r, compensate=True)

@@ -35,3 +35,27 @@ def test_calibrate_refuses_bad_arguments(tmp_path, capsys):
                  str(tmp_path / "nodir" / "map.json"), "--json"])
     assert code == 2
     assert "does not exist" in json.loads(capsys.readouterr().out)["error"]
+
+
+def _sim_config(tmp_path, seed):
+    path = tmp_path / "bench.toml"
+    path.write_text('schema = "lumion.bench"\nversion = 1\nmesh = "hex:1x1"\n'
+                    '[heater_driver]\naddress = "sim"\n[laser]\naddress = "sim"\n'
+                    f'[power_meter]\naddress = "sim"\n[sim]\nseed = {seed}\nheater_link = "url"\n')
+    return path
+
+
+def test_seed_precedence_config_then_flag(tmp_path):
+    """A bench config's [sim] seed is used unless --seed is given explicitly."""
+    import argparse
+
+    from lab_scripts.cmd_calibrate import open_bench
+
+    cfg = _sim_config(tmp_path, 7)
+    for given, want in ((None, 7), (3, 3), (0, 0)):
+        bench = open_bench(argparse.Namespace(bench=str(cfg), seed=given, mesh="smartlight"))
+        try:
+            assert bench.sim.chip.seed == want
+            assert bench.chip_id.endswith(f"seed{want}")
+        finally:
+            bench.close()

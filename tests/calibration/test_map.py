@@ -132,3 +132,40 @@ def test_reach_of_a_heater_with_negative_tempco(mesh):
     assert np.max(np.abs(err)) < 1e-6
     with pytest.raises(UnreachableError, match=r"reaches only 0\.[0-9]+ rad at the 1\.0 mA limit"):
         cmap.currents_for(conf, 1.0)
+
+
+@pytest.mark.parametrize(("heater", "key", "value", "says"), [
+    (0, "rho2", 1e300, "heater 0 rho2 = 1e+300"),
+    (3, "rho3", -5.0, "heater 3 rho3 = -5"),
+    (2, "eta_rad_per_mw", 1e-6, "heater 2 eta_rad_per_mw"),
+])
+def test_refuses_absurd_coefficients(tmp_path, mesh, heater, key, value, says):
+    data = make_map(mesh).to_dict()
+    data["heaters"][heater][key] = value
+    (tmp_path / "absurd.json").write_text(json.dumps(json.loads(json.dumps(data, default=float))))
+    with pytest.raises(CalibrationError, match="outside what a thermo-optic heater can do") as info:
+        CalibrationMap.load(tmp_path / "absurd.json")
+    assert says in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_refuses_absurd_crosstalk(tmp_path, mesh):
+    path = make_map(mesh).save(tmp_path / "map.json")
+    data = json.loads(path.read_text())
+    data["crosstalk"]["entries"][0][2] = 50.0  # rad/mW: 20x the heater's own phase
+    (tmp_path / "xt.json").write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=r"crosstalk .* of heater"):
+        CalibrationMap.load(tmp_path / "xt.json")
+
+
+@pytest.mark.parametrize("value", [None, "NaN", "Infinity"])
+def test_non_finite_value_is_named(tmp_path, mesh, value):
+    path = make_map(mesh).save(tmp_path / "map.json")
+    text = path.read_text()
+    data = json.loads(text)
+    data["heaters"][5]["rho3"] = "__X__"
+    bad = json.dumps(data).replace('"__X__"', "null" if value is None else value)
+    (tmp_path / "nan.json").write_text(bad)
+    with pytest.raises(CalibrationError, match="heater 5 rho3 is not a finite number") as info:
+        CalibrationMap.load(tmp_path / "nan.json")
+    assert "NoneType" not in str(info.value)
