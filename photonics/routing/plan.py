@@ -266,7 +266,7 @@ def configuration_for(mesh: Mesh, routes: Sequence[Route], failed: Mapping[int, 
     for t, how in failed.items():
         if how in ("bar", "cross"):
             split[t] = 1.0 if how == "cross" else 0.0
-    return Configuration(split, conf.routes, {"failed": dict(failed)})
+    return Configuration(split, conf.routes, {"failed": dict(failed)}, mesh=mesh)
 
 
 def _assemble(graph: RoutingGraph, routes: list[Route], method: str, optimal: bool, passes: int,
