@@ -1,0 +1,58 @@
+"""The calibration checkpoint: a JSON file, written atomically after every TBU, to resume a run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from calibration.map import CalibrationError, mesh_signature
+from calibration.records import CrosstalkRecord, TBURecord
+from photonics.topology import Mesh, atomic_write_text
+
+CHECKPOINT_SCHEMA = "lumion.calibration-checkpoint"
+CHECKPOINT_VERSION = 1
+
+
+def save_checkpoint(path: Path, chip_id: str, mesh: Mesh, records: dict[int, TBURecord],
+                    operations: int, duration_s: float,
+                    crosstalk: dict[int, CrosstalkRecord] | None = None) -> None:
+    """Write the checkpoint atomically."""
+    data = {"schema": CHECKPOINT_SCHEMA, "version": CHECKPOINT_VERSION, "chip_id": chip_id,
+            "mesh": mesh_signature(mesh), "operations": operations, "duration_s": duration_s,
+            "tbus": {str(t): asdict(r) for t, r in sorted(records.items())},
+            "crosstalk": {str(t): asdict(r) for t, r in sorted((crosstalk or {}).items())}}
+    atomic_write_text(path, json.dumps(data, indent=1))
+
+
+def load_checkpoint_crosstalk(path: Path) -> dict[int, CrosstalkRecord]:
+    """Crosstalk victims already measured in a checkpoint (call after :func:`load_checkpoint`)."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {int(t): CrosstalkRecord(**r) for t, r in data.get("crosstalk", {}).items()}
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"checkpoint {path} is corrupt ({exc}); delete it to start over") from exc
+
+
+def load_checkpoint(path: Path, chip_id: str, mesh: Mesh) -> tuple[dict[int, TBURecord], int, float]:
+    """Records, operations and duration of an earlier run on this chip (empty if no file)."""
+    if not path.exists():
+        return {}, 0, 0.0
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") != CHECKPOINT_SCHEMA or data.get("version") != CHECKPOINT_VERSION:
+            raise CalibrationError(f"{path} is not a version-{CHECKPOINT_VERSION} calibration checkpoint")
+        records = {int(t): TBURecord(**r) for t, r in data["tbus"].items()}
+        ops, dur = int(data["operations"]), float(data["duration_s"])
+        chip, sig = data["chip_id"], data["mesh"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"checkpoint {path} is corrupt ({exc}); delete it to start over") from exc
+    if chip != chip_id or sig != mesh_signature(mesh):
+        raise CalibrationError(f"checkpoint {path} belongs to chip {chip!r}, not {chip_id!r}; "
+                               "delete it or give another --checkpoint")
+    if any(not 0 <= t < mesh.n_tbus for t in records):
+        raise CalibrationError(f"checkpoint {path} names TBUs outside this mesh")
+    return records, ops, dur
+

@@ -1,0 +1,60 @@
+"""Knobs of the calibration procedure, each with its default and the reason for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Nominal heater, used only to choose the sweep range: R0 = 250 Ohm, tempco 0.02 /mA.
+NOMINAL_R0_KOHM = 0.25
+NOMINAL_GAMMA_PER_MA = 0.02
+
+
+@dataclass(frozen=True)
+class Options:
+    """Knobs of :func:`calibrate`.
+
+    Attributes:
+        points: readings per heater sweep in the bootstrap pass.
+        refine_points: readings per heater sweep in the refinement pass (0 skips it).
+        sweep_phase_rad: nominal phase the sweep reaches (3 pi: over one full fringe for
+            any heater within +-30 % of nominal).
+        crosstalk_fraction: assumed crosstalk fraction f (design value 1 %) on the partner arm
+            of the same TBU (never measurable from power readings) and, for the fallback law,
+            on the nearest heater of a neighbouring TBU.
+        crosstalk_decay_tbu: decay length (TBU lengths) of the fallback law between TBUs.
+        crosstalk_cutoff_tbu: neighbours within this distance (TBU lengths) get a K entry.
+        crosstalk_repeats: readings per aggressor heater and victim setting in the
+            crosstalk measurement (0: do not measure, use the fallback law everywhere).
+        crosstalk_baseline: readings per victim setting with no aggressor driven.
+        crosstalk_drive_rad: how far an aggressor heater is driven (its fitted effect on its
+            own TBU's differential phase); whole turns of 2 pi leave its TBU's split unchanged.
+        max_operations: operation budget of the whole run; crosstalk victims that do not fit
+            in it keep the fallback law.
+        recheck_passes: at most this many passes re-measuring TBUs whose fit is suspect (see
+            :func:`calibrate`, step 2b); 0 turns rechecks off.
+        recheck_tol_rad: a re-fit that moves a TBU's differential phase by more than this
+            (anywhere over its working range) counts as a material change.
+        poor_fit_residual: a fit whose RMS normalised residual exceeds this is re-measured
+            once through another light path.
+        wavelength_nm: laser wavelength.
+        loss: robust loss for the fits.
+    """
+
+    points: int = 16
+    refine_points: int = 24
+    sweep_phase_rad: float = 3 * np.pi
+    crosstalk_fraction: float = 0.01
+    crosstalk_decay_tbu: float = 0.1
+    crosstalk_cutoff_tbu: float = 1.05
+    crosstalk_repeats: int = 1
+    crosstalk_baseline: int = 2
+    crosstalk_drive_rad: float = 6 * np.pi
+    max_operations: int | None = 10_000
+    recheck_passes: int = 4
+    recheck_tol_rad: float = 0.15
+    poor_fit_residual: float = 4.0
+    wavelength_nm: float = 1550.0
+    loss: str = "soft_l1"
+
