@@ -11,12 +11,17 @@ Default wiring for a mesh with P ports (override in the bench config):
 * power meter head (slot ``p // 4 + 1``, channel ``p % 4 + 1``) sits at mesh port ``p``;
 * with P >= 16: ``qsfp0`` (SFF-8636) TX lanes at ports 0-3, RX at 4-7, and ``qsfp1``
   (CMIS, 4 of 8 lanes wired) TX at P/2..P/2+3, RX at P/2+4..P/2+7.
+
+:func:`fabric_transceivers` wires one module per accelerator of a fabric instead (what a
+rack has: each accelerator's own pluggable, its lanes on the accelerator's ports), and
+:meth:`SimulatedBench.kill_transmitter` stops a lane's laser as a dead accelerator does.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,9 +29,11 @@ from instruments.sim.chip import Chip
 from instruments.sim.heater_device import HeaterDeviceSim, PtyLink, register, unregister
 from instruments.sim.scpi_devices import ScpiServer, SimLaser, SimPowerMeter
 from instruments.sim.transceivers import BridgeDeviceSim, SimI2CBus, SimTransceiver, TransceiverBench
+from photonics.fabric import Fabric
 from photonics.topology import Mesh
 
 _names = itertools.count()
+SFF8636_LANES, CMIS_LANES = 4, 8  # lanes per module: QSFP28 (SFF-8636) and QSFP-DD (CMIS)
 
 
 def default_switch(mesh: Mesh) -> dict[int, int]:
@@ -50,6 +57,24 @@ def default_transceivers(mesh: Mesh) -> list[dict[str, Any]]:
         {"name": "qsfp1", "spec": "cmis", "tx_ports": [h, h + 1, h + 2, h + 3],
          "rx_ports": [h + 4, h + 5, h + 6, h + 7]},
     ]
+
+
+def fabric_transceivers(fabric: Fabric, address: str = "sim") -> list[dict[str, Any]]:
+    """``[[transceivers]]`` tables with one module per accelerator, named after it.
+
+    Lane k's TX sits on the accelerator's k-th TX port and its RX on its k-th RX port. Up
+    to 4 lanes a side is a QSFP28 (SFF-8636), up to 8 a QSFP-DD (CMIS); more is refused.
+    """
+    out = []
+    for acc in fabric.accelerators:
+        lanes = max(len(acc.tx), len(acc.rx))
+        if lanes > CMIS_LANES:
+            raise ValueError(f"{acc.name} has {lanes} lanes; one simulated module carries at most "
+                             f"{CMIS_LANES}: split it into several accelerators' modules")
+        out.append({"name": acc.name, "spec": "sff8636" if lanes <= SFF8636_LANES else "cmis",
+                    "address": address, "tx_ports": [fabric.mesh.port_names[p] for p in acc.tx],
+                    "rx_ports": [fabric.mesh.port_names[p] for p in acc.rx]})
+    return out
 
 
 def _model(idn: str) -> str:
@@ -152,6 +177,52 @@ class SimulatedBench:
                  "rx_ports": [int(x) for x in spec.get("rx_ports", [])]}
                 for spec in self.transceiver_specs]
         return tomli_w.dumps(config)
+
+    def _tx_lanes(self, target: int | str) -> list[tuple[SimTransceiver, int]]:
+        """(module, lane) pairs named by a port (``port:N`` or N), ``module:lane`` or ``module``."""
+        mods = self.transceivers.transceivers
+        text = str(target).strip()
+        name, _, lane = text.partition(":")
+        if isinstance(target, int) or text.isdigit() or name == "port":
+            port = self.mesh.port_index(target)
+            found = [(m, k) for m in mods.values() for k, p in enumerate(m.tx_ports) if p == port]
+            if not found:
+                raise ValueError(f"no simulated transceiver transmits into {self.mesh.port_names[port]}")
+            return found
+        if name not in mods:
+            raise ValueError(f"unknown transmitter {target!r}: give port:N, a module name "
+                             f"({', '.join(mods) or 'none on this bench'}) or module:lane")
+        m = mods[name]
+        if lane:
+            if not lane.isdigit():
+                raise ValueError(f"{target!r}: the lane after ':' must be a number (0-based)")
+            return [(m, int(lane))]
+        return [(m, k) for k, p in enumerate(m.tx_ports) if p is not None]
+
+    def kill_transmitter(self, target: int | str) -> dict[str, Any]:
+        """Stop TX lanes emitting, as a dead accelerator does (see :func:`SimTransceiver.kill_tx`).
+
+        ``target``: a mesh port (``port:N`` or N) a lane transmits into, ``module:lane``
+        (0-based) or a module name (all its wired TX lanes; with :func:`fabric_transceivers`
+        module names are accelerator names). Returns the lanes, their ports and ``t_s``,
+        the ``time.monotonic()`` of the kill (s), to time detection against.
+        """
+        lanes = self._tx_lanes(target)
+        for m, k in lanes:
+            m.kill_tx(k)
+        return self._fault_record(lanes)
+
+    def revive_transmitter(self, target: int | str) -> dict[str, Any]:
+        """Let lanes killed by :meth:`kill_transmitter` emit again (same ``target`` forms)."""
+        lanes = self._tx_lanes(target)
+        for m, k in lanes:
+            m.revive_tx(k)
+        return self._fault_record(lanes)
+
+    def _fault_record(self, lanes: list[tuple[SimTransceiver, int]]) -> dict[str, Any]:
+        return {"lanes": [f"{m.name}:{k}" for m, k in lanes],
+                "ports": [self.mesh.port_names[p] for m, k in lanes if (p := m.tx_ports[k]) is not None],
+                "t_s": time.monotonic()}
 
     def close(self) -> None:
         """Stop every simulator (idempotent)."""

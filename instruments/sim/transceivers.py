@@ -21,6 +21,12 @@ read the monitors are refreshed: RX power of a lane is the sum, over every trans
 lane of every transceiver on the bench, of its power times the chip's port-to-port power
 transmission (circuit solve at ``wavelength_nm``). A lane transmits when its TX is not
 disabled and (CMIS) its data path is DPActivated. LOS asserts below ``los_dbm``.
+
+Faults: :meth:`SimTransceiver.kill_tx` makes a lane's laser stop emitting, as when the
+accelerator behind the module dies (the host is gone, nobody sets TX disable or reads the
+TX-fault flag, so neither changes); :meth:`SimTransceiver.revive_tx` undoes it. The
+module's management interface keeps answering (it is read by the bench's I2C, not by the
+dead host), so the dead lane's own TX power and bias monitors read 0.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ class SimTransceiver:
                                    else cmis_image(serial, self.unsupported, bias_multiplier))
         self.lock = threading.RLock()
         self.bench: TransceiverBench | None = None
+        self.dead_tx: set[int] = set()  # lanes whose laser stopped (kill_tx), 0-based
         self._module_monitors(temperature_c, vcc_v)
         if kind == "cmis":
             self._configure_lanes()
@@ -151,8 +158,26 @@ class SimTransceiver:
     def tx_enabled(self) -> np.ndarray:
         """Lanes whose transmitter emits light."""
         disabled = self.image.get(self.spec.TX_DISABLE)[0] if self._supports("tx_disable") else 0
-        on = np.array([not (disabled >> k) & 1 for k in range(self.spec.LANES)])
+        on = np.array([not (disabled >> k) & 1 and k not in self.dead_tx for k in range(self.spec.LANES)])
         return on & self.lane_activated()
+
+    # -- faults --------------------------------------------------------------------------
+    def _check_lane(self, lane: int) -> int:
+        k = int(lane)
+        if not 0 <= k < self.spec.LANES:
+            raise ValueError(f"{self.name}: lane {lane} is not a lane of a {self.spec.LANES}-lane module "
+                             f"(0..{self.spec.LANES - 1})")
+        return k
+
+    def kill_tx(self, lane: int) -> None:
+        """Stop the laser of ``lane`` (0-based) emitting, as a dead accelerator's does."""
+        with self.lock:
+            self.dead_tx.add(self._check_lane(lane))
+
+    def revive_tx(self, lane: int) -> None:
+        """Let ``lane``'s laser emit again (undo :meth:`kill_tx`)."""
+        with self.lock:
+            self.dead_tx.discard(self._check_lane(lane))
 
     # -- I2C -----------------------------------------------------------------------------
     def _locate(self, address: int, page: int) -> tuple[bytearray, int]:
