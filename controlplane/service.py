@@ -1,0 +1,783 @@
+"""The rack's control plane: the state of one chip's fabric, and every reconfiguration as a transaction.
+
+:class:`ControlPlane` owns the truth about the rack (chip, heater map, fabric, jobs, the
+plan of record, the heater currents in force) in a :class:`~controlplane.store.Store`, and
+changes the chip only through :meth:`ControlPlane._reconfigure`, the one state machine::
+
+    compute -> intent committed -> heaters written -> settle -> chip read back (verify)
+            -> intent done (plan, currents, jobs, allocations committed) -> reply
+
+A crash anywhere leaves at most one open intent; :meth:`ControlPlane.reconcile` (run at
+start) reads the chip back (``IALL?``) and rolls it forward (chip == target), back (chip ==
+previous) or re-applies the last committed currents (anything else). Reconfigurations
+of a chip are serialised by one lock; the store refuses a second open intent and an
+accelerator in two jobs whatever happens above it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from calibration.heater_map import IdealMap
+from controlplane import placement
+from controlplane.crash import Crasher
+from controlplane.errors import ServiceError
+from controlplane.store import ABORTED, REVERTED, ROLLED_BACK, ROLLED_FORWARD, Store, StoreError
+from instruments.controller import MEND_TOLERANCE_MA
+from instruments.errors import ChipStateUnknownError, LimitError, WriteAbortedError
+from photonics.configuration import mesh_fingerprint, mesh_label
+from photonics.errors import LumionError
+from photonics.fabric import (
+    Fabric,
+    FabricError,
+    Job,
+    JobPlan,
+    TimingModel,
+    fail_tbu,
+    failover,
+    line_job,
+    links_job,
+    ring_job,
+)
+from photonics.fabric.plan_io import plan_from_dict, plan_to_dict, recovery_to_dict
+
+# Currents are written with 4 decimals of mA (the driver's resolution); the plan of record
+# stores them so, and the chip reads back what was written.
+DECIMALS = 4
+PATTERNS = ("ring", "line", "all-to-all", "links")
+STATUS_SCHEMA = "lumion.status"
+
+
+@dataclass(frozen=True)
+class RackState:
+    """An immutable snapshot of the committed state (replaced whole after every commit)."""
+
+    plan: JobPlan
+    jobs: dict[str, Job]  # job id -> job, oldest first (the plan's link order)
+    meta: dict[str, dict[str, Any]]  # job id -> created, updated
+    currents: np.ndarray  # mA, per heater, as committed
+    failed: tuple[str, ...]
+
+
+class ControlPlane:
+    """One rack's control plane over an opened instrument bench.
+
+    Args:
+        store: the database.
+        bench: an opened :class:`~instruments.controller.InstrumentBench` (``bench.controller``
+            programs the chip; ``bench.transceivers`` are the modules telemetry reads).
+        fabric: the accelerators cabled to the chip; on a database that already records a
+            fabric it must be the same one (None: the recorded one).
+        crasher: crash injection for tests (default: from ``LUMION_CRASH_AT``).
+        timing: the recovery-time model (modelled stages of every recovery).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        bench: Any,
+        fabric: Fabric | None = None,
+        *,
+        crasher: Crasher | None = None,
+        timing: TimingModel | None = None,
+    ) -> None:
+        self.store = store
+        self.bench = bench
+        self.controller = bench.controller
+        self.mesh = self.controller.mesh
+        self.chip_id = str(bench.chip_id)
+        self.crasher = crasher or Crasher.from_env()
+        self.timing = timing or TimingModel()
+        self.started_s = time.time()
+        self._lock = threading.RLock()
+        self._live: dict[str, dict[str, Any]] = {}
+        self.fabric = self._bind(fabric)
+        self.heater_map = self._heater_map()
+        self.state: RackState | None = None
+        self.reconcile()
+
+    # -- start-up -------------------------------------------------------------------
+    def _bind(self, fabric: Fabric | None) -> Fabric:
+        """Record chip and fabric; refuse a fabric other than the one the database holds."""
+        if fabric is not None and mesh_fingerprint(fabric.mesh) != mesh_fingerprint(self.mesh):
+            raise ServiceError(
+                f"fabric {fabric.name} is cabled to {mesh_label(fabric.mesh)}, but the bench's chip "
+                f"is {mesh_label(self.mesh)}; give the fabric of this chip"
+            )
+        self.store.ensure_chip(
+            self.chip_id, fabric.mesh_spec if fabric else None, mesh_fingerprint(self.mesh)
+        )
+        recorded = self.store.get_fabric(self.chip_id)
+        if recorded is None:
+            if fabric is None:
+                raise ServiceError("the database records no fabric for this chip; give one (--fabric)")
+            self.store.set_fabric(self.chip_id, fabric.to_dict())
+            return fabric
+        known = Fabric.from_dict(recorded, f"the fabric recorded in {self.store.path}")
+        if fabric is not None and fabric.to_dict() != recorded:
+            raise ServiceError(
+                f"the database already runs fabric {known.name} on chip {self.chip_id}; "
+                "start without --fabric to keep it, or use another --db for another fabric"
+            )
+        return known
+
+    def _heater_map(self) -> Any:
+        """The controller's heater map, recorded (``ideal`` or the fitted map's document)."""
+        hmap = self.controller.heater_map
+        recorded = self.store.get_map(self.chip_id)
+        if isinstance(hmap, IdealMap):
+            if recorded is not None and recorded[0] == "fitted":
+                from calibration.map import CalibrationMap
+
+                hmap = CalibrationMap.from_dict(recorded[1], f"the map recorded in {self.store.path}")
+                self.controller.heater_map = hmap
+            elif recorded is None:
+                self.store.set_map(self.chip_id, "ideal", None)
+        else:
+            self.store.set_map(self.chip_id, "fitted", hmap.to_dict())
+        return hmap
+
+    # -- reconciliation -------------------------------------------------------------
+    def reconcile(self) -> list[dict[str, Any]]:
+        """Read the chip back and settle every open intent; load the committed state.
+
+        Rules (docs/controlplane.md): chip == target -> roll forward; chip == previous ->
+        roll back; anything else -> write the last committed (previous) currents again.
+        With no open intent, a chip that differs from the committed currents (a power
+        cycle, a manual change) gets them written again. A fresh database programs the
+        idle chip (every TBU parked) as its first reconfiguration.
+        """
+        with self._lock:
+            actions = []
+            chip = self._read_chip()
+            for it in self.store.open_intents(self.chip_id):
+                target, previous = np.array(it["target"]), np.array(it["previous"])
+                if _same(chip, target):
+                    self.store.commit_intent(it["id"], ROLLED_FORWARD, "chip held the target")
+                    action = ROLLED_FORWARD
+                elif _same(chip, previous):
+                    self.store.close_intent(it["id"], ROLLED_BACK, "chip held the previous currents")
+                    action = ROLLED_BACK
+                else:
+                    chip = self._write_and_verify(previous)
+                    self.store.close_intent(
+                        it["id"], REVERTED, "chip held neither; previous currents rewritten"
+                    )
+                    action = REVERTED
+                actions.append(
+                    {"intent": it["id"], "action": action, "reconfiguration": it["kind"], "job": it["job_id"]}
+                )
+                self.store.log_event(
+                    "reconciled",
+                    {
+                        "intent": it["id"],
+                        "action": action,
+                        "reconfiguration": it["kind"],
+                        "job": it["job_id"],
+                        "channels_differing": _differing(chip, target),
+                    },
+                )
+            committed, plan_doc = self.store.committed(self.chip_id)
+            if committed is None:
+                self._load(placement.empty_plan(self.fabric, self.heater_map), chip)
+                self._reconfigure("init", None, self.state.plan, dict(enumerate(self.state.plan.heater)), {})
+                actions.append({"action": "initialised"})
+            else:
+                want = np.array(committed)
+                if not _same(chip, want):
+                    n = _differing(chip, want)
+                    self._write_and_verify(want)
+                    actions.append({"action": "drift-repaired", "channels_differing": n})
+                    self.store.log_event("reconciled", {"action": "drift-repaired", "channels_differing": n})
+                self._load(plan_from_dict(plan_doc, self.fabric, "the plan of record"), want)
+            self.store.log_event(
+                "state-loaded",
+                {"chip_id": self.chip_id, "actions": actions, "jobs": list(self._state().jobs)},
+            )
+            return actions
+
+    def _load(self, plan: JobPlan, currents: np.ndarray) -> None:
+        """Rebuild the snapshot from the store; StoreError when jobs and plan disagree."""
+        rows = self.store.jobs(self.chip_id)
+        jobs = {r["id"]: _job_from_dict(r["job"]) for r in rows}
+        meta = {r["id"]: {"created": r["created"], "updated": r["updated"]} for r in rows}
+        if list(placement.merged_job(list(jobs.values())).links) != list(plan.job.links):
+            raise StoreError(
+                f"{self.store.path}: the running jobs' links do not match the plan of record; "
+                "the database is inconsistent (restore a backup or start a new --db)"
+            )
+        failed = tuple(self.store.failed_accelerators(self.chip_id))
+        plan = replace(plan, failed_accelerators=failed)
+        self.state = RackState(plan, jobs, meta, np.asarray(currents, float)[: self.mesh.n_heaters], failed)
+
+    def _read_chip(self) -> np.ndarray:
+        try:
+            return self.controller.resync()
+        except LumionError as exc:
+            raise ServiceError(f"cannot read the chip's currents back ({exc})", "instrument") from exc
+
+    def _write_and_verify(self, currents: np.ndarray) -> np.ndarray:
+        try:
+            self.controller.set_currents(np.asarray(currents, float))
+        except (WriteAbortedError, ChipStateUnknownError) as exc:
+            raise ServiceError(f"writing the chip failed ({exc})", "instrument") from exc
+        chip = self._read_chip()
+        if not _same(chip, currents):
+            raise ServiceError(
+                f"the chip does not hold what was written ({_differing(chip, currents)} channels differ)",
+                "instrument",
+            )
+        return chip
+
+    # -- the reconfiguration state machine --------------------------------------------
+    def _reconfigure(
+        self,
+        kind: str,
+        job_id: str | None,
+        plan: JobPlan,
+        program: Mapping[int, float],
+        change: dict[str, Any],
+        stages: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Intent, write, settle, verify, commit; the intent id. Call with the lock held."""
+        assert self.state is not None
+        stages = stages if stages is not None else []
+        previous = self.state.currents
+        target = previous.copy()
+        for ch, v in program.items():
+            target[int(ch)] = round(float(v), DECIMALS)
+        try:
+            self.controller.check(target)
+        except LimitError as exc:
+            raise ServiceError(str(exc), "impossible") from exc
+        plan = replace(plan, recoveries=())  # history lives in the event log, not in every plan
+        doc = plan_to_dict(plan, self.fabric)
+        change = {**change, "unit": plan.heater_unit}
+        try:
+            intent = self.store.open_intent(
+                self.chip_id, kind, job_id, previous.tolist(), target.tolist(), doc, change
+            )
+        except sqlite3.IntegrityError as exc:
+            raise ServiceError(
+                f"the store refused the reservation ({exc}): an accelerator already belongs to "
+                "a job, or another reconfiguration is open",
+                "impossible",
+            ) from exc
+        self.crasher.point("intent", kind)
+        t0 = time.time()
+        try:
+            with self.crasher.around_write(self.controller.driver, kind):
+                self.controller.set_currents(target)
+        except WriteAbortedError as exc:  # the controller restored every touched channel
+            self.store.close_intent(intent, ABORTED, str(exc)[:300])
+            raise ServiceError(f"programming the chip failed, nothing changed ({exc})", "instrument") from exc
+        except LumionError as exc:
+            self._settle_unknown(intent)
+            raise ServiceError(
+                f"programming the chip failed ({exc}); the chip was read back and reconciled", "instrument"
+            ) from exc
+        t1 = time.time()
+        self.crasher.point("written", kind)
+        settle_s = self.timing.settle_ms() / 1e3 if program else 0.0
+        time.sleep(settle_s)
+        t2 = time.time()
+        try:
+            chip = self.controller.resync()
+        except LumionError as exc:
+            self._settle_unknown(intent)
+            raise ServiceError(f"reading the chip back failed ({exc})", "instrument") from exc
+        if not _same(chip, target):
+            self._settle_unknown(intent)
+            raise ServiceError(
+                f"the chip does not hold the target after the write "
+                f"({_differing(chip, target)} channels differ); reconciled",
+                "instrument",
+            )
+        t3 = time.time()
+        self.crasher.point("verified", kind)
+        self.store.commit_intent(intent, outcome=f"{len(program)} channels written")
+        self.crasher.point("committed", kind)
+        stages += [
+            {"stage": "write", "start_s": t0, "end_s": t1},
+            {"stage": "settle", "start_s": t1, "end_s": t2},
+            {"stage": "verify", "start_s": t2, "end_s": t3},
+        ]
+        committed, _ = self.store.committed(self.chip_id)
+        self._load(plan, np.array(committed))
+        return intent
+
+    def _settle_unknown(self, intent: int) -> None:
+        """After a failure that may have changed the chip: reconcile now (best effort)."""
+        try:
+            self.reconcile()
+        except LumionError as exc:
+            self.store.log_event("reconcile-failed", {"intent": intent, "error": str(exc)[:300]})
+
+    # -- jobs -------------------------------------------------------------------------
+    def place_job(
+        self,
+        *,
+        accelerators: Sequence[str] | None = None,
+        count: int | None = None,
+        pattern: str = "ring",
+        links: Sequence[Sequence[str]] | None = None,
+        name: str | None = None,
+    ) -> dict[str, Any]:
+        """Place a job and program the chip; the job's view (:meth:`job`)."""
+        with self._lock:
+            state = self._state()
+            job_id = self.store.next_job_id()
+            members = self._members(state, accelerators, count, links, pattern)
+            job = _make_job(pattern, members, links, name or job_id)
+            t0 = time.time()
+            try:
+                plan, program = placement.place(self.fabric, state.plan, job, self.heater_map)
+            except FabricError as exc:
+                self.log_event("job-refused", job=job_id, reason=str(exc)[:300])
+                raise ServiceError(str(exc), "impossible") from exc
+            stages = [{"stage": "compute", "start_s": t0, "end_s": time.time()}]
+            change = {
+                "create_jobs": [{"id": job_id, "job": job.to_dict()}],
+                "allocate": dict.fromkeys(job.accelerators, job_id),
+            }
+            intent = self._reconfigure("place", job_id, plan, program, change, stages)
+            self.log_event(
+                "job-placed",
+                job=job_id,
+                intent=intent,
+                accelerators=list(job.accelerators),
+                pattern=job.topology,
+                changed_heaters=len(program),
+                stages=stages,
+            )
+            return self.job(job_id)
+
+    def _members(
+        self,
+        state: RackState,
+        accelerators: Sequence[str] | None,
+        count: int | None,
+        links: Sequence[Sequence[str]] | None,
+        pattern: str,
+    ) -> list[str]:
+        if pattern not in PATTERNS:
+            raise ServiceError(f"pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
+        if pattern == "links":
+            if not links:
+                raise ServiceError("pattern 'links' needs 'links': [[a, b], ...]")
+            names = list(dict.fromkeys(str(x) for lk in links for x in lk))
+        elif accelerators:
+            names = [str(a) for a in accelerators]
+        elif count is not None:
+            free = self._free_workers(state)
+            if count > len(free):
+                raise ServiceError(
+                    f"asked for {count} accelerators, {len(free)} are free ({', '.join(free) or 'none'})",
+                    "impossible",
+                )
+            names = free[:count]
+        else:
+            raise ServiceError("give 'accelerators' (names) or 'count'")
+        unknown = [a for a in names if a not in self.fabric.names]
+        if unknown:
+            raise ServiceError(
+                f"unknown accelerator {unknown[0]!r}; the fabric has {', '.join(self.fabric.names)}"
+            )
+        holders = self._holders(state)
+        for a in names:
+            if a in holders:
+                raise ServiceError(f"{a} already runs job {holders[a]}", "impossible")
+            if a in state.failed:
+                raise ServiceError(
+                    f"{a} has failed; repair it first (POST /api/v1/accelerators/{a}/repair)", "impossible"
+                )
+            if a in self.fabric.spares:
+                raise ServiceError(
+                    f"{a} is a spare, kept for failover; ask for workers ({', '.join(self.fabric.workers)})",
+                    "impossible",
+                )
+        return names
+
+    def _free_workers(self, state: RackState) -> list[str]:
+        holders = self._holders(state)
+        return [a for a in self.fabric.workers if a not in holders and a not in state.failed]
+
+    @staticmethod
+    def _holders(state: RackState) -> dict[str, str]:
+        return {a: jid for jid, j in state.jobs.items() for a in j.accelerators}
+
+    def delete_job(self, job_id: str) -> dict[str, Any]:
+        """Stop a job: park the TBUs only its links used, free its accelerators and spares."""
+        with self._lock:
+            state = self._state()
+            job = self._job(state, job_id)
+            first, count = self._span(state, job_id)
+            remaining = placement.merged_job([j for jid, j in state.jobs.items() if jid != job_id])
+            t0 = time.time()
+            plan, program = placement.remove(
+                self.fabric, state.plan, range(first, first + count), self.heater_map, remaining
+            )
+            stages = [{"stage": "compute", "start_s": t0, "end_s": time.time()}]
+            intent = self._reconfigure("delete", job_id, plan, program, {"delete_jobs": [job_id]}, stages)
+            self.log_event(
+                "job-deleted",
+                job=job_id,
+                intent=intent,
+                freed=list(job.accelerators),
+                changed_heaters=len(program),
+                stages=stages,
+            )
+            return {
+                "id": job_id,
+                "state": "deleted",
+                "freed": list(job.accelerators),
+                "changed_heaters": len(program),
+                "intent": intent,
+            }
+
+    def _job(self, state: RackState, job_id: str) -> Job:
+        try:
+            return state.jobs[job_id]
+        except KeyError:
+            raise ServiceError(
+                f"no running job {job_id!r}; running: {', '.join(state.jobs) or 'none'}", "not-found"
+            ) from None
+
+    @staticmethod
+    def _span(state: RackState, job_id: str) -> tuple[int, int]:
+        """(first link index, link count) of a job in the plan of record."""
+        first = 0
+        for jid, j in state.jobs.items():
+            if jid == job_id:
+                return first, len(j.links)
+            first += len(j.links)
+        raise ServiceError(f"no running job {job_id!r}", "not-found")
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """A running job: accelerators, links with their figures, spares it took."""
+        state = self._state()
+        job = self._job(state, job_id)
+        first, count = self._span(state, job_id)
+        mesh = self.fabric.mesh
+        links = [self._link_view(state.plan.links[i], job_id, mesh) for i in range(first, first + count)]
+        return {
+            "id": job_id,
+            "name": job.name,
+            "state": "running",
+            "pattern": job.topology,
+            "accelerators": list(job.accelerators),
+            "job": job.to_dict(),
+            "links": links,
+            "spares_in_use": [a for a in job.accelerators if a in self.fabric.spares],
+            "worst_margin_db": min((lk["margin_db"] for lk in links), default=None),
+            **state.meta.get(job_id, {}),
+        }
+
+    def _link_view(self, lk: Any, job_id: str | None, mesh: Any) -> dict[str, Any]:
+        out = {"job": job_id, **lk.to_dict(mesh)}
+        live = self._live.get(lk.link[1])
+        if live is not None:
+            rx = live.get("rx_power_dbm")
+            sens = self.fabric.lane(lk.route.dst).rx_sensitivity_dbm
+            out.update(
+                {
+                    "live_rx_power_dbm": rx,
+                    "live_margin_db": None if rx is None else rx - sens,
+                    "live_t_s": live.get("t_s"),
+                    "los": live.get("los"),
+                }
+            )
+        return out
+
+    # -- failures ---------------------------------------------------------------------
+    def report_failure(
+        self,
+        job_id: str | None,
+        *,
+        accelerator: str | None = None,
+        tbu: str | None = None,
+        state: str = "dead",
+        source: str = "api",
+        detected_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Recover from a failed accelerator (splice in a spare) or TBU (re-route around it).
+
+        ``job_id`` None: the job that holds ``accelerator`` (for a TBU: every job it cuts).
+        ``detected_s`` (epoch s): when the failure was detected, for the ``detect`` stage.
+        Answers the recovery with the keys of ``lumion failover --json`` plus ``job_id``,
+        ``intent``, ``stages`` (measured, epoch s) and ``measured_ms``.
+        """
+        t_report = time.time()
+        if (accelerator is None) == (tbu is None):
+            raise ServiceError("report exactly one of 'accelerator' or 'tbu'")
+        if tbu is not None and state not in ("dead", "bar", "cross"):
+            raise ServiceError(f"a TBU's state is dead, bar or cross, not {state!r}")
+        with self._lock:
+            st = self._state()
+            if job_id is not None:
+                self._job(st, job_id)
+            self.log_event(
+                "failure-reported", job=job_id, accelerator=accelerator, tbu=tbu, state=state, source=source
+            )
+            stages = (
+                []
+                if detected_s is None
+                else [{"stage": "detect", "start_s": float(detected_s), "end_s": t_report}]
+            )
+            t0 = time.time()
+            try:
+                if accelerator is not None:
+                    job_id, rec, change = self._failover(st, job_id, accelerator)
+                else:
+                    rec, change = self._fail_tbu(st, tbu, state)
+            except FabricError as exc:
+                self.log_event(
+                    "recovery-refused",
+                    job=job_id,
+                    accelerator=accelerator,
+                    tbu=tbu,
+                    reason=str(exc)[:300],
+                    source=source,
+                )
+                raise ServiceError(str(exc), "impossible") from exc
+            stages.append({"stage": "compute", "start_s": t0, "end_s": time.time()})
+            kind = "failover" if accelerator is not None else "tbu"
+            intent = self._reconfigure(kind, job_id, rec.plan, rec.program, change, stages)
+            out = self._recovery_view(rec, job_id, intent, stages)
+            self.log_event(
+                "recovery",
+                job=job_id,
+                intent=intent,
+                failed=rec.failed,
+                spare=rec.spare,
+                source=source,
+                stages=stages,
+                measured_ms=out["measured_ms"],
+                timing_ms=out["timing_ms"],
+                changed_heaters=len(rec.program),
+                rerouted_links=out["rerouted_links"],
+            )
+            return out
+
+    def _failover(
+        self, st: RackState, job_id: str | None, accelerator: str
+    ) -> tuple[str, Any, dict[str, Any]]:
+        if accelerator not in self.fabric.names:
+            raise ServiceError(
+                f"unknown accelerator {accelerator!r}; the fabric has {', '.join(self.fabric.names)}"
+            )
+        holder = self._holders(st).get(accelerator)
+        if holder is None:
+            raise ServiceError(f"{accelerator} runs no job; nothing to recover", "not-found")
+        if job_id is not None and holder != job_id:
+            raise ServiceError(f"{accelerator} is not in job {job_id} (it runs {holder})", "not-found")
+        rec = failover(self.fabric, st.plan.job, accelerator, st.plan, heater_map=self.heater_map)
+        return holder, rec, self._change(st, rec.plan)
+
+    def _fail_tbu(self, st: RackState, tbu: str, how: str) -> tuple[Any, dict[str, Any]]:
+        try:
+            self.mesh.tbu_index(tbu)
+        except LumionError as exc:
+            raise ServiceError(str(exc)) from exc
+        rec = fail_tbu(self.fabric, st.plan, tbu, how, heater_map=self.heater_map)
+        return rec, self._change(st, rec.plan)
+
+    def _change(self, st: RackState, plan: JobPlan) -> dict[str, Any]:
+        """The store change a recovery makes: jobs whose accelerators were swapped, spares taken.
+
+        The new plan's links are split back into the jobs by position (a recovery keeps the
+        link order); an accelerator replaced in a link is released and marked failed, the one
+        that replaced it is allocated to the job.
+        """
+        new_links = list(plan.job.links)
+        if len(new_links) != len(st.plan.job.links):
+            raise ServiceError("internal: a recovery changed the number of links", "bug")
+        update, allocate, release = {}, {}, []
+        first = 0
+        for jid, job in st.jobs.items():
+            links = new_links[first : first + len(job.links)]
+            first += len(job.links)
+            if links == list(job.links):
+                continue
+            swap = {
+                o: n
+                for old, new in zip(job.links, links, strict=True)
+                for o, n in zip(old, new, strict=True)
+                if o != n
+            }
+            new_job = Job(
+                job.name, tuple(swap.get(a, a) for a in job.accelerators), tuple(links), job.topology
+            )
+            update[jid] = new_job.to_dict()
+            allocate.update(dict.fromkeys(swap.values(), jid))
+            release += list(swap)
+        fail = [a for a in plan.failed_accelerators if a not in st.failed]
+        return {"update_jobs": update, "allocate": allocate, "release": release, "fail": fail}
+
+    def _recovery_view(
+        self, rec: Any, job_id: str | None, intent: int, stages: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        state = self._state()
+        out = recovery_to_dict(rec, self.fabric.mesh)
+        owners = [jid for jid, j in state.jobs.items() for _ in j.links]
+        touched = sorted({owners[i] for i in rec.rerouted})
+        if job_id is not None:
+            first, count = self._span(state, job_id)
+            out["job"] = state.jobs[job_id].to_dict()
+            out["links"] = out["links"][first : first + count]
+        out.update(
+            {
+                "job_id": job_id,
+                "jobs_rerouted": touched,
+                "intent": intent,
+                "stages": stages,
+                "measured_ms": {s["stage"]: (s["end_s"] - s["start_s"]) * 1e3 for s in stages},
+            }
+        )
+        return out
+
+    def repair(self, accelerator: str) -> dict[str, Any]:
+        """Put a failed accelerator back in service (it was replaced or fixed)."""
+        with self._lock:
+            st = self._state()
+            if accelerator not in st.failed:
+                raise ServiceError(
+                    f"{accelerator} is not failed (failed: {', '.join(st.failed) or 'none'})", "not-found"
+                )
+            failed = tuple(a for a in st.failed if a != accelerator)
+            plan = replace(st.plan, failed_accelerators=failed, recoveries=())
+            self.store.repair(self.chip_id, accelerator, plan_to_dict(plan, self.fabric))
+            self._load(plan, st.currents)
+            self.log_event("accelerator-repaired", accelerator=accelerator)
+            return {"accelerator": accelerator, "failed": False}
+
+    # -- telemetry hooks ----------------------------------------------------------------
+    def record_live(self, accelerator: str, *, rx_power_dbm: float | None, los: bool | None = None) -> None:
+        """Telemetry's latest reading of an accelerator's receiver (status shows live margins)."""
+        self._live[accelerator] = {"rx_power_dbm": rx_power_dbm, "los": los, "t_s": time.time()}
+
+    # -- views ------------------------------------------------------------------------
+    def _state(self) -> RackState:
+        if self.state is None:
+            raise ServiceError("the control plane has not loaded its state", "instrument")
+        return self.state
+
+    def status(self) -> dict[str, Any]:
+        """Chips, fabric, jobs and links (planned and live margins), failed parts, open intents."""
+        st = self._state()
+        mesh = self.fabric.mesh
+        holders = self._holders(st)
+        owners = [jid for jid, j in st.jobs.items() for _ in j.links]
+        return {
+            "schema": STATUS_SCHEMA,
+            "version": 1,
+            "time_s": time.time(),
+            "service": {
+                "pid": os.getpid(),
+                "started_s": self.started_s,
+                "db": str(self.store.path),
+                "schema_version": self.store.schema_version,
+            },
+            "chips": [
+                {
+                    "chip_id": self.chip_id,
+                    "mesh": mesh_label(mesh),
+                    "mesh_spec": self.fabric.mesh_spec,
+                    "heater_map": "ideal" if isinstance(self.heater_map, IdealMap) else "fitted",
+                    "heater_unit": st.plan.heater_unit,
+                    "state_known": bool(self.controller.state_known),
+                    "heaters_on": int(np.count_nonzero(st.currents)),
+                    "total_current_ma": float(st.currents.sum()),
+                    "open_intents": [it["id"] for it in self.store.open_intents(self.chip_id)],
+                    "failed_tbus": {mesh.tbu_names[t]: h for t, h in sorted(st.plan.failed_tbus.items())},
+                }
+            ],
+            "fabrics": [
+                {
+                    "name": self.fabric.name,
+                    "chip_id": self.chip_id,
+                    "accelerators": [
+                        {
+                            "name": a.name,
+                            "spare": a.spare,
+                            "tx": [mesh.port_names[p] for p in a.tx],
+                            "rx": [mesh.port_names[p] for p in a.rx],
+                            "job": holders.get(a.name),
+                            "failed": a.name in st.failed,
+                        }
+                        for a in self.fabric.accelerators
+                    ],
+                }
+            ],
+            "jobs": [
+                {
+                    "id": jid,
+                    "name": j.name,
+                    "pattern": j.topology,
+                    "accelerators": list(j.accelerators),
+                    "links": len(j.links),
+                }
+                for jid, j in st.jobs.items()
+            ],
+            "links": [self._link_view(lk, owners[i], mesh) for i, lk in enumerate(st.plan.links)],
+            "spares_free": [s for s in self.fabric.spares if s not in holders and s not in st.failed],
+            "failed_accelerators": list(st.failed),
+        }
+
+    def events(self, since_id: int = 0, limit: int = 500) -> list[dict[str, Any]]:
+        """Events after ``since_id``, oldest first."""
+        return self.store.events(since_id, limit)
+
+    def log_event(self, kind: str, **fields: Any) -> int:
+        """Append an event (``job`` names the job it concerns); its id."""
+        return self.store.log_event(kind, fields)
+
+    def close(self) -> None:
+        """Close the store (the bench is the caller's)."""
+        self.store.close()
+
+
+def _same(a: np.ndarray, b: Sequence[float] | np.ndarray) -> bool:
+    """Whether two current vectors agree within the driver's read-back tolerance (mA)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    n = min(len(a), len(b))
+    return len(a) >= n and len(b) >= n and bool(np.all(np.abs(a[:n] - b[:n]) <= MEND_TOLERANCE_MA))
+
+
+def _differing(a: np.ndarray, b: Sequence[float] | np.ndarray) -> int:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    n = min(len(a), len(b))
+    return int(np.count_nonzero(np.abs(a[:n] - b[:n]) > MEND_TOLERANCE_MA))
+
+
+def _job_from_dict(data: Mapping[str, Any]) -> Job:
+    return Job(
+        str(data["name"]),
+        tuple(data["accelerators"]),
+        tuple((a, b) for a, b in data["links"]),
+        str(data.get("topology", "links")),
+    )
+
+
+def _make_job(pattern: str, members: Sequence[str], links: Sequence[Sequence[str]] | None, name: str) -> Job:
+    try:
+        if pattern == "ring":
+            return ring_job(members, name)
+        if pattern == "line":
+            return line_job(members, name)
+        if pattern == "all-to-all":
+            if len(members) < 2:
+                raise FabricError("an all-to-all job needs at least 2 accelerators")
+            pairs = [(a, b) for a in members for b in members if a != b]
+            return replace(links_job(pairs, name), topology="all-to-all", accelerators=tuple(members))
+        return links_job([list(lk) for lk in links or []], name)
+    except FabricError as exc:
+        raise ServiceError(str(exc)) from exc

@@ -1,0 +1,503 @@
+"""The control plane's durable state: one SQLite database in WAL mode (stdlib ``sqlite3``).
+
+Tables (schema migrations are numbered; the database's ``PRAGMA user_version`` is the
+number of the last one applied):
+
+* ``chips``: each chip the service drives (id, mesh spec and fingerprint);
+* ``calibration_maps``: the heater map in force per chip (``ideal`` or a fitted map's JSON);
+* ``fabrics``: the ``lumion.fabric`` document per chip;
+* ``jobs``: every job (its ``lumion`` job dict, state ``pending``/``running``/``deleted``);
+* ``allocations``: accelerator -> job, **primary key (chip, accelerator)**: an accelerator,
+  spare or not, can belong to one job only, whatever the code above does;
+* ``failed_accelerators``: accelerators out of service until repaired;
+* ``plans``: the chip's plan of record (``lumion.plan`` JSON, every job's links);
+* ``currents``: the heater currents last committed per chip (what the chip must hold);
+* ``intents``: one row per reconfiguration (previous and target currents, the new plan,
+  the state change to apply); at most one open per chip (a partial unique index);
+* ``events``: the append-only log (UPDATE and DELETE are refused by triggers).
+
+Every write is one transaction opened with ``BEGIN IMMEDIATE`` (the write lock is taken at
+the start, so two writers never interleave a read-check-write), and ``synchronous=FULL``
+makes a committed intent survive a crash of the process or the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from photonics.errors import LumionError
+
+# A busy database (another writer holding the lock) is waited for this long before the
+# statement fails: a reconfiguration's transactions last milliseconds.
+BUSY_TIMEOUT_MS = 5000
+# Most events returned by one events() call: a dashboard page or a client catching up
+# reads in pages of this size instead of the whole log at once.
+MAX_EVENTS_PER_CALL = 5000
+
+OPEN, DONE, ROLLED_FORWARD, ROLLED_BACK, REVERTED, ABORTED = (
+    "open",
+    "done",
+    "rolled-forward",
+    "rolled-back",
+    "reverted",
+    "aborted",
+)
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the first schema
+    """
+    CREATE TABLE chips (
+        chip_id TEXT PRIMARY KEY,
+        mesh_spec TEXT,
+        mesh_fingerprint TEXT NOT NULL,
+        first_seen TEXT NOT NULL
+    );
+    CREATE TABLE calibration_maps (
+        chip_id TEXT PRIMARY KEY REFERENCES chips(chip_id),
+        kind TEXT NOT NULL CHECK (kind IN ('ideal', 'fitted')),
+        body TEXT,
+        installed TEXT NOT NULL
+    );
+    CREATE TABLE fabrics (
+        chip_id TEXT PRIMARY KEY REFERENCES chips(chip_id),
+        name TEXT NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE jobs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        chip_id TEXT NOT NULL REFERENCES chips(chip_id),
+        name TEXT NOT NULL,
+        body TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'deleted')),
+        intent_id INTEGER,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE allocations (
+        chip_id TEXT NOT NULL REFERENCES chips(chip_id),
+        accelerator TEXT NOT NULL,
+        job_id TEXT NOT NULL REFERENCES jobs(id),
+        pending INTEGER NOT NULL DEFAULT 0,
+        intent_id INTEGER,
+        PRIMARY KEY (chip_id, accelerator)
+    );
+    CREATE TABLE failed_accelerators (
+        chip_id TEXT NOT NULL REFERENCES chips(chip_id),
+        accelerator TEXT NOT NULL,
+        since TEXT NOT NULL,
+        PRIMARY KEY (chip_id, accelerator)
+    );
+    CREATE TABLE plans (
+        chip_id TEXT PRIMARY KEY REFERENCES chips(chip_id),
+        intent_id INTEGER,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE currents (
+        chip_id TEXT PRIMARY KEY REFERENCES chips(chip_id),
+        intent_id INTEGER,
+        unit TEXT NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE intents (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chip_id TEXT NOT NULL REFERENCES chips(chip_id),
+        kind TEXT NOT NULL,
+        job_id TEXT,
+        previous TEXT NOT NULL,
+        target TEXT NOT NULL,
+        plan TEXT,
+        change TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created TEXT NOT NULL,
+        finished TEXT,
+        outcome TEXT
+    );
+    CREATE UNIQUE INDEX one_open_intent_per_chip ON intents(chip_id) WHERE status = 'open';
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time TEXT NOT NULL,
+        t_s REAL NOT NULL,
+        kind TEXT NOT NULL,
+        job TEXT,
+        body TEXT NOT NULL
+    );
+    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    """,
+)
+
+
+class StoreError(LumionError):
+    """The database cannot be opened, is from a newer release, or refused a write."""
+
+
+def now_iso(t_s: float | None = None) -> str:
+    """ISO 8601 UTC time (ms resolution) of epoch seconds ``t_s`` (default: now)."""
+    t = time.time() if t_s is None else t_s
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+
+
+class Store:
+    """The service's database. Thread-safe: one connection, one lock around every use.
+
+    Args:
+        path: the database file (created with its directory when missing).
+    """
+
+    def __init__(self, path: str | Path, *, exclusive: bool = False) -> None:
+        self.path = Path(path)
+        self._lockfile: Any = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if exclusive:
+                self._lockfile = _exclusive(self.path)
+            self._db = sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1e3
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot open the database {self.path}: {exc}; check the path and its permissions"
+            ) from exc
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        try:
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(
+                f"{self.path} is not a LUMION control-plane database ({exc}); give another --db file"
+            ) from exc
+        if mode.lower() != "wal":
+            raise StoreError(
+                f"{self.path}: the file system refused WAL mode ({mode}); put the database on a local disk"
+            )
+        self.migrate()
+
+    # -- schema ---------------------------------------------------------------------
+    @property
+    def schema_version(self) -> int:
+        """The number of migrations applied (``PRAGMA user_version``)."""
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def migrate(self) -> int:
+        """Apply every migration not yet applied, each in its own transaction; the new version."""
+        with self._lock:
+            have = self.schema_version
+            if have > len(MIGRATIONS):
+                raise StoreError(
+                    f"{self.path} has schema version {have}, newer than this release "
+                    f"understands ({len(MIGRATIONS)}); upgrade lumion or use another --db"
+                )
+            for number in range(have + 1, len(MIGRATIONS) + 1):
+                with self.transaction() as db:
+                    for statement in _statements(MIGRATIONS[number - 1]):
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version={number}")
+            return self.schema_version
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Rows of a read-only statement."""
+        with self._lock:
+            return self._db.execute(sql, tuple(params)).fetchall()
+
+    def close(self) -> None:
+        """Close the connection and release the exclusive lock (idempotent)."""
+        with self._lock:
+            self._db.close()
+            if self._lockfile is not None:
+                self._lockfile.close()
+                self._lockfile = None
+
+    # -- chips, maps, fabrics ---------------------------------------------------------
+    def ensure_chip(self, chip_id: str, mesh_spec: str | None, fingerprint: str) -> None:
+        """Record the chip on first sight; StoreError when the id is known with another mesh."""
+        with self.transaction() as db:
+            row = db.execute("SELECT mesh_fingerprint FROM chips WHERE chip_id=?", (chip_id,)).fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO chips VALUES (?, ?, ?, ?)", (chip_id, mesh_spec, fingerprint, now_iso())
+                )
+            elif row[0] != fingerprint:
+                raise StoreError(
+                    f"chip {chip_id} is recorded in {self.path} with another mesh; the bench "
+                    "does not match this database (give the right --bench or another --db)"
+                )
+
+    def set_map(self, chip_id: str, kind: str, body: Mapping[str, Any] | None) -> None:
+        """Install the heater map of ``chip_id`` (``ideal`` has no body)."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO calibration_maps VALUES (?, ?, ?, ?)",
+                (chip_id, kind, None if body is None else _dumps(body), now_iso()),
+            )
+
+    def get_map(self, chip_id: str) -> tuple[str, dict[str, Any] | None] | None:
+        """(kind, body) of the chip's heater map, or None before one is installed."""
+        rows = self.query("SELECT kind, body FROM calibration_maps WHERE chip_id=?", (chip_id,))
+        if not rows:
+            return None
+        return rows[0]["kind"], (json.loads(rows[0]["body"]) if rows[0]["body"] else None)
+
+    def set_fabric(self, chip_id: str, fabric: Mapping[str, Any]) -> None:
+        """Record the fabric cabled to ``chip_id`` (a ``lumion.fabric`` document)."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO fabrics VALUES (?, ?, ?)",
+                (chip_id, str(fabric.get("name", "fabric")), _dumps(fabric)),
+            )
+
+    def get_fabric(self, chip_id: str) -> dict[str, Any] | None:
+        """The fabric document of ``chip_id`` (None before one is recorded)."""
+        rows = self.query("SELECT body FROM fabrics WHERE chip_id=?", (chip_id,))
+        return json.loads(rows[0]["body"]) if rows else None
+
+    # -- committed state ------------------------------------------------------------
+    def committed(self, chip_id: str) -> tuple[list[float] | None, dict[str, Any] | None]:
+        """(currents, plan document) last committed for ``chip_id`` (None, None on a new chip)."""
+        cur = self.query("SELECT body FROM currents WHERE chip_id=?", (chip_id,))
+        plan = self.query("SELECT body FROM plans WHERE chip_id=?", (chip_id,))
+        return (json.loads(cur[0]["body"]) if cur else None, json.loads(plan[0]["body"]) if plan else None)
+
+    def jobs(self, chip_id: str, states: Sequence[str] = ("running",)) -> list[dict[str, Any]]:
+        """Jobs of ``chip_id`` in ``states``, oldest first, as dicts (id, name, state, job, ...)."""
+        marks = ",".join("?" * len(states))
+        rows = self.query(
+            f"SELECT * FROM jobs WHERE chip_id=? AND state IN ({marks}) ORDER BY seq", (chip_id, *states)
+        )
+        return [
+            {
+                "id": r["id"],
+                "seq": r["seq"],
+                "name": r["name"],
+                "state": r["state"],
+                "job": json.loads(r["body"]),
+                "created": r["created"],
+                "updated": r["updated"],
+            }
+            for r in rows
+        ]
+
+    def allocations(self, chip_id: str) -> dict[str, tuple[str, bool]]:
+        """{accelerator: (job id, pending)} for ``chip_id``."""
+        rows = self.query("SELECT accelerator, job_id, pending FROM allocations WHERE chip_id=?", (chip_id,))
+        return {r["accelerator"]: (r["job_id"], bool(r["pending"])) for r in rows}
+
+    def failed_accelerators(self, chip_id: str) -> list[str]:
+        """Accelerators of ``chip_id`` out of service, in the order they failed."""
+        rows = self.query(
+            "SELECT accelerator FROM failed_accelerators WHERE chip_id=? ORDER BY rowid", (chip_id,)
+        )
+        return [r["accelerator"] for r in rows]
+
+    def next_job_id(self) -> str:
+        """An id no job has had (``job-<n>``)."""
+        rows = self.query("SELECT COALESCE(MAX(seq), 0) FROM jobs")
+        return f"job-{int(rows[0][0]) + 1}"
+
+    # -- intents ----------------------------------------------------------------------
+    def open_intent(
+        self,
+        chip_id: str,
+        kind: str,
+        job_id: str | None,
+        previous: Sequence[float],
+        target: Sequence[float],
+        plan: Mapping[str, Any],
+        change: Mapping[str, Any],
+    ) -> int:
+        """Write and commit a reconfiguration's intent, reserving what it allocates; its id.
+
+        In the same ``BEGIN IMMEDIATE`` transaction: new jobs are inserted ``pending`` and
+        ``change["allocate"]`` ({accelerator: job id}) is inserted into ``allocations``
+        (``pending``); the primary key refuses an accelerator that already belongs to a job,
+        and the partial unique index a second open intent on the chip.
+        """
+        t = now_iso()
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO intents (chip_id, kind, job_id, previous, target, plan, change, status, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    chip_id,
+                    kind,
+                    job_id,
+                    _dumps(list(previous)),
+                    _dumps(list(target)),
+                    _dumps(plan),
+                    _dumps(change),
+                    OPEN,
+                    t,
+                ),
+            )
+            intent = int(cur.lastrowid)
+            for job in change.get("create_jobs", []):
+                db.execute(
+                    "INSERT INTO jobs (id, chip_id, name, body, state, intent_id, created, updated) "
+                    "VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
+                    (job["id"], chip_id, job["job"]["name"], _dumps(job["job"]), intent, t, t),
+                )
+            for acc, job_id_ in change.get("allocate", {}).items():
+                db.execute("INSERT INTO allocations VALUES (?, ?, ?, 1, ?)", (chip_id, acc, job_id_, intent))
+        return intent
+
+    def open_intents(self, chip_id: str) -> list[dict[str, Any]]:
+        """The open intent(s) of ``chip_id`` (at most one), decoded."""
+        rows = self.query("SELECT * FROM intents WHERE chip_id=? AND status=?", (chip_id, OPEN))
+        return [_intent(r) for r in rows]
+
+    def intent(self, intent_id: int) -> dict[str, Any]:
+        """One intent, decoded."""
+        rows = self.query("SELECT * FROM intents WHERE id=?", (intent_id,))
+        if not rows:
+            raise StoreError(f"no intent {intent_id}")
+        return _intent(rows[0])
+
+    def commit_intent(self, intent_id: int, status: str = DONE, outcome: str = "") -> None:
+        """Apply a verified intent: its plan, currents and state change become the truth."""
+        it = self.intent(intent_id)
+        chip, change, t = it["chip_id"], it["change"], now_iso()
+        with self.transaction() as db:
+            _require_open(db, intent_id)
+            db.execute(
+                "INSERT OR REPLACE INTO currents VALUES (?, ?, ?, ?)",
+                (chip, intent_id, change.get("unit", "mA"), _dumps(it["target"])),
+            )
+            db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (chip, intent_id, _dumps(it["plan"])))
+            db.execute(
+                "UPDATE jobs SET state='running', updated=? WHERE intent_id=? AND state='pending'",
+                (t, intent_id),
+            )
+            db.execute("UPDATE allocations SET pending=0 WHERE intent_id=?", (intent_id,))
+            for job_id, body in change.get("update_jobs", {}).items():
+                db.execute("UPDATE jobs SET body=?, updated=? WHERE id=?", (_dumps(body), t, job_id))
+            for job_id in change.get("delete_jobs", []):
+                db.execute("UPDATE jobs SET state='deleted', updated=? WHERE id=?", (t, job_id))
+                db.execute("DELETE FROM allocations WHERE job_id=?", (job_id,))
+            for acc in change.get("release", []):
+                db.execute("DELETE FROM allocations WHERE chip_id=? AND accelerator=?", (chip, acc))
+            for acc in change.get("fail", []):
+                db.execute("INSERT OR IGNORE INTO failed_accelerators VALUES (?, ?, ?)", (chip, acc, t))
+            db.execute(
+                "UPDATE intents SET status=?, finished=?, outcome=? WHERE id=?",
+                (status, t, outcome, intent_id),
+            )
+
+    def close_intent(self, intent_id: int, status: str, outcome: str = "") -> None:
+        """Give up an intent (the chip holds the previous currents): free what it reserved."""
+        with self.transaction() as db:
+            _require_open(db, intent_id)
+            db.execute("DELETE FROM allocations WHERE intent_id=? AND pending=1", (intent_id,))
+            db.execute("DELETE FROM jobs WHERE intent_id=? AND state='pending'", (intent_id,))
+            db.execute(
+                "UPDATE intents SET status=?, finished=?, outcome=? WHERE id=?",
+                (status, now_iso(), outcome, intent_id),
+            )
+
+    def repair(self, chip_id: str, accelerator: str, plan: Mapping[str, Any]) -> bool:
+        """Put a failed accelerator back in service (and the plan without it); False if it was not failed."""
+        with self.transaction() as db:
+            gone = db.execute(
+                "DELETE FROM failed_accelerators WHERE chip_id=? AND accelerator=?", (chip_id, accelerator)
+            ).rowcount
+            if gone:
+                db.execute("UPDATE plans SET body=? WHERE chip_id=?", (_dumps(plan), chip_id))
+        return bool(gone)
+
+    # -- events -----------------------------------------------------------------------
+    def log_event(self, kind: str, fields: Mapping[str, Any], t_s: float | None = None) -> int:
+        """Append an event; its id."""
+        t = time.time() if t_s is None else t_s
+        body = {k: v for k, v in fields.items() if k not in ("id", "time", "t_s", "kind")}
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO events (time, t_s, kind, job, body) VALUES (?, ?, ?, ?, ?)",
+                (now_iso(t), t, kind, body.get("job"), _dumps(body)),
+            )
+        return int(cur.lastrowid)
+
+    def events(self, since_id: int = 0, limit: int = 500) -> list[dict[str, Any]]:
+        """Events with id > ``since_id``, oldest first, at most ``limit`` (<= MAX_EVENTS_PER_CALL)."""
+        limit = max(0, min(int(limit), MAX_EVENTS_PER_CALL))
+        rows = self.query("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (int(since_id), limit))
+        return [
+            {**json.loads(r["body"]), "id": r["id"], "time": r["time"], "t_s": r["t_s"], "kind": r["kind"]}
+            for r in rows
+        ]
+
+
+def _exclusive(path: Path) -> Any:
+    """Hold an exclusive ``flock`` on ``<db>.lock``: one service per database (released on any exit)."""
+    import fcntl
+
+    handle = open(f"{path}.lock", "a+")  # noqa: SIM115 -- held open for the store's life
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreError(f"another lumion serve already uses {path}; stop it or give another --db") from None
+    return handle
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (triggers' bodies keep their inner semicolons)."""
+    out, buf = [], ""
+    for piece in script.split(";"):
+        buf += piece + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" \n;"):
+                out.append(buf.strip())
+            buf = ""
+    return out
+
+
+def _require_open(db: sqlite3.Connection, intent_id: int) -> None:
+    row = db.execute("SELECT status FROM intents WHERE id=?", (intent_id,)).fetchone()
+    if row is None or row[0] != OPEN:
+        raise StoreError(f"intent {intent_id} is not open ({row[0] if row else 'missing'})")
+
+
+def _intent(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "chip_id": row["chip_id"],
+        "kind": row["kind"],
+        "job_id": row["job_id"],
+        "previous": json.loads(row["previous"]),
+        "target": json.loads(row["target"]),
+        "plan": json.loads(row["plan"]) if row["plan"] else None,
+        "change": json.loads(row["change"]),
+        "status": row["status"],
+        "created": row["created"],
+        "finished": row["finished"],
+        "outcome": row["outcome"],
+    }
