@@ -45,7 +45,8 @@ class Rig:
         self.sim, self.specs = _bench(fabric, self.plan)
         self.modules = _open(self.sim, self.specs)
         self.monitor = LinkMonitor(self.modules, {s["name"]: s["rx_ports"] for s in self.specs})
-        self.links = links_from_plan([lk.to_dict(fabric.mesh) for lk in self.plan.links], fabric.mesh.port_index)
+        dicts = [lk.to_dict(fabric.mesh) for lk in self.plan.links]
+        self.links = links_from_plan(dicts, fabric.mesh.port_index)
         self.monitor.watch(self.links)
 
     def close(self):
@@ -72,7 +73,8 @@ def test_healthy_ring_every_link_lit_and_nothing_declared(ring):
     assert poll.declared == ()
     assert poll.dark_links == ()
     spares = [r for r in poll.readings if r.module in ("spare0", "spare1")]
-    assert spares and all(r.los for r in spares)  # idle spares receive no light: read, but not watched
+    assert spares
+    assert all(r.los for r in spares)  # idle spares receive no light: read, but not watched
 
 
 def test_killed_transmitter_is_declared_after_debounce_with_measured_detect(ring):
@@ -143,7 +145,9 @@ def test_unreadable_module_gives_no_verdict(ring):
         assert poll.declared == ()
         assert poll.links["gpu2->gpu3"]["dark"] is None
     (reading,) = [r for r in poll.readings if r.module == "gpu3"]
-    assert reading.error and reading.rx_dbm is None and reading.los is None
+    assert reading.error
+    assert reading.rx_dbm is None
+    assert reading.los is None
 
 
 def test_watching_a_port_no_module_receives_is_refused(ring):
@@ -162,7 +166,8 @@ def test_unknown_module_and_bad_debounce_are_refused(ring):
 def test_one_dark_link_of_a_transmitter_with_lit_links_is_a_route_fault():
     accs = [Accelerator("a", (1, 5), (0, 4)), Accelerator("b", (9, 13), (8, 12)),
             Accelerator("c", (29, 33), (28, 32))]
-    rig = Rig(make_fabric(smartlight(), accs, mesh_spec="smartlight"), links_job([["a", "b"], ["a", "c"], ["b", "a"]]))
+    fabric = make_fabric(smartlight(), accs, mesh_spec="smartlight")
+    rig = Rig(fabric, links_job([["a", "b"], ["a", "c"], ["b", "a"]]))
     try:
         rig.monitor.poll()
         others = {t for lk in rig.plan.links[1:] for t in lk.route.tbus}
