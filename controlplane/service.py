@@ -482,7 +482,7 @@ class ControlPlane:
         }
 
     def _link_view(self, lk: Any, job_id: str | None, mesh: Any) -> dict[str, Any]:
-        out = {"job": job_id, **lk.to_dict(mesh)}
+        out = {"job": job_id, **lk.to_dict(mesh), "route": lk.route.to_dict(mesh)}  # the dashboard draws it
         live = self._live.get(lk.link[1])
         if live is not None:
             rx = live.get("rx_power_dbm")

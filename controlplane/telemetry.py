@@ -7,9 +7,10 @@ accelerator dark (every link it transmits on lost its light, debounced), the pol
 what happens:
 
 * ``"auto"``: log ``accelerator_dark`` and report the failure,
-  ``cp.report_failure(None, accelerator=..., source="telemetry")``; the recovery's detect
-  stage is the measured one (``detect_ms``, from the last read that saw light to the
-  declaration) instead of the timing model's constant;
+  ``cp.report_failure(None, accelerator=..., source="telemetry", detected_s=onset)``: the
+  recovery's ``detect`` stage is measured, from the start of the last read that still saw
+  the light (the latest the failure can have begun, as wall-clock epoch seconds) to the
+  report, instead of the timing model's constant;
 * ``"alert"``: only log ``accelerator_dark`` (a person or a scheduler decides).
 
 Other events: ``link_dark`` (one link lost its light while its transmitter's other links
@@ -47,6 +48,11 @@ ERROR_BACKOFF_S = 1.0  # after a failed poll, wait this long: a dead bus would o
 
 class TelemetryError(LumionError, ValueError):
     """Telemetry cannot start as asked (bad policy or period, a bench without transceivers)."""
+
+
+def _epoch(monotonic_s: float) -> float:
+    """Wall-clock epoch seconds of a ``time.monotonic()`` instant (the service's stages are epoch s)."""
+    return time.time() - (time.monotonic() - monotonic_s)
 
 
 def _port(name: Any) -> int:
@@ -107,7 +113,8 @@ class Telemetry:
         self._links_at = -float("inf")
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._takes_detect = "detect_ms" in inspect.signature(cp.report_failure).parameters
+        self._takes_onset = "detected_s" in inspect.signature(cp.report_failure).parameters
+        self._record_live = getattr(cp, "record_live", None)
         self._thread = threading.Thread(target=self._run, name="lumion-telemetry", daemon=True)
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -146,6 +153,7 @@ class Telemetry:
         poll = self.monitor.poll()
         with self._lock:
             self._last, self.polls = poll, self.polls + 1
+        self._publish(poll)
         declared = {d.accelerator for d in poll.declared}
         for name in poll.dark_links:
             if name.partition("->")[0] not in declared:
@@ -165,6 +173,15 @@ class Telemetry:
                                 lambda p: self.dark_dbm.get(p, DEFAULT_DARK_DBM))
         self.monitor.watch(links)
 
+    def _publish(self, poll: Poll) -> None:
+        """Give the service each watched receiver's reading (its status shows live margins)."""
+        if self._record_live is None:
+            return
+        for link in self.monitor.watched:
+            live = poll.links.get(link.name)
+            if live is not None and live["dark"] is not None:
+                self._record_live(link.receiver, rx_power_dbm=live["rx_dbm"], los=live["los"])
+
     def _act(self, d: DarkDeclaration) -> None:
         fields = d.to_dict()
         fields.update(policy=self.policy, source="telemetry")
@@ -172,7 +189,7 @@ class Telemetry:
         record: dict[str, Any] = {**fields, "recovery": None, "error": None}
         if self.policy == "auto":
             try:
-                extra = {"detect_ms": d.detect_ms} if self._takes_detect else {}
+                extra = {"detected_s": _epoch(d.declared_s - d.detect_ms / 1e3)} if self._takes_onset else {}
                 record["recovery"] = self.cp.report_failure(None, accelerator=d.accelerator,
                                                             source="telemetry", **extra)
             except LumionError as exc:  # e.g. no spare left: the service logged its refusal
