@@ -7,6 +7,7 @@ of the flattened layout with klayout, so it sees exactly what a mask shop would.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from layouts.errors import require_gdsfactory
@@ -14,14 +15,28 @@ from layouts.pdk import layer
 from photonics.topology import PORT_LABELS, Mesh
 
 TBU_PORTS = set(PORT_LABELS)
+MAX_CHAIN_INSTANCES = 100  # a link is a handful of instances; more means a loop in a broken netlist
 
 
-def netlist_connectivity(component: Any) -> tuple[set[frozenset[str]], dict[str, str]]:
-    """TBU-to-TBU links and mesh-port-to-TBU-port map from ``component.get_netlist()``.
+@dataclass(frozen=True)
+class Chain:
+    """A waveguide path of the extracted netlist between two TBU ports (or a TBU port and a
+    mesh port): its ends (``"inst,port"`` or ``"port:<n>"``) and its drawn length (µm, the
+    sum of the ``info["length"]`` of every passive instance along it).
+    """
 
-    Chains of two-port passive instances (links, bends, straights, S-bends, couplers)
-    are followed from one TBU port to the next, so the result does not depend on how a
-    link is drawn. Returns ``({frozenset({"tbu_0_0_0,b0", ...}), ...}, {"port:0": "tbu_...,a1"})``.
+    start: str
+    end: str
+    length_um: float
+
+
+def netlist_chains(component: Any) -> list[Chain]:
+    """Every path that leaves a TBU port in ``component.get_netlist()`` (gdsfactory's own
+    extraction), followed through chains of two-port passive instances (links, bends,
+    straights, S-bends, couplers) to the next TBU port or exported mesh port.
+
+    A path between two TBUs is listed once from each end. A port that leads nowhere
+    gives ``end == ""``.
     """
     netlist = component.get_netlist(on_dangling_port="ignore")
     peer: dict[str, str] = {}
@@ -29,36 +44,43 @@ def netlist_connectivity(component: Any) -> tuple[set[frozenset[str]], dict[str,
         peer[net["p1"]] = net["p2"]
         peer[net["p2"]] = net["p1"]
     exported = {v: k for k, v in netlist["ports"].items()}
+    instances = netlist["instances"]
 
     def other_end(inst_port: str) -> str:
         inst, port = inst_port.split(",")
         return f"{inst},{'o2' if port == 'o1' else 'o1'}"
 
-    def walk(start: str) -> str:
-        here = peer.get(start)
-        for _ in range(100):
+    def walk(start: str) -> Chain:
+        here, length = peer.get(start), 0.0
+        for _ in range(MAX_CHAIN_INSTANCES):
             if here is None:
-                return ""
+                break
             inst, port = here.split(",")
             if inst.startswith("tbu_") and port in TBU_PORTS:
-                return here
+                return Chain(start, here, length)
+            length += float(instances[inst].get("info", {}).get("length", 0.0))
             far = other_end(here)
             if far in exported:
-                return exported[far]
+                return Chain(start, exported[far], length)
             here = peer.get(far)
-        return ""
+        return Chain(start, "", length)
 
+    return [walk(f"{inst},{label}") for inst in netlist["instances"] if inst.startswith("tbu_")
+            for label in PORT_LABELS]
+
+
+def netlist_connectivity(component: Any) -> tuple[set[frozenset[str]], dict[str, str]]:
+    """TBU-to-TBU links and mesh-port-to-TBU-port map from ``component.get_netlist()``.
+
+    Built on :func:`netlist_chains`, so the result does not depend on how a link is
+    drawn. Returns ``({frozenset({"tbu_0_0_0,b0", ...}), ...}, {"port:0": "tbu_...,a1"})``.
+    """
     links, ports = set(), {}
-    for inst in netlist["instances"]:
-        if not inst.startswith("tbu_"):
-            continue
-        for label in PORT_LABELS:
-            start = f"{inst},{label}"
-            end = walk(start)
-            if end.startswith("tbu_"):
-                links.add(frozenset((start, end)))
-            elif end:
-                ports[end] = start
+    for chain in netlist_chains(component):
+        if chain.end.startswith("tbu_"):
+            links.add(frozenset((chain.start, chain.end)))
+        elif chain.end:
+            ports[chain.end] = chain.start
     return links, ports
 
 
