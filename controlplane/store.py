@@ -276,6 +276,10 @@ class Store:
                 (chip_id, str(fabric.get("name", "fabric")), _dumps(fabric)),
             )
 
+    def fabrics(self) -> list[dict[str, Any]]:
+        """Every recorded fabric document (one per chip)."""
+        return [json.loads(r["body"]) for r in self.query("SELECT body FROM fabrics ORDER BY chip_id")]
+
     def get_fabric(self, chip_id: str) -> dict[str, Any] | None:
         """The fabric document of ``chip_id`` (None before one is recorded)."""
         rows = self.query("SELECT body FROM fabrics WHERE chip_id=?", (chip_id,))
@@ -345,7 +349,8 @@ class Store:
         t = now_iso()
         with self.transaction() as db:
             cur = db.execute(
-                "INSERT INTO intents (chip_id, kind, job_id, previous, target, plan, change, status, created) "
+                "INSERT INTO intents (chip_id, kind, job_id, previous, target, plan, change, status, created)"
+                " "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     chip_id,

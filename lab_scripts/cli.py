@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "lab_scripts.cmd_calibrate",
     "bench": "lab_scripts.cmd_bench",
     "program": "lab_scripts.cmd_program",
+    "serve": "lab_scripts.cmd_serve",
 }
 
 # Log records held back while a command runs: shown after a success, dropped after a

@@ -1,0 +1,331 @@
+"""The HTTP API of the control plane (FastAPI on ASGI; docs/controlplane.md lists every endpoint).
+
+Everything under ``/api/v1`` needs ``Authorization: Bearer <token>`` except ``/api/v1/health``.
+Errors are JSON ``{"error", "kind", "hint"}`` (the CLI's error keys). Three layers of plain
+ASGI middleware run before any route, outermost first: the body-size limit (413), the
+per-client rate limit (429), then the bearer check (401), so an unauthenticated or oversized
+request never reaches a parser or the chip. Handlers are plain functions: FastAPI runs them
+in its thread pool, and the :class:`~controlplane.service.ControlPlane` serialises the
+reconfigurations of a chip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from controlplane.errors import ServiceError, error_body
+from controlplane.security import MAX_BODY_BYTES, RATE_BURST, RATE_PER_S, RateLimiter, bearer, token_matches
+from controlplane.service import ControlPlane
+
+API = "/api/v1"
+PUBLIC = (f"{API}/health",)
+log = logging.getLogger("lumion.serve")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+# ---------------------------------------------------------------------------------------
+# Request models
+# ---------------------------------------------------------------------------------------
+class JobRequest(BaseModel):
+    """A job to place: accelerators by name, or a count of free ones, and a pattern."""
+
+    model_config = ConfigDict(extra="forbid")
+    accelerators: list[str] | None = Field(
+        None, min_length=2, max_length=256, description="accelerator names, in ring/line order"
+    )
+    count: int | None = Field(None, ge=2, le=256, description="take this many free (non-spare) accelerators")
+    pattern: Literal["ring", "line", "all-to-all", "links"] = "ring"
+    links: list[list[str]] | None = Field(
+        None, min_length=1, max_length=4096, description="pattern 'links': directed [a, b] pairs"
+    )
+    name: str | None = Field(None, min_length=1, max_length=64)
+
+
+class FailureRequest(BaseModel):
+    """A failure: an accelerator, or a TBU and how it failed."""
+
+    model_config = ConfigDict(extra="forbid")
+    accelerator: str | None = Field(None, min_length=1, max_length=64)
+    tbu: str | None = Field(None, min_length=1, max_length=64, description="e.g. tbu:0.4.3")
+    state: Literal["dead", "bar", "cross"] = "dead"
+    detected_s: float | None = Field(None, description="epoch s when the failure was detected (detect stage)")
+
+
+# ---------------------------------------------------------------------------------------
+# Middleware (plain ASGI)
+# ---------------------------------------------------------------------------------------
+async def _send_error(
+    send: Send, status: int, message: str, kind: str, headers: dict[str, str] | None = None
+) -> None:
+    body = json.dumps(error_body(message, kind)).encode()
+    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *extra,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    """Refuse a request body over ``limit`` bytes with 413 before the application sees it."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        too_big = f"the request body is over the {self.limit} byte limit"
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _send_error(send, 413, too_big, "too-large")
+            return
+        chunks, size, more = [], 0, True
+        while more:  # buffer (bounded by the limit) so a chunked body is counted too
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await _send_error(send, 413, too_big, "too-large")
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body, replayed = b"".join(chunks), False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class RateLimit:
+    """429 with ``Retry-After`` when a client (by address) goes over its token bucket."""
+
+    def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
+        self.app, self.limiter = app, limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            client = (scope.get("client") or ("?", 0))[0]
+            wait = self.limiter.allow(client)
+            if wait > 0:
+                await _send_error(
+                    send,
+                    429,
+                    f"more than {self.limiter.rate:g} requests/s from {client}",
+                    "rate-limited",
+                    {"Retry-After": str(max(1, round(wait + 0.5)))},
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+class BearerAuth:
+    """401 for any ``/api/`` request but health without the service's bearer token."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if (
+            scope["type"] == "http"
+            and self.token is not None
+            and path.startswith("/api/")
+            and path not in PUBLIC
+        ):
+            headers = dict(scope.get("headers") or [])
+            given = bearer(headers.get(b"authorization", b"").decode("latin-1"))
+            if not token_matches(given, self.token):
+                what = "no bearer token" if given is None else "a wrong bearer token"
+                await _send_error(
+                    send, 401, f"{what} for {path}", "auth", {"WWW-Authenticate": 'Bearer realm="lumion"'}
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+# ---------------------------------------------------------------------------------------
+# The application
+# ---------------------------------------------------------------------------------------
+def _start_telemetry(cp: ControlPlane, period_s: float | None, policy: str) -> Any:
+    """Start optical failure detection (controlplane.telemetry), if present and asked for."""
+    if not period_s or period_s <= 0:
+        return None
+    try:
+        from controlplane import telemetry
+    except ImportError:
+        log.warning("controlplane.telemetry is not installed; optical failure detection is off")
+        return None
+    return telemetry.start(cp, period_s, policy)
+
+
+def _mount_dashboard(app: FastAPI, cp: ControlPlane) -> None:
+    try:
+        from controlplane import dashboard
+    except ImportError:
+        log.warning("controlplane.dashboard is not installed; no dashboard page")
+        return
+    dashboard.mount(app, cp)
+
+
+def create_app(
+    cp: ControlPlane,
+    *,
+    token: str | None,
+    telemetry_period_s: float | None = None,
+    on_dark: str = "alert",
+    rate_per_s: float = RATE_PER_S,
+    rate_burst: float = RATE_BURST,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> ASGIApp:
+    """The ASGI application serving ``cp`` (``token`` None: no authentication, for embedding only).
+
+    Telemetry (``controlplane.telemetry.start(cp, period_s, policy)``) starts with the
+    application and stops with it; ``on_dark`` is its policy (``auto`` reports a dark
+    accelerator as failed, ``alert`` only logs it).
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        runner = _start_telemetry(cp, telemetry_period_s, on_dark)
+        cp.log_event("service-started", telemetry=runner is not None, on_dark=on_dark)
+        try:
+            yield
+        finally:
+            if runner is not None:
+                runner.stop()
+            cp.log_event("service-stopped")
+
+    app = FastAPI(
+        title="LUMION control plane",
+        version="1",
+        lifespan=lifespan,
+        description="One rack's photonic fabric: jobs, failures and recoveries, state and events. "
+        "Every /api/v1 endpoint but /api/v1/health needs 'Authorization: Bearer <token>'.",
+    )
+    auth = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; BearerAuth enforces it
+    _handlers(app)
+    _routes(app, cp, auth)
+    _mount_dashboard(app, cp)
+    inner: ASGIApp = BearerAuth(app, token)
+    inner = RateLimit(inner, RateLimiter(rate_per_s, rate_burst))
+    return BodyLimit(inner, max_body_bytes)
+
+
+def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(ServiceError)
+    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse(exc.to_dict(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or "body"
+        body = error_body(f"{where}: {first.get('msg', 'invalid')}", "input")
+        body["detail"] = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors
+        ]
+        return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "not-found" if exc.status_code in (404, 405) else "input"
+        return JSONResponse(error_body(str(exc.detail), kind), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def bug(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse(error_body(f"{type(exc).__name__}: {exc}"[:400], "bug"), status_code=500)
+
+
+def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
+    @app.get(f"{API}/health", tags=["service"])
+    def health() -> dict[str, Any]:
+        """Liveness (no token needed): the chip id and whether its state is known."""
+        return {"ok": True, "chip_id": cp.chip_id, "state_known": bool(cp.controller.state_known)}
+
+    @app.get(f"{API}/status", tags=["rack"], dependencies=auth)
+    def status() -> dict[str, Any]:
+        """Fabric, chip, jobs and every link with its planned (and, with telemetry, live) margin."""
+        return cp.status()
+
+    @app.post(f"{API}/jobs", tags=["jobs"], dependencies=auth, status_code=201)
+    def create_job(req: JobRequest) -> dict[str, Any]:
+        """Place a job (409 when it does not fit) and program the chip."""
+        return cp.place_job(
+            accelerators=req.accelerators,
+            count=req.count,
+            pattern=req.pattern,
+            links=req.links,
+            name=req.name,
+        )
+
+    @app.get(f"{API}/jobs/{{job_id}}", tags=["jobs"], dependencies=auth)
+    def get_job(job_id: str) -> dict[str, Any]:
+        """One running job: accelerators, links and margins."""
+        return cp.job(job_id)
+
+    @app.delete(f"{API}/jobs/{{job_id}}", tags=["jobs"], dependencies=auth)
+    def delete_job(job_id: str) -> dict[str, Any]:
+        """Stop a job: park the TBUs only it used, free its accelerators and spares."""
+        return cp.delete_job(job_id)
+
+    @app.post(f"{API}/jobs/{{job_id}}/failures", tags=["failures"], dependencies=auth)
+    def report_failure(job_id: str, req: FailureRequest) -> dict[str, Any]:
+        """Recover from a failed accelerator or TBU; the recovery (``lumion failover --json`` keys)."""
+        return cp.report_failure(
+            job_id, accelerator=req.accelerator, tbu=req.tbu, state=req.state, detected_s=req.detected_s
+        )
+
+    @app.post(f"{API}/failures", tags=["failures"], dependencies=auth)
+    def report_failure_anywhere(req: FailureRequest) -> dict[str, Any]:
+        """Like the per-job report, for whichever job holds the accelerator (or every job a TBU cuts)."""
+        return cp.report_failure(
+            None, accelerator=req.accelerator, tbu=req.tbu, state=req.state, detected_s=req.detected_s
+        )
+
+    @app.post(f"{API}/accelerators/{{name}}/repair", tags=["failures"], dependencies=auth)
+    def repair(name: str) -> dict[str, Any]:
+        """Put a failed accelerator back in service (replaced or fixed)."""
+        return cp.repair(name)
+
+    @app.get(f"{API}/events", tags=["rack"], dependencies=auth)
+    def events(
+        since: int = Query(0, ge=0, description="return events with id > since"),
+        limit: int = Query(500, ge=1, le=5000),
+    ) -> dict[str, Any]:
+        """The event log after ``since`` (oldest first); ``last_id`` is the next ``since``."""
+        rows = cp.events(since, limit)
+        return {"events": rows, "last_id": rows[-1]["id"] if rows else since}

@@ -1,0 +1,237 @@
+"""``lumion serve``: the rack's control-plane service (HTTP API, durable state, telemetry, dashboard)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from lab_scripts.common import UsageError, add_json_flag, seed
+from lab_scripts.errors import opening, reading
+
+DEFAULT_DB = "lumion-control.db"
+DEFAULT_PORT = 8470  # unassigned by IANA; any free port works (--port 0 picks one)
+SERVE_SCHEMA = "lumion.serve"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "serve",
+        help="run the rack's control-plane service (HTTP API over a bench, durable state)",
+        description="Serve one rack's control plane: place jobs, take failure reports and recover "
+        "hitlessly, keep the truth in a SQLite database (every reconfiguration is a transaction; "
+        "a restart reconciles the chip), log events, detect dark accelerators optically. Binds to "
+        "loopback; every /api/v1 endpoint but health needs the bearer token from --token-file "
+        "(made 0600 on first start). Example: lumion serve --port 0 --json",
+    )
+    p.add_argument(
+        "--bench",
+        default="sim",
+        metavar="sim|FILE.toml",
+        help="bench config, or 'sim' for a simulated bench with one transceiver per "
+        "accelerator at its fabric ports (default)",
+    )
+    p.add_argument("--db", default=DEFAULT_DB, metavar="FILE", help=f"the database (default {DEFAULT_DB})")
+    p.add_argument(
+        "--fabric",
+        metavar="FILE.json",
+        help="fabric (lumion.fabric v1) for a new database; "
+        "default: the one the database records, else the smartlight fabric 8+2",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; another than loopback needs --token-file)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"TCP port (default {DEFAULT_PORT}; 0: a free one, printed)",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer token file (default: <db>.token; made 0600 with a new token when missing)",
+    )
+    p.add_argument(
+        "--telemetry-period-s",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="poll the transceivers' DOM every S seconds (0: no optical detection; default 1)",
+    )
+    p.add_argument(
+        "--on-dark",
+        choices=("auto", "alert"),
+        default="alert",
+        help="a dark accelerator: auto = report it failed and recover, alert = log an event (default)",
+    )
+    p.add_argument(
+        "--rate-limit-per-s",
+        type=float,
+        default=None,
+        metavar="N",
+        help="requests/s allowed per client address (0: no limit; default 100, burst 200)",
+    )
+    p.add_argument("--seed", type=seed, default=None, help="chip seed for the simulated bench")
+    add_json_flag(p)
+    p.set_defaults(run=run)
+
+
+def sim_bench_config(fabric: Any, chip_seed: int | None) -> dict[str, Any]:
+    """A simulated bench on the fabric's mesh with one SFF-8636 module per accelerator at its ports."""
+    from instruments.config import default_config
+
+    cfg = default_config(fabric.mesh_spec or "smartlight", chip_seed or 0)
+    names = fabric.mesh.port_names
+    cfg["transceivers"] = [
+        {
+            "name": a.name,
+            "spec": "sff8636",
+            "address": "sim",
+            "tx_ports": [names[p] for p in a.tx],
+            "rx_ports": [names[p] for p in a.rx],
+        }
+        for a in fabric.accelerators
+    ]
+    return cfg
+
+
+def _fabric(args: argparse.Namespace, store: Any) -> tuple[Any, Any]:
+    """(fabric for the bench, fabric to bind: None when the database already records one)."""
+    from photonics.fabric import Fabric, default_fabric
+
+    if args.fabric:
+        with reading("fabric file", args.fabric):
+            fabric = Fabric.load(args.fabric)
+        return fabric, fabric
+    recorded = store.fabrics()
+    if len(recorded) == 1:
+        with reading("fabric recorded in", args.db):
+            return Fabric.from_dict(recorded[0], f"the fabric recorded in {args.db}"), None
+    fabric = default_fabric()
+    return fabric, fabric if not recorded else None
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"--host {host} --port {port}: cannot bind ({exc.strerror}); choose another port "
+            "(--port 0 picks a free one)"
+        ) from exc
+    sock.listen(128)
+    return sock
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open the store and the bench, reconcile, announce, serve until SIGINT/SIGTERM."""
+    from controlplane.security import RATE_PER_S, is_loopback, load_or_create_token
+    from controlplane.store import Store
+
+    if not is_loopback(args.host) and args.token_file is None:
+        raise UsageError(
+            f"--host {args.host} is not loopback: name the token file clients will use with "
+            "--token-file (the service refuses to expose a token nobody chose)"
+        )
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: give 0..65535")
+    if args.telemetry_period_s < 0:
+        raise UsageError("--telemetry-period-s must be >= 0 (0 turns optical detection off)")
+    db = Path(args.db)
+    token_file = Path(args.token_file) if args.token_file else db.with_name(db.name + ".token")
+    store = Store(db, exclusive=True)
+    bench = None
+    try:
+        bench_fabric, bind_fabric = _fabric(args, store)
+        token, created = load_or_create_token(token_file)
+        if args.bench == "sim":
+            cfg: Any = sim_bench_config(bench_fabric, args.seed)
+        else:
+            from instruments.config import load_config
+
+            with reading("bench config", args.bench):
+                cfg = load_config(args.bench)
+        from instruments.config import open_bench
+
+        with opening(f"bench {args.bench}"):
+            bench = open_bench(cfg, seed=args.seed)
+        return _serve(
+            args,
+            store,
+            bench,
+            bind_fabric,
+            token,
+            token_file,
+            created,
+            RATE_PER_S if args.rate_limit_per_s is None else args.rate_limit_per_s,
+        )
+    finally:
+        store.close()
+        if bench is not None:
+            bench.close()
+
+
+def _serve(
+    args: argparse.Namespace,
+    store: Any,
+    bench: Any,
+    fabric: Any,
+    token: str,
+    token_file: Path,
+    created: bool,
+    rate: float,
+) -> int:
+    import uvicorn
+
+    from controlplane.app import create_app
+    from controlplane.service import ControlPlane
+
+    cp = ControlPlane(store, bench, fabric)
+    actions = [a for a in (cp.store.events(0, 5000) or []) if a["kind"] == "state-loaded"][-1:]
+    sock = _listen(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    app = create_app(
+        cp, token=token, telemetry_period_s=args.telemetry_period_s, on_dark=args.on_dark, rate_per_s=rate
+    )
+    info = {
+        "schema": SERVE_SCHEMA,
+        "version": 1,
+        "url": f"http://{shown}:{port}",
+        "api": f"http://{shown}:{port}/api/v1",
+        "token_file": str(token_file),
+        "token_created": created,
+        "db": str(store.path),
+        "pid": os.getpid(),
+        "chip_id": cp.chip_id,
+        "fabric": cp.fabric.name,
+        "bench": args.bench,
+        "reconciled": actions[0]["actions"] if actions else [],
+        "telemetry_period_s": args.telemetry_period_s,
+        "on_dark": args.on_dark,
+    }
+    if args.json:
+        print(json.dumps(info), flush=True)
+    else:
+        print(
+            f"lumion control plane for chip {cp.chip_id} ({cp.fabric.name}) at {info['url']}\n"
+            f"  token file {token_file}{' (new)' if created else ''}; database {store.path}\n"
+            f"  reconciled: {info['reconciled'] or 'nothing to do'}\n  serving; Ctrl-C to stop",
+            flush=True,
+        )
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False))
+    server.run(sockets=[sock])
+    print("stopped", file=sys.stderr)
+    return 0
