@@ -1,0 +1,168 @@
+"""The photonic-fabric allocator: any free accelerators, circuits routed around other tenants.
+
+Placement (:meth:`FabricAllocator.place`): candidate sets of free *workers* (spares are kept
+for failures) are tried in order -- first windows of neighbouring slots on one mesh
+(best fit: the mesh with the fewest free workers that still holds the job), then windows
+that span meshes (fewest meshes first) -- at most :data:`MAX_CANDIDATES` sets. For a set,
+lane 0 of every logical link of every round is laid (all or nothing); then each further
+lane ("layer": a parallel copy of the pattern) is added while it routes and closes its
+budget, so a slice gets as much bandwidth as the mesh can give it.
+
+Failures (:meth:`FabricAllocator.splice`): the failed accelerator is replaced by a free
+spare (same mesh first), else a free worker; only the circuits that touched it are
+re-routed, every other circuit is held (hitless for the rest of the job and for every
+other tenant). If no candidate fits with all layers, the job keeps only lane 0 and tries
+again; if that fails too the job stalls until the repair (the simulator's business).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from photonics.rack.circuits import Circuit, Occupancy, PlacementError, Request
+from photonics.rack.model import Rack
+from photonics.rack.patterns import Rounds, logical_rounds
+from photonics.rack.traces import TraceJob
+
+# Accelerator sets tried per placement or splice: each costs a routing pass (a few ms on a
+# SmartLight); past a handful the later windows rarely succeed where the first failed.
+MAX_CANDIDATES = 6
+
+
+class FabricAllocator:
+    """Places jobs on a rack of programmable meshes; keeps the circuits in an :class:`Occupancy`."""
+
+    name = "fabric"
+
+    def __init__(self, rack: Rack) -> None:
+        self.rack = rack
+        self.occupancy = Occupancy(rack)
+        self.members: dict[str, list[str]] = {}
+        self.patterns: dict[str, str] = {}
+        self.layers: dict[str, int] = {}
+        self._order = {n: i for i, n in enumerate(rack.names)}
+
+    # -- placement ------------------------------------------------------------------------
+    def place(self, job: TraceJob, free: Sequence[str]) -> list[str] | None:
+        """Lay ``job`` on some of the ``free`` accelerators; its members, or None when it does not fit."""
+        workers = [a for a in free if not self.rack.accelerator(a).spare]
+        if len(workers) < job.size:
+            return None
+        for members in self.candidates(workers, job.size):
+            if self._lay_job(job.name, job.pattern, members):
+                return list(members)
+        return None
+
+    def candidates(self, workers: Sequence[str], n: int) -> list[list[str]]:
+        """Accelerator sets to try, best first (see the module docstring), at most MAX_CANDIDATES."""
+        ordered = sorted(workers, key=self._order.__getitem__)
+        by_mesh: dict[str, list[str]] = {}
+        for w in ordered:
+            by_mesh.setdefault(self.rack.accelerator(w).mesh, []).append(w)
+        out: list[list[str]] = []
+        for m in sorted((m for m in by_mesh if len(by_mesh[m]) >= n), key=lambda m: len(by_mesh[m])):
+            out += _windows(by_mesh[m], n)
+        spanning = [w for w in _windows(ordered, n) if len({self.rack.accelerator(a).mesh for a in w}) > 1]
+        spanning.sort(key=lambda w: len({self.rack.accelerator(a).mesh for a in w}))
+        out += spanning
+        seen: set[frozenset[str]] = set()
+        unique = []
+        for w in out:
+            if frozenset(w) not in seen:
+                seen.add(frozenset(w))
+                unique.append(w)
+        return unique[:MAX_CANDIDATES]
+
+    def _lay_job(self, name: str, pattern: str, members: Sequence[str]) -> bool:
+        rounds = logical_rounds(pattern, members)
+        multi = len(rounds) > 1
+        try:
+            for r, links in enumerate(rounds):
+                self.occupancy.lay(name, [Request(r, 0, lk) for lk in links], multi)
+        except PlacementError:
+            self.occupancy.release(name)
+            return False
+        self.members[name], self.patterns[name] = list(members), pattern
+        self.layers[name] = 1 + self._add_layers(name, rounds, multi, 1)
+        return True
+
+    def _add_layers(self, name: str, rounds: Rounds, multi: bool, first: int) -> int:
+        """Add lanes ``first``, ``first + 1``, ... while they fit; how many were added."""
+        added = 0
+        for layer in range(first, self.rack.n_lanes):
+            laid: list[Circuit] = []
+            try:
+                for r, links in enumerate(rounds):
+                    laid += self.occupancy.lay(name, [Request(r, layer, lk) for lk in links], multi)
+            except PlacementError:
+                self.occupancy.remove(name, laid)
+                break
+            added += 1
+        return added
+
+    def release(self, name: str) -> None:
+        """Free the circuits of job ``name``."""
+        self.occupancy.release(name)
+        for table in (self.members, self.patterns, self.layers):
+            table.pop(name, None)
+
+    # -- failures ---------------------------------------------------------------------------
+    def splice(self, name: str, failed: str, free: Sequence[str]) -> str | None:
+        """Replace ``failed`` in job ``name`` by a free accelerator; the replacement, or None."""
+        cands = self._replacements(failed, free)
+        for keep_layers in (True, False):
+            for c in cands:
+                if self._resplice(name, failed, c, keep_layers):
+                    self.members[name] = [c if m == failed else m for m in self.members[name]]
+                    return c
+        return None
+
+    def _replacements(self, failed: str, free: Sequence[str]) -> list[str]:
+        home = self.rack.accelerator(failed).mesh
+        cands = sorted(free, key=lambda a: (not self.rack.accelerator(a).spare,
+                                            self.rack.accelerator(a).mesh != home, self._order[a]))
+        return cands[:MAX_CANDIDATES]
+
+    def _resplice(self, name: str, failed: str, new: str, keep_layers: bool) -> bool:
+        occ = self.occupancy
+        before = list(occ.circuits.get(name, []))
+        multi = name in occ.multi_round
+        affected = [c for c in before if failed in c.link]
+        drop = affected if keep_layers else [c for c in before if c in affected or c.layer > 0]
+        occ.remove(name, drop)
+        todo = [c for c in drop if c.layer == 0 or keep_layers]
+        try:
+            for r in sorted({c.round for c in todo}):
+                occ.lay(name, [Request(c.round, c.layer, _sub(c.link, failed, new)) for c in todo
+                               if c.round == r], multi)
+        except PlacementError:
+            occ.circuits[name] = before
+            return False
+        if not keep_layers:
+            self.layers[name] = 1
+        return True
+
+    # -- reporting --------------------------------------------------------------------------
+    def bandwidth(self, name: str) -> float:
+        """Lanes per accelerator carrying the job's logical links point to point, mean over rounds."""
+        circuits = self.occupancy.circuits.get(name, [])
+        n = len(self.members[name])
+        rounds = len({c.round for c in circuits})
+        return len(circuits) / n / rounds if circuits else 0.0
+
+    def circuits(self, name: str) -> list[Circuit]:
+        """The circuits job ``name`` holds now."""
+        return list(self.occupancy.circuits.get(name, []))
+
+
+def _sub(link: tuple[str, str], old: str, new: str) -> tuple[str, str]:
+    return (new if link[0] == old else link[0], new if link[1] == old else link[1])
+
+
+def _windows(seq: Sequence[str], n: int) -> list[list[str]]:
+    """Every run of ``n`` consecutive items of ``seq``, circularly (one window when n == len)."""
+    if n > len(seq):
+        return []
+    if n == len(seq):
+        return [list(seq)]
+    return [[seq[(s + i) % len(seq)] for i in range(n)] for s in range(len(seq))]
