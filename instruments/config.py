@@ -306,6 +306,10 @@ def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: in
         bench = InstrumentBench(controller, laser, meter, switch, heads, str(chip_id), transceivers=modules,
                                 closers=[sim] if sim else [])
         bench.sim = sim
+        wired = {s["name"]: s for s in (sim.transceiver_specs if sim else [])}  # sim wiring when not in cfg
+        bench.transceiver_ports = {  # which mesh ports each module's lanes face (telemetry maps LOS to links)
+            t["name"]: {k: [mesh.port_index(p) for p in (t.get(k) or wired.get(t["name"], {}).get(k, []))]
+                        for k in ("tx_ports", "rx_ports")} for t in tx_specs or []}
         return bench
     except BaseException:
         for inst in reversed(opened):

@@ -194,7 +194,7 @@ class SimTransceiver:
     def read(self, offset: int, length: int) -> bytes:
         """I2C read: lower memory below 128, the selected page above; latched flags clear."""
         if self.bench is not None:
-            self.bench.refresh()
+            self.bench.refresh(self)  # this module's monitors; the others refresh when read
         else:
             self.set_monitors(np.zeros(self.spec.LANES))  # alone on the bench: no light arrives
         with self.lock:
@@ -250,10 +250,16 @@ class SimTransceiver:
             self._lane_words(s.TX_POWER, np.where(on, self.tx_power_mw, 0.0), POWER_LSB_MW, "tx_power")
             self._lane_words(s.TX_BIAS, np.where(on, OPERATING_BIAS_MA, 0.0), bias_lsb, "tx_bias")
             self._lane_words(s.RX_POWER, np.where(live, rx_mw, 0.0), POWER_LSB_MW, "rx_power")
-            los = 10 * np.log10(np.maximum(rx_mw, 1e-12)) < self.los_dbm
-            if self._supports("rx_los"):
-                flags = sum(1 << k for k in range(s.LANES) if los[k])
-                rx_los = s.LOS if s is Sff8636 else Cmis.RX_LOS
+            self.latch_los(rx_mw)
+
+    def latch_los(self, rx_mw: np.ndarray) -> None:
+        """Set the (latched) RX LOS flag of every lane whose received power is below ``los_dbm``."""
+        s = self.spec
+        los = 10 * np.log10(np.maximum(rx_mw, 1e-12)) < self.los_dbm
+        if self._supports("rx_los") and los.any():
+            flags = sum(1 << k for k in range(s.LANES) if los[k])
+            rx_los = s.LOS if s is Sff8636 else Cmis.RX_LOS
+            with self.lock:
                 self.image.put(rx_los, [self.image.get(rx_los)[0] | flags])
 
 
@@ -269,8 +275,13 @@ class TransceiverBench:
             t.bench = self
         self._lock = threading.Lock()
 
-    def refresh(self) -> None:
-        """Recompute every module's monitors from the chip's current state."""
+    def refresh(self, only: SimTransceiver | None = None) -> None:
+        """Recompute every module's monitors from the chip's current state.
+
+        With ``only``, the other modules get just their latched LOS flags (a loss of light
+        between two reads of a module stays latched, as in hardware) and ``only`` all its
+        monitors: a read of one module then costs one module's update.
+        """
         with self._lock:
             n_ports = self.chip.mesh.n_ports
             arriving = np.zeros(n_ports)
@@ -281,7 +292,10 @@ class TransceiverBench:
                         arriving += self.chip.output_power_mw(port, self.wavelength_nm, t.tx_power_mw[lane])
             for t in self.transceivers.values():
                 rx = np.array([arriving[p] if p is not None else 0.0 for p in t.rx_ports])
-                t.set_monitors(rx)
+                if only is None or t is only:
+                    t.set_monitors(rx)
+                else:
+                    t.latch_los(rx)
 
 
 class SimI2CBus:
