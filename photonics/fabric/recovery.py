@@ -1,44 +1,35 @@
-"""Hitless accelerator failover and failed-TBU repair: splice around a failure, re-routing only
-the affected links (docs/fabric.md).
+"""Accelerator failover and failed-TBU repair: splice around a failure, re-routing only the
+affected links, and fall back to moving the fewest other links when a splice cannot close
+(docs/fabric.md; the mechanics are in :mod:`photonics.fabric.splice`).
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from photonics.configuration import PARK_STATE, Configuration, Route
+from photonics.configuration import Configuration, Route
 from photonics.errors import RoutingError
-from photonics.fabric.jobs import Job, check_job, link_ports
+from photonics.fabric.jobs import Job
 from photonics.fabric.model import Fabric, FabricError
-from photonics.fabric.plan import (
-    MAX_CURRENT_MA,
-    WRITE_RESOLUTION,
-    CurrentMap,
-    JobPlan,
-    _stuck_states,
-    evaluate,
-    heater_values,
-    held_graph,
-    route_links,
-)
-from photonics.fabric.timing import TimingModel, _phase_step, recovery_timing
+from photonics.fabric.plan import MAX_CURRENT_MA, CurrentMap, JobPlan
+from photonics.fabric.splice import Candidate, Context, Option, heater_program, isolated, search
+from photonics.fabric.timing import TimingModel, recovery_timing
 from photonics.physics import PhysicsDefaults, TBUParams
-from photonics.routing import (
-    RoutingGraph,
-    parse_failed,
-    route_loss_db,
-)
+from photonics.routing import parse_failed
 from photonics.topology import Mesh
 
+DEFAULT_POLICY = "fewest-moves"
+# Assignments of spares to simultaneously failed accelerators tried at most (each is a
+# route and a circuit solve): 5 spares for 4 failures is 120; more is a rack, not a mesh.
+MAX_ASSIGNMENTS = 720
 
-# ---------------------------------------------------------------------------------------
-# Splicing: the common core of failover and failed-TBU repair
-# ---------------------------------------------------------------------------------------
+
 @dataclass(frozen=True, eq=False)
 class Recovery:
     """The result of a failover (or a failed-TBU repair).
@@ -56,7 +47,12 @@ class Recovery:
             channel (held channels are never written; non-zero only for maps that
             compensate thermal crosstalk).
         timing_ms: breakdown from :func:`recovery_timing`.
-        candidates: per spare tried: name, worst new loss, TBUs changed, or why it failed.
+        candidates: per option tried (a spare, or an assignment of spares): worst new loss
+            and margin, whether every link closes, TBUs changed, or why it failed.
+        spares: ``{replaced accelerator: spare}`` (a joint failover names several).
+        policy: ``"hitless"`` or ``"fewest-moves"``, as asked.
+        hitless: False when held links had to move (the fewest-moves fallback).
+        moved: ``(link index, old route)`` of every held link that moved.
     """
 
     failed: str
@@ -69,6 +65,10 @@ class Recovery:
     held_drift: float
     timing_ms: dict[str, float]
     candidates: tuple[dict[str, Any], ...]
+    spares: dict[str, str] = field(default_factory=dict)
+    policy: str = "hitless"
+    hitless: bool = True
+    moved: tuple[tuple[int, Route], ...] = ()
 
     def to_dict(self, mesh: Mesh | None = None) -> dict[str, Any]:
         """JSON-ready form (:func:`~photonics.fabric.plan_io.recovery_to_dict`; keys in docs/fabric.md)."""
@@ -94,86 +94,60 @@ def held_unchanged(before: JobPlan, after_routes: Sequence[Route], after_conf: C
                 and np.array_equal(before.heater[channels], after_heater[channels]))
 
 
+def table_loss(table: Sequence[Mapping[str, Any]], name: str | None) -> float:
+    """Worst new loss (dB) recorded for candidate ``name``."""
+    for row in table:
+        if row["spare"] == name and "worst_new_loss_db" in row:
+            return float(row["worst_new_loss_db"])
+    return float("inf")
+
+
 @dataclass(frozen=True)
-class _Candidate:
-    name: str | None
-    job: Job
-    routes: list[Route]
-    losses: list[float]
-    conf: Configuration
-    changed: np.ndarray
+class _Options:
+    """The keyword options every recovery takes."""
+
+    heater_map: CurrentMap | None
+    params: TBUParams | None
+    timing: TimingModel
+    defaults: PhysicsDefaults | None
+    required_margin_db: float
+    max_current_ma: float
+    park_freed: bool
+    policy: str
 
 
-def _candidate(fabric: Fabric, before: JobPlan, job: Job, affected: list[int], failed: dict[int, str],
-               params: TBUParams | None, park_freed: bool, name: str | None,
-               graph: RoutingGraph | None = None) -> _Candidate:
-    mesh = fabric.mesh
-    pairs = link_ports(fabric, job.links)
-    held = [i for i in range(len(job.links)) if i not in affected]
-    old = before.routes
-    for i in held:  # substituting one accelerator must not move anyone else's lanes
-        if (old[i].src, old[i].dst) != pairs[i]:
-            raise FabricError(f"internal: link {job.links[i]} changed ports during a splice")
-    held_routes = [old[i] for i in held]
-    graph = graph or held_graph(mesh, held_routes, failed, params)
-    new = route_links(mesh, [pairs[i] for i in affected], held=held_routes, failed=failed,
-                      params=params, graph=graph)
-    routes = list(old)
-    for i, r in zip(affected, new, strict=True):
-        routes[i] = r
-    split = before.configuration.cross_fraction.copy()
-    if park_freed:
-        live = {t for r in routes for t in r.tbus}
-        freed = [t for i in affected for t in old[i].tbus if t not in live]
-        split[freed] = 1.0 if PARK_STATE == "cross" else 0.0
-    for r in new:
-        for t, s in r.states().items():
-            split[t] = 1.0 if s == "cross" else 0.0
-    split = _stuck_states(split, failed)
-    conf = Configuration(split, tuple(routes), mesh=mesh)
-    graph_losses = [route_loss_db(graph, r) for r in new]
-    losses = [before.links[i].loss_db for i in range(len(routes))]
-    for i, loss in zip(affected, graph_losses, strict=True):
-        losses[i] = loss
-    return _Candidate(name, job, routes, losses, conf, conf.changed_tbus(before.configuration))
+def _recover(fabric: Fabric, before: JobPlan, options: Sequence[Option], affected: list[int],
+             failed_tbus: dict[int, str], label: str, out: Sequence[str], opts: _Options,
+             t0: float) -> Recovery:
+    """Search, program and time one recovery; the new plan keeps the history."""
+    ctx = Context(fabric, before, failed_tbus, opts.params, opts.defaults, opts.required_margin_db,
+                  opts.park_freed)
+    cand, table, hitless = search(ctx, options, affected, opts.policy)
+    return _finish(ctx, cand, table, hitless, label, out, opts, t0)
 
 
-def _finish(fabric: Fabric, before: JobPlan, cand: _Candidate, affected: list[int], failed: dict[int, str],
-            label: str, heater_map: CurrentMap | None, params: TBUParams | None,
-            defaults: PhysicsDefaults | None, required_margin_db: float, max_current_ma: float,
-            timing: TimingModel, t0: float, candidates: list[dict[str, Any]],
-            failed_accelerators: tuple[str, ...]) -> Recovery:
-    mesh = fabric.mesh
-    results = evaluate(fabric, cand.job.links, cand.routes, cand.conf, params=params, failed=failed,
-                       defaults=defaults, required_margin_db=required_margin_db, loss_db=cand.losses)
-    bad = [results[i] for i in affected if not results[i].budget_ok]
-    if bad:
-        raise FabricError(f"{bad[0].link[0]}->{bad[0].link[1]} refused: {bad[0].reason}")
-    wanted, unit = heater_values(cand.conf, heater_map, max_current_ma)
-    held_idx = [i for i in range(len(cand.routes)) if i not in affected]
-    held_tbus = {t for i in held_idx for t in cand.routes[i].tbus}
-    held_ch = np.array(sorted(c for t in held_tbus for c in (2 * t, 2 * t + 1)), dtype=int)
-    # Held channels are never written: a crosstalk-compensating map may ask for a tiny
-    # change there, which we report as drift instead of touching a live link.
-    writable = np.ones(mesh.n_heaters, dtype=bool)
-    writable[held_ch] = False
-    delta = np.abs(wanted - before.heater)
-    write = np.flatnonzero(writable & (delta > WRITE_RESOLUTION))
-    applied = before.heater.copy()
-    applied[write] = wanted[write]
-    drift = float(delta[held_ch].max()) if held_ch.size else 0.0
-    program = {int(ch): float(wanted[ch]) for ch in write}
-    plan = JobPlan(cand.job, tuple(results), cand.conf, applied, unit, dict(failed), failed_accelerators)
-    same = held_unchanged(before, cand.routes, cand.conf, applied, held_idx)
+def _finish(ctx: Context, cand: Candidate, table: list[dict[str, Any]], hitless: bool, label: str,
+            out: Sequence[str], opts: _Options, t0: float) -> Recovery:
+    fabric, before = ctx.fabric, ctx.before
+    prog = heater_program(ctx, cand, opts.heater_map, opts.max_current_ma)
+    dead = tuple(dict.fromkeys((*before.failed_accelerators, *out)))
+    plan = JobPlan(cand.option.job, tuple(cand.results), cand.conf, prog.applied, prog.unit,
+                   dict(ctx.failed), dead, before.recoveries)
+    held_idx = [i for i in range(len(cand.routes)) if i not in cand.rerouted]
+    same = held_unchanged(before, cand.routes, cand.conf, prog.applied, held_idx)
     compute_ms = (time.perf_counter() - t0) * 1e3
-    relock = max((fabric.lane(cand.routes[i].dst).relock_ms for i in affected), default=0.0)
-    if timing.relock_ms is not None:
-        relock = timing.relock_ms
-    rec = Recovery(label, cand.name, plan, tuple(affected), tuple(int(t) for t in cand.changed), program,
-                   same, drift, recovery_timing(timing, compute_ms, program, relock, len(affected),
-                                                max_phase_step_rad=_phase_step(delta, write, unit)),
-                   tuple(candidates))
-    return _recorded(rec, before, mesh)
+    relock = max((fabric.lane(cand.routes[i].dst).relock_ms for i in cand.rerouted), default=0.0)
+    if opts.timing.relock_ms is not None:
+        relock = opts.timing.relock_ms
+    timing = recovery_timing(opts.timing, compute_ms, prog.channels, relock, len(cand.rerouted),
+                             max_phase_step_rad=prog.phase_step_rad)
+    spare = ",".join(cand.option.spares.values()) or None
+    # a fallback whose released links all found their old routes again disturbed nothing
+    hitless = same and not cand.moved
+    rec = Recovery(label, spare, plan, cand.rerouted, tuple(int(t) for t in cand.changed), prog.channels,
+                   same, prog.drift, timing, tuple(table), dict(cand.option.spares), opts.policy,
+                   hitless, cand.moved)
+    return _recorded(rec, before, fabric.mesh)
 
 
 def _recorded(rec: Recovery, before: JobPlan, mesh: Mesh) -> Recovery:
@@ -184,13 +158,40 @@ def _recorded(rec: Recovery, before: JobPlan, mesh: Mesh) -> Recovery:
     return replace(rec, plan=plan)
 
 
+def _assignments(job: Job, victims: Sequence[str], spares: Sequence[str]) -> list[Option]:
+    """Every injective assignment of ``spares`` to ``victims``, as substituted jobs."""
+    out = []
+    for chosen in itertools.islice(itertools.permutations(spares, len(victims)), MAX_ASSIGNMENTS):
+        new = job
+        for v, s in zip(victims, chosen, strict=True):
+            new = new.substitute(v, s)
+        out.append(Option(",".join(chosen), new, dict(zip(victims, chosen, strict=True))))
+    return out
+
+
+def _spares_left(fabric: Fabric, job: Job, victims: Sequence[str], dead: Sequence[str]) -> list[str]:
+    """Spares not in the job and not failed; FabricError saying why when too few are left."""
+    spares = [s for s in fabric.spares if s not in job.accelerators and s not in dead]
+    if len(spares) >= len(victims):
+        return spares
+    used = [s for s in fabric.spares if s in job.accelerators]
+    gone = [s for s in fabric.spares if s in dead]
+    detail = "; ".join(x for x in (
+        f"in use: {', '.join(used)}" if used else "", f"failed: {', '.join(gone)}" if gone else "",
+    ) if x) or "the fabric declares none"
+    what = victims[0] if len(victims) == 1 else f"{len(victims)} accelerators ({', '.join(victims)})"
+    left = f"; {len(spares)} free" if spares else ""
+    raise FabricError(f"no spare accelerator left to replace {what} ({detail}{left}); "
+                      "cable another spare to the mesh, or shrink the job")
+
+
 # ---------------------------------------------------------------------------------------
 # Failover
 # ---------------------------------------------------------------------------------------
 def failover(
     fabric: Fabric,
     job: Job,
-    failed: str,
+    failed: str | Sequence[str],
     current_plan: JobPlan,
     *,
     heater_map: CurrentMap | None = None,
@@ -200,78 +201,53 @@ def failover(
     required_margin_db: float = 3.0,
     max_current_ma: float = MAX_CURRENT_MA,
     park_freed: bool = False,
+    policy: str = DEFAULT_POLICY,
 ) -> Recovery:
-    """Replace accelerator ``failed`` of the running ``job`` by the best spare, hitlessly.
+    """Replace the failed accelerator(s) of the running ``job`` by spares.
 
-    The spare minimising the worst new link loss wins (ties: fewest TBUs changed). Only
-    the links that touched ``failed`` are re-routed; the others' TBUs are reserved, so
-    they stay bit-identical. ``park_freed`` parks the TBUs the old links no longer use
-    (more heater writes); by default they are left as they are: they carry no light from
-    a live transmitter, and the circuit check of the whole new configuration (ACR against
-    every live receiver) is what decides that this is safe.
+    ``failed`` is one name or several that failed together: their spares are chosen
+    jointly, over every assignment of free spares to them. First the hitless splice: only
+    the links touching a failed accelerator are re-routed, the others' TBUs are reserved so
+    they stay bit-identical. Best: every link closes its budget, then the largest worst
+    margin of the new links, then the fewest TBUs changed. When no splice closes,
+    ``policy="hitless"`` refuses; ``"fewest-moves"`` (the default) re-places the job moving
+    the fewest held links, and says which moved (``Recovery.moved``, ``hitless`` False).
+    ``park_freed`` parks the TBUs the old links no longer use (more heater writes); by
+    default they are left as they are: they carry no light from a live transmitter, and the
+    circuit check of the whole new configuration (ACR against every live receiver) is what
+    decides that this is safe.
 
     Raises:
-        FabricError: ``failed`` is not in the job, no spare is left (the message names the
-            spares and what they already replace), or no spare can be spliced in (the
-            message gives each spare's reason).
+        FabricError: a failed name is not in the job, too few spares are left (the message
+            names the spares and what they already replace), or nothing closes (the message
+            gives each option's reason).
     """
     t0 = time.perf_counter()
-    timing = timing or TimingModel()
+    victims = [failed] if isinstance(failed, str) else [str(v) for v in failed]
+    if not victims or len(set(victims)) != len(victims):
+        raise FabricError("name each failed accelerator once (at least one)")
     if job is not current_plan.job and job != current_plan.job:
         raise FabricError("the job does not match the plan it is said to run on")
-    if failed not in job.accelerators:
-        raise FabricError(f"{failed} is not in job {job.name!r} ({', '.join(job.accelerators)}); "
-                          "nothing to fail over")
-    dead = (*current_plan.failed_accelerators, failed)
-    spares = [s for s in fabric.spares if s not in job.accelerators and s not in dead]
-    if not spares:
-        used = [s for s in fabric.spares if s in job.accelerators]
-        gone = [s for s in fabric.spares if s in dead]
-        detail = "; ".join(x for x in (
-            f"in use: {', '.join(used)}" if used else "", f"failed: {', '.join(gone)}" if gone else "",
-        ) if x) or "the fabric declares none"
-        raise FabricError(f"no spare accelerator left to replace {failed} ({detail}); "
-                          "cable another spare to the mesh, or shrink the job")
-    affected = [i for i, (a, b) in enumerate(job.links) if failed in (a, b)]
-    failed_tbus = dict(current_plan.failed_tbus)
-    cands: list[_Candidate] = []
-    table: list[dict[str, Any]] = []
-    # Every spare is routed around the same held links: build their graph once.
-    held_routes = [r for i, r in enumerate(current_plan.routes) if i not in affected]
-    graph = held_graph(fabric.mesh, held_routes, failed_tbus, params)
-    for s in spares:
-        new_job = job.substitute(failed, s)
-        try:
-            check_job(fabric, new_job)
-            c = _candidate(fabric, current_plan, new_job, affected, failed_tbus, params, park_freed, s,
-                           graph)
-        except (RoutingError, FabricError) as exc:
-            table.append({"spare": s, "ok": False, "reason": str(exc)})
-            continue
-        worst = max((c.losses[i] for i in affected), default=0.0)
-        table.append({"spare": s, "ok": True, "worst_new_loss_db": worst, "changed_tbus": len(c.changed)})
-        cands.append(c)
-    # Losses are sums of per-TBU numbers; round so float noise cannot beat the tie-break.
-    order = sorted(range(len(cands)), key=lambda k: (round(table_loss(table, cands[k].name), 9),
-                                                      len(cands[k].changed), k))
-    reasons = [f"{row['spare']}: {row['reason']}" for row in table if not row["ok"]]
-    for k in order:
-        try:
-            return _finish(fabric, current_plan, cands[k], affected, failed_tbus, failed, heater_map, params,
-                           defaults, required_margin_db, max_current_ma, timing, t0, table, dead)
-        except FabricError as exc:
-            reasons.append(f"{cands[k].name}: {exc}")
-    raise FabricError(f"no spare can be spliced in for {failed}: " + "; ".join(reasons))
+    for v in victims:
+        if v not in job.accelerators:
+            raise FabricError(f"{v} is not in job {job.name!r} ({', '.join(job.accelerators)}); "
+                              "nothing to fail over")
+    dead = (*current_plan.failed_accelerators, *victims)
+    spares = _spares_left(fabric, job, victims, dead)
+    affected = [i for i, (a, b) in enumerate(job.links) if a in victims or b in victims]
+    opts = _Options(heater_map, params, timing or TimingModel(), defaults, required_margin_db,
+                    max_current_ma, park_freed, policy)
+    label = ",".join(victims)
+    try:
+        return _recover(fabric, current_plan, _assignments(job, victims, spares), affected,
+                        dict(current_plan.failed_tbus), label, victims, opts, t0)
+    except FabricError as exc:
+        raise FabricError(f"no spare can be spliced in for {label}: {exc}") from None
 
 
-def table_loss(table: Sequence[Mapping[str, Any]], name: str | None) -> float:
-    """Worst new loss (dB) recorded for candidate ``name``."""
-    for row in table:
-        if row["spare"] == name:
-            return float(row["worst_new_loss_db"])
-    return float("inf")
-
-
+# ---------------------------------------------------------------------------------------
+# Failed TBUs
+# ---------------------------------------------------------------------------------------
 def fail_tbu(
     fabric: Fabric,
     current_plan: JobPlan,
@@ -284,15 +260,20 @@ def fail_tbu(
     defaults: PhysicsDefaults | None = None,
     required_margin_db: float = 3.0,
     max_current_ma: float = MAX_CURRENT_MA,
+    policy: str = DEFAULT_POLICY,
 ) -> Recovery:
-    """Re-route only the links through a TBU that died (or got stuck) during the job.
+    """Recover from a TBU that died (or got stuck) during the job.
 
     A link is affected when its route uses the TBU and the TBU can no longer give it its
     state: always for "dead", for a stuck TBU only when the route needs the other state.
-    With no link affected the plan is returned unchanged (empty program).
+    When the TBU cuts accelerators off (:func:`~photonics.fabric.splice.isolated`: no route
+    at all from their TX lanes to another accelerator, or into their RX lanes), no
+    re-routing can help: they are swapped for spares exactly as :func:`failover` would
+    (jointly, and then listed in ``failed_accelerators``). Otherwise the affected links are re-routed (with
+    ``policy`` deciding the fallback as for :func:`failover`). With no link affected the
+    plan is returned unchanged (empty program). The failed TBU's heaters are never written.
     """
     t0 = time.perf_counter()
-    timing = timing or TimingModel()
     mesh = fabric.mesh
     failed = dict(current_plan.failed_tbus)
     try:
@@ -300,13 +281,33 @@ def fail_tbu(
     except RoutingError as exc:
         raise FabricError(str(exc)) from None
     t = mesh.tbu_index(tbu) if not isinstance(tbu, str) or not tbu.isdigit() else int(tbu)
+    label = mesh.tbu_names[t]
     affected = [i for i, lk in enumerate(current_plan.links)
                 if t in lk.route.tbus and (how == "dead" or lk.route.states()[t] != how)]
     job = current_plan.job
+    opts = _Options(heater_map, params, timing or TimingModel(), defaults, required_margin_db,
+                    max_current_ma, False, policy)
+    cut = _cut_accelerators(fabric, current_plan, affected, failed, params)
     try:
-        cand = _candidate(fabric, current_plan, job, affected, failed, params, False, None)
-    except RoutingError as exc:
-        raise FabricError(f"cannot route around {mesh.tbu_names[t]} ({how}): {exc}") from None
-    return _finish(fabric, current_plan, cand, affected, failed, mesh.tbu_names[t], heater_map, params,
-                   defaults, required_margin_db, max_current_ma, timing, t0, [],
-                   current_plan.failed_accelerators)
+        if cut:
+            victims = [a for a in job.accelerators if a in cut]
+            spares = _spares_left(fabric, job, victims, (*current_plan.failed_accelerators, *victims))
+            touched = [i for i, (a, b) in enumerate(job.links) if a in victims or b in victims]
+            return _recover(fabric, current_plan, _assignments(job, victims, spares),
+                            sorted({*affected, *touched}), failed, label, victims, opts, t0)
+        return _recover(fabric, current_plan, [Option(None, job)], affected, failed, label, (), opts, t0)
+    except FabricError as exc:
+        why = f"; it cuts the lane of {', '.join(cut)}" if cut else ""
+        raise FabricError(f"cannot recover from {label} ({how}){why}: {exc}") from None
+
+
+def _cut_accelerators(fabric: Fabric, plan: JobPlan, affected: Sequence[int], failed: Mapping[int, str],
+                      params: TBUParams | None) -> list[str]:
+    """Job accelerators the failures cut off (none when no link is affected), in job order."""
+    if not affected:
+        return []
+    job = plan.job
+    pool = [*job.accelerators,
+            *(s for s in fabric.spares if s not in job.accelerators and s not in plan.failed_accelerators)]
+    cut = isolated(fabric, failed, pool, params)
+    return [a for a in job.accelerators if a in cut]
