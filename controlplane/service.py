@@ -524,6 +524,10 @@ class ControlPlane:
             st = self._state()
             if job_id is not None:
                 self._job(st, job_id)
+            if accelerator is not None:
+                job_id = self._holder(st, job_id, accelerator)
+            else:
+                self._check_tbu(tbu)
             self.log_event(
                 "failure-reported", job=job_id, accelerator=accelerator, tbu=tbu, state=state, source=source
             )
@@ -567,9 +571,8 @@ class ControlPlane:
             )
             return out
 
-    def _failover(
-        self, st: RackState, job_id: str | None, accelerator: str
-    ) -> tuple[str, Any, dict[str, Any]]:
+    def _holder(self, st: RackState, job_id: str | None, accelerator: str) -> str:
+        """The job running ``accelerator`` (checked against ``job_id`` when given)."""
         if accelerator not in self.fabric.names:
             raise ServiceError(
                 f"unknown accelerator {accelerator!r}; the fabric has {', '.join(self.fabric.names)}"
@@ -579,14 +582,19 @@ class ControlPlane:
             raise ServiceError(f"{accelerator} runs no job; nothing to recover", "not-found")
         if job_id is not None and holder != job_id:
             raise ServiceError(f"{accelerator} is not in job {job_id} (it runs {holder})", "not-found")
-        rec = failover(self.fabric, st.plan.job, accelerator, st.plan, heater_map=self.heater_map)
-        return holder, rec, self._change(st, rec.plan)
+        return holder
 
-    def _fail_tbu(self, st: RackState, tbu: str, how: str) -> tuple[Any, dict[str, Any]]:
+    def _check_tbu(self, tbu: str | None) -> None:
         try:
-            self.mesh.tbu_index(tbu)
+            self.mesh.tbu_index(str(tbu))
         except LumionError as exc:
             raise ServiceError(str(exc)) from exc
+
+    def _failover(self, st: RackState, job_id: str, accelerator: str) -> tuple[str, Any, dict[str, Any]]:
+        rec = failover(self.fabric, st.plan.job, accelerator, st.plan, heater_map=self.heater_map)
+        return job_id, rec, self._change(st, rec.plan)
+
+    def _fail_tbu(self, st: RackState, tbu: str, how: str) -> tuple[Any, dict[str, Any]]:
         rec = fail_tbu(self.fabric, st.plan, tbu, how, heater_map=self.heater_map)
         return rec, self._change(st, rec.plan)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -183,6 +184,25 @@ def run(args: argparse.Namespace) -> int:
             bench.close()
 
 
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, minus re-raising SIGTERM/SIGINT after the graceful shutdown.
+
+        uvicorn re-raises the captured signal so the process dies of it; ``lumion serve``
+        instead closes the bench and the store and exits 0 (a stop asked for is a success).
+        """
+
+        def handle_exit(self, sig: int, frame: Any) -> None:  # noqa: ARG002 -- uvicorn's signature
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True  # a second Ctrl-C: stop without waiting for requests
+            else:
+                self.should_exit = True
+
+    return Server
+
+
 def _serve(
     args: argparse.Namespace,
     store: Any,
@@ -193,8 +213,6 @@ def _serve(
     created: bool,
     rate: float,
 ) -> int:
-    import uvicorn
-
     from controlplane.app import create_app
     from controlplane.service import ControlPlane
 
@@ -231,7 +249,9 @@ def _serve(
             f"  reconciled: {info['reconciled'] or 'nothing to do'}\n  serving; Ctrl-C to stop",
             flush=True,
         )
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False))
+    import uvicorn
+
+    server = _server_class()(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False))
     server.run(sockets=[sock])
     print("stopped", file=sys.stderr)
     return 0

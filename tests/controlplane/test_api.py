@@ -1,0 +1,235 @@
+"""The HTTP API's contract, over real HTTP on loopback against a `lumion serve` process.
+
+The bench is the simulated one over its real transports (heater driver on a pty, SCPI on
+loopback sockets, one transceiver per accelerator behind an I2C bridge on a pty).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import httpx
+import pytest
+
+from tests.controlplane.conftest import Service
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    s = Service(tmp_path_factory.mktemp("api") / "cp.db", "--rate-limit-per-s", "0")
+    yield s
+    assert s.stop() == 0
+
+
+ENDPOINTS = [
+    ("get", "/status"),
+    ("post", "/jobs"),
+    ("get", "/jobs/job-1"),
+    ("delete", "/jobs/job-1"),
+    ("post", "/jobs/job-1/failures"),
+    ("get", "/events"),
+    ("post", "/failures"),
+    ("post", "/accelerators/gpu0/repair"),
+]
+
+
+def _error(resp: httpx.Response, status: int, kind: str) -> dict:
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert body["kind"] == kind, body
+    assert body["error"], body
+    assert body["hint"], body
+    return body
+
+
+def test_announcement_and_token_file(svc):
+    info = svc.info
+    assert info["schema"] == "lumion.serve"
+    assert info["version"] == 1
+    assert {"url", "token_file", "db", "pid"} <= set(info)
+    assert info["url"].startswith("http://127.0.0.1:")
+    assert info["pid"] == svc.proc.pid
+    mode = stat.S_IMODE(os.stat(info["token_file"]).st_mode)
+    assert mode == 0o600
+    assert len(svc.token) >= 40
+
+
+def test_health_needs_no_token(svc):
+    r = httpx.get(f"{svc.api}/health")
+    assert r.status_code == 200
+    assert r.json()["ok"] is True
+
+
+@pytest.mark.parametrize(("method", "path"), ENDPOINTS)
+def test_every_other_endpoint_needs_the_token(svc, method, path):
+    none = httpx.request(method, f"{svc.api}{path}", json={})
+    body = _error(none, 401, "auth")
+    assert "no bearer token" in body["error"]
+    assert none.headers["www-authenticate"].startswith("Bearer")
+    wrong = httpx.request(
+        method, f"{svc.api}{path}", json={}, headers={"Authorization": f"Bearer {svc.token}x"}
+    )
+    assert "wrong bearer token" in _error(wrong, 401, "auth")["error"]
+    basic = httpx.request(
+        method, f"{svc.api}{path}", json={}, headers={"Authorization": f"Basic {svc.token}"}
+    )
+    _error(basic, 401, "auth")
+
+
+def test_openapi_lists_every_endpoint(svc):
+    doc = httpx.get(f"{svc.info['url']}/openapi.json").json()
+    paths = doc["paths"]
+    for method, path in [("get", "/health"), *ENDPOINTS]:
+        template = path.replace("job-1", "{job_id}").replace("gpu0", "{name}")
+        assert method in paths[f"/api/v1{template}"], template
+    assert "JobRequest" in doc["components"]["schemas"]
+    assert "HTTPBearer" in doc["components"]["securitySchemes"]
+
+
+def test_validation_errors_are_one_json_object(svc):
+    c = svc.client
+    body = _error(c.post("/jobs", json={"count": 4, "colour": "red"}), 422, "input")
+    assert "colour" in body["error"]
+    _error(c.post("/jobs", json={"count": 1}), 422, "input")
+    _error(c.post("/jobs", json={"count": 4, "pattern": "torus"}), 422, "input")
+    _error(c.post("/jobs", content=b"{not json", headers={"content-type": "application/json"}), 422, "input")
+    _error(c.post("/jobs", json={}), 422, "input")  # neither accelerators nor count
+    _error(c.post("/jobs", json={"accelerators": ["gpu0", "nosuch"]}), 422, "input")
+    _error(c.post("/jobs/job-999/failures", json={"accelerator": "gpu0"}), 404, "not-found")
+    _error(c.post("/failures", json={"accelerator": "gpu0", "tbu": "tbu:0.0.0"}), 422, "input")
+    _error(c.post("/failures", json={"tbu": "tbu:0.0.0", "state": "melted"}), 422, "input")
+    _error(c.get("/events", params={"since": -1}), 422, "input")
+    _error(c.get("/nosuch"), 404, "not-found")
+
+
+def test_body_over_the_limit_is_413(svc):
+    big = b'{"name": "' + b"x" * (70 * 1024) + b'"}'
+    _error(
+        svc.client.post("/jobs", content=big, headers={"content-type": "application/json"}), 413, "too-large"
+    )
+
+    def chunks():
+        for _ in range(70):
+            yield b" " * 1024
+
+    _error(
+        svc.client.post("/jobs", content=chunks(), headers={"content-type": "application/json"}),
+        413,
+        "too-large",
+    )
+
+
+def test_job_lifecycle_failover_and_events(svc):
+    c = svc.client
+    since = c.get("/events").json()["last_id"]
+    r = c.post("/jobs", json={"accelerators": ["gpu0", "gpu1", "gpu2", "gpu3"], "name": "train"})
+    assert r.status_code == 201, r.text
+    job = r.json()
+    jid = job["id"]
+    assert job["accelerators"] == ["gpu0", "gpu1", "gpu2", "gpu3"]
+    assert len(job["links"]) == 4
+    assert all(lk["margin_db"] > 0 and lk["budget_ok"] for lk in job["links"])
+    assert c.get(f"/jobs/{jid}").json()["links"] == job["links"]
+    # gpu0 is busy now: a second job asking for it does not fit
+    _error(c.post("/jobs", json={"accelerators": ["gpu0", "gpu4"]}), 409, "impossible")
+    _error(c.post("/jobs", json={"accelerators": ["spare0", "gpu4"]}), 409, "impossible")
+    status = c.get("/status").json()
+    assert [j["id"] for j in status["jobs"]] == [jid]
+    assert {lk["job"] for lk in status["links"]} == {jid}
+    assert len(status["links"]) == 4
+    assert status["chips"][0]["open_intents"] == []
+
+    rec = c.post(f"/jobs/{jid}/failures", json={"accelerator": "gpu2"})
+    assert rec.status_code == 200, rec.text
+    rec = rec.json()
+    cli_keys = {
+        "failed",
+        "spare",
+        "job",
+        "rerouted_links",
+        "changed_tbus",
+        "changed_heaters",
+        "heater_unit",
+        "unaffected_routes_unchanged",
+        "held_heater_drift",
+        "links",
+        "timing_ms",
+        "candidates",
+    }
+    assert cli_keys <= set(rec)
+    assert rec["failed"] == "gpu2"
+    assert rec["spare"] in ("spare0", "spare1")
+    assert rec["unaffected_routes_unchanged"] is True
+    assert "gpu2" not in rec["job"]["accelerators"]
+    assert rec["spare"] in rec["job"]["accelerators"]
+    assert {s["stage"] for s in rec["stages"]} == {"compute", "write", "settle", "verify"}
+    assert all(s["end_s"] >= s["start_s"] for s in rec["stages"])
+    # the failed accelerator is out; the spare is taken
+    status = c.get("/status").json()
+    assert "gpu2" in status["failed_accelerators"]
+    assert rec["spare"] not in status["spares_free"]
+    _error(c.post(f"/jobs/{jid}/failures", json={"accelerator": "gpu2"}), 404, "not-found")
+
+    events = c.get("/events", params={"since": since}).json()["events"]
+    kinds = [e["kind"] for e in events]
+    assert kinds == ["job-placed", "failure-reported", "recovery"]
+    assert all({"id", "time", "t_s", "kind"} <= set(e) for e in events)
+    recovery = events[-1]
+    assert recovery["job"] == jid
+    assert [s["stage"] for s in recovery["stages"]] == ["compute", "write", "settle", "verify"]
+    assert [e["id"] for e in events] == sorted(e["id"] for e in events)
+
+    gone = c.delete(f"/jobs/{jid}")
+    assert gone.status_code == 200
+    assert set(gone.json()["freed"]) == {"gpu0", "gpu1", "gpu3", rec["spare"]}
+    _error(c.get(f"/jobs/{jid}"), 404, "not-found")
+    _error(c.delete(f"/jobs/{jid}"), 404, "not-found")
+    assert c.post("/accelerators/gpu2/repair").json() == {"accelerator": "gpu2", "failed": False}
+    _error(c.post("/accelerators/gpu2/repair"), 404, "not-found")
+    status = c.get("/status").json()
+    assert status["jobs"] == []
+    assert status["failed_accelerators"] == []
+    assert set(status["spares_free"]) == {"spare0", "spare1"}
+
+
+def test_job_by_count_patterns_and_tbu_failure(svc):
+    c = svc.client
+    line = c.post("/jobs", json={"count": 3, "pattern": "line"}).json()
+    assert line["pattern"] == "line"
+    assert len(line["links"]) == 2
+    explicit = c.post("/jobs", json={"pattern": "links", "links": [["gpu4", "gpu5"], ["gpu5", "gpu4"]]})
+    assert explicit.status_code == 201, explicit.text
+    # one TX lane each: an all-to-all over 3 accelerators needs 2 per accelerator
+    body = _error(
+        c.post("/jobs", json={"accelerators": ["gpu6", "gpu7", "gpu3"], "pattern": "all-to-all"}),
+        409,
+        "impossible",
+    )
+    assert "lane" in body["error"]
+    tbu = c.get(f"/jobs/{line['id']}").json()["links"][0]
+    route_tbus = _route_tbus(svc, line["id"])
+    r = c.post("/failures", json={"tbu": route_tbus[0], "state": "dead"})
+    assert r.status_code in (200, 409), r.text
+    if r.status_code == 200:
+        assert r.json()["failed"] == route_tbus[0]
+        assert route_tbus[0] in c.get("/status").json()["chips"][0]["failed_tbus"]
+    assert tbu["link"]
+    for jid in (line["id"], explicit.json()["id"]):
+        assert c.delete(f"/jobs/{jid}").status_code == 200
+
+
+def _route_tbus(svc, job_id: str) -> list[str]:
+    """TBU names on a job's first link, read from the plan of record in the database."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{svc.db}?mode=ro", uri=True)
+    try:
+        plan = json.loads(db.execute("SELECT body FROM plans").fetchone()[0])
+    finally:
+        db.close()
+    job = svc.client.get(f"/jobs/{job_id}").json()
+    first = job["links"][0]["link"]
+    row = next(lk for lk in plan["links"] if lk["link"] == first)
+    return [h["tbu"] for h in row["route"]["tbus"]]
