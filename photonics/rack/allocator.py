@@ -18,6 +18,7 @@ again; if that fails too the job stalls until the repair (the simulator's busine
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from photonics.rack.circuits import Circuit, Occupancy, PlacementError, Request
 from photonics.rack.model import Rack
@@ -27,6 +28,12 @@ from photonics.rack.traces import TraceJob
 # Accelerator sets tried per placement or splice: each costs a routing pass (a few ms on a
 # SmartLight); past a handful the later windows rarely succeed where the first failed.
 MAX_CANDIDATES = 6
+# One-mesh windows tried per mesh before windows that span meshes: a full mesh whose first
+# windows fail is usually congested, and a spanning slice may still fit through the fibres.
+WINDOWS_PER_MESH = 3
+# A matching round is split in two when it does not route (as the fabric's schedule does);
+# a round of one pair (two links) is not split further.
+MIN_SPLIT_LINKS = 2
 
 
 class FabricAllocator:
@@ -61,7 +68,8 @@ class FabricAllocator:
             by_mesh.setdefault(self.rack.accelerator(w).mesh, []).append(w)
         out: list[list[str]] = []
         for m in sorted((m for m in by_mesh if len(by_mesh[m]) >= n), key=lambda m: len(by_mesh[m])):
-            out += _windows(by_mesh[m], n)
+            wins = sorted(_windows(by_mesh[m], n), key=self._spread)
+            out += wins[:WINDOWS_PER_MESH]
         spanning = [w for w in _windows(ordered, n) if len({self.rack.accelerator(a).mesh for a in w}) > 1]
         spanning.sort(key=lambda w: len({self.rack.accelerator(a).mesh for a in w}))
         out += spanning
@@ -73,15 +81,34 @@ class FabricAllocator:
                 unique.append(w)
         return unique[:MAX_CANDIDATES]
 
+    def _spread(self, window: Sequence[str]) -> int:
+        """Accelerators of other tenants (or failed) lying between a window's neighbours, in rack order.
+
+        A compact window keeps its links short and out of other slices' paths.
+        """
+        pos = [self._order[a] for a in window]
+        return sum((b - a) % len(self._order) - 1 for a, b in pairwise(pos))
+
     def _lay_job(self, name: str, pattern: str, members: Sequence[str]) -> bool:
         rounds = logical_rounds(pattern, members)
         multi = len(rounds) > 1
+        laid: list[tuple[tuple[str, str], ...]] = []
+        todo = list(rounds)
         try:
-            for r, links in enumerate(rounds):
-                self.occupancy.lay(name, [Request(r, 0, lk) for lk in links], multi)
+            while todo:
+                links = todo.pop(0)
+                try:
+                    self.occupancy.lay(name, [Request(len(laid), 0, lk) for lk in links], multi)
+                except PlacementError:
+                    if not multi or len(links) <= MIN_SPLIT_LINKS:
+                        raise
+                    todo[:0] = _halves(links)  # a matching that does not route: two rounds
+                    continue
+                laid.append(links)
         except PlacementError:
             self.occupancy.release(name)
             return False
+        rounds = tuple(laid)
         self.members[name], self.patterns[name] = list(members), pattern
         self.layers[name] = 1 + self._add_layers(name, rounds, multi, 1)
         return True
@@ -157,6 +184,14 @@ class FabricAllocator:
 
 def _sub(link: tuple[str, str], old: str, new: str) -> tuple[str, str]:
     return (new if link[0] == old else link[0], new if link[1] == old else link[1])
+
+
+def _halves(links: tuple[tuple[str, str], ...]) -> list[tuple[tuple[str, str], ...]]:
+    """A round's links in two halves, keeping each pair's two directions together."""
+    pairs = list(dict.fromkeys(tuple(sorted(lk)) for lk in links))
+    first = set(pairs[: len(pairs) // 2])
+    return [tuple(lk for lk in links if tuple(sorted(lk)) in first),
+            tuple(lk for lk in links if tuple(sorted(lk)) not in first)]
 
 
 def _windows(seq: Sequence[str], n: int) -> list[list[str]]:
