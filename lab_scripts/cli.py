@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "lab_scripts.cmd_calibrate",
     "bench": "lab_scripts.cmd_bench",
     "program": "lab_scripts.cmd_program",
+    "collective": "lab_scripts.cmd_collective",
     "serve": "lab_scripts.cmd_serve",
 }
 

@@ -1,0 +1,122 @@
+"""``lumion collective``: compile a collective into mesh configurations and time it."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from lab_scripts.common import UsageError, add_json_flag, count, positive, print_json, table
+from lab_scripts.errors import planning, reading
+
+SCHEMA = "lumion.collective"
+VERSION = 1
+BUILT_IN = ("ring", "tree", "halving-doubling", "all-to-all", "straggler")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, not {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, not {text!r}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "collective",
+        help="compile a collective (ring/tree/halving-doubling/all-to-all/straggler/step file) "
+        "into mesh configurations and compare its time with a fixed ring and torus",
+        description="Compile a collective into a sequence of mesh configurations (routed, split when "
+        "a step does not fit, kept or reconfigured by a small DP) and report its completion time "
+        "against the same collective on a fixed ring and torus (docs/collectives.md). Example: "
+        "lumion collective --pattern ring --accelerators 8 --size-mb 64",
+    )
+    p.add_argument("--pattern", required=True, metavar="PATTERN|FILE",
+                   help=f"{' | '.join(BUILT_IN)}, or a step file (.json/.toml, lumion.collective-steps)")
+    p.add_argument("--accelerators", type=positive, metavar="N",
+                   help="number of ranks (required for built-in patterns; a step file gives its own)")
+    p.add_argument("--size-mb", type=_positive_float, default=64.0, metavar="M",
+                   help="buffer per rank, MB (1e6 bytes; default 64)")
+    p.add_argument("--mesh", default="smartlight", help="smartlight | hex:RxC | ... (default smartlight)")
+    p.add_argument("--gbps", type=_positive_float, default=10.0, help="circuit rate, Gb/s (default 10)")
+    p.add_argument("--alpha-us", type=_non_negative_float, default=10.0,
+                   help="latency per message hop, us (default 10)")
+    p.add_argument("--relock-ms", type=_non_negative_float, default=None,
+                   help="receiver re-lock per switch, ms (default: the lanes' own, 5 ms)")
+    p.add_argument("--straggler", type=count, default=None, metavar="RANK",
+                   help="the late rank (default: the last rank, for --pattern straggler)")
+    p.add_argument("--lag-ms", type=_non_negative_float, default=0.0,
+                   help="how late the straggler joins, ms (default 0)")
+    add_json_flag(p)
+    p.set_defaults(run=run)
+
+
+def _collective(args: argparse.Namespace) -> Any:
+    """The collective ``--pattern`` names (a photonics Collective, imported lazily)."""
+    from dataclasses import replace
+
+    from photonics.collectives import by_pattern, load_steps, straggler_allreduce
+
+    if args.pattern not in BUILT_IN:
+        with reading("step file", args.pattern):
+            coll = load_steps(args.pattern)
+        if args.accelerators is not None and args.accelerators != coll.n_ranks:
+            raise UsageError(f"{args.pattern} is a schedule for {coll.n_ranks} ranks, not --accelerators "
+                             f"{args.accelerators}; drop --accelerators or make them agree")
+    elif args.accelerators is None:
+        raise UsageError(f"--pattern {args.pattern} needs --accelerators N")
+    elif args.pattern == "straggler":
+        return straggler_allreduce(args.accelerators, args.straggler, args.lag_ms)
+    else:
+        coll = by_pattern(args.pattern, args.accelerators)
+    if args.lag_ms:
+        slow = coll.n_ranks - 1 if args.straggler is None else args.straggler
+        if slow >= coll.n_ranks:
+            raise UsageError(f"--straggler {slow} is not a rank of {coll.n_ranks}")
+        coll = replace(coll, lag_ms={slow: args.lag_ms})
+    return coll
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compile and report."""
+    from photonics.collectives import CollectiveError, CostModel, compile_collective, rank_names, slot_fabric
+
+    coll = _collective(args)
+    with planning(CollectiveError):
+        fabric = slot_fabric(args.mesh, coll.n_ranks)
+        names = rank_names(fabric, coll.n_ranks)
+        cost = CostModel(alpha_ms=args.alpha_us / 1e3, gbps=args.gbps, relock_ms=args.relock_ms)
+        result = compile_collective(coll, fabric, names, size_bytes=args.size_mb * 1e6, cost=cost)
+    ring = result.fixed_ms.get("ring")
+    payload = {"schema": SCHEMA, "version": VERSION, "pattern": args.pattern, "accelerators": coll.n_ranks,
+               "size_mb": args.size_mb, **result.to_dict(),
+               "speedup_vs_fixed_ring": (ring / result.completion_ms) if ring else None}
+    if args.json:
+        print_json(payload)
+        return 0
+    print(f"{coll.name} {coll.kind} over {coll.n_ranks} ranks on {fabric.name}: {len(coll.steps)} steps, "
+          f"{len(result.rounds)} rounds, {len(result.configs)} configurations routed, "
+          f"{args.size_mb:g} MB per rank at {args.gbps:g} Gb/s")
+    rows = [(k + 1, r.label, r.config, r.mode, r.switch_ms, r.end_ms - r.start_ms, r.end_ms)
+            for k, r in enumerate(result.rounds)]
+    print(table(rows, ["#", "step", "config", "mode", "switch ms", "transfer ms", "ends at ms"]))
+    torus = result.fixed_ms.get("torus")
+    print(f"completion {result.completion_ms:.2f} ms per run (steady state; {result.switches} switch(es), "
+          f"{result.switch_ms:.2f} ms switching); first run from a parked chip {result.first_run_ms:.2f} ms")
+    torus_text = f"{torus:.2f} ms (4 lanes per rank)" if torus is not None else "n/a (no 2-D torus)"
+    print(f"fixed ring {ring:.2f} ms; fixed torus {torus_text}")
+    return 0

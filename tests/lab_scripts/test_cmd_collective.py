@@ -1,0 +1,58 @@
+"""`lumion collective`: JSON contract, step files, one-line refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab_scripts.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_json(capsys, argv):
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_ring_json(capsys):
+    code, d = run_json(capsys, ["collective", "--pattern", "ring", "--accelerators", "4", "--size-mb", "8"])
+    assert code == 0
+    assert d["schema"] == "lumion.collective"
+    assert d["version"] == 1
+    for key in ("completion_ms", "first_run_ms", "setup_ms", "switches", "switch_ms", "fixed_ms",
+                "configurations", "rounds", "speedup_vs_fixed_ring", "n_configurations"):
+        assert key in d
+    assert d["collective"]["n_steps"] == 6
+    assert d["accelerators"] == 4
+    # 8 MB over 4 ranks at 10 Gb/s: 6 steps of 2 MB (1.6 ms) + 10 us each
+    assert d["fixed_ms"]["ring"] == 6 * (0.01 + 1.6)
+    assert d["completion_ms"] == d["fixed_ms"]["ring"]
+
+
+def test_step_file_and_human_output(capsys):
+    assert main(["collective", "--pattern", str(EXAMPLES / "allreduce-ring-4.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "fixed ring" in out
+    assert "completion" in out
+
+
+def test_refusals_are_one_line(capsys):
+    code, d = run_json(capsys, ["collective", "--pattern", "ring"])
+    assert code == 64
+    assert "--accelerators" in d["error"]
+    code, d = run_json(capsys, ["collective", "--pattern", "halving-doubling", "--accelerators", "6"])
+    assert code == 2
+    assert "power-of-two" in d["error"]
+    code, d = run_json(capsys, ["collective", "--pattern", str(EXAMPLES / "allreduce-ring-4.toml"),
+                                "--accelerators", "5"])
+    assert code == 64
+    assert "4 ranks" in d["error"]
+    code, d = run_json(capsys, ["collective", "--pattern", "nope.json"])
+    assert code == 2
+    assert "not found" in d["error"]
+    code, d = run_json(capsys, ["collective", "--pattern", "ring", "--accelerators", "11"])
+    assert code == 3
+    assert "cannot be routed" in d["error"]
+    err = capsys.readouterr().err
+    assert err.count("\n") <= 1
