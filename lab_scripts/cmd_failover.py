@@ -1,4 +1,9 @@
-"""``lumion failover``: fail accelerators of a running ring job and splice in spares, hitlessly."""
+"""``lumion failover``: fail accelerators or TBUs of a running job and recover (spares, re-routes).
+
+It acts on a running plan (``--plan``, a ``lumion.plan`` file) or places the default ring
+first, applies each failure in order, and writes the new plan (``--out``). A failure that
+cannot be recovered is refused (exit 3) and the plan written holds every earlier recovery.
+"""
 
 from __future__ import annotations
 
@@ -7,31 +12,63 @@ from pathlib import Path
 from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, print_json, table
-from lab_scripts.errors import planning, reading
-from lab_scripts.paths import PLOT_SUFFIXES, output_file, sibling
+from lab_scripts.errors import CliError, explain, planning, reading
+from lab_scripts.paths import JSON_SUFFIXES, PLOT_SUFFIXES, output_file, sibling
 from photonics.atomic import save_figure
+
+SCHEMA = "lumion.failover"
+VERSION = 1
+DEFAULT_VICTIM = "gpu2"  # the demo's failure when no failure, plan or output is given
+
+
+class _Event(argparse.Action):
+    """Collect ``--fail`` and ``--tbu`` in command-line order (failures happen in that order)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,  # noqa: ARG002
+                 values: Any, option_string: str | None = None) -> None:
+        events = list(getattr(namespace, "events", None) or [])
+        events.append(("tbu" if option_string == "--tbu" else "fail", str(values)))
+        namespace.events = events
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         "failover",
-        help="fail accelerators of a ring job and recover each with a spare (hitless, timed)",
-        description="Place a ring over the fabric's non-spare accelerators, then fail the given "
-        "accelerators one after another; each recovery re-routes only the failed accelerator's "
-        "links, programs only the heaters that change, and reports a modelled timing breakdown. "
-        "Example: lumion failover --fail gpu2 --fail gpu5 --json",
+        help="fail accelerators or TBUs of a running job and recover each (spares, re-routes, timed)",
+        description="Act on a running plan (--plan, written by --out) or place a ring over the "
+        "fabric's non-spare accelerators, then apply the failures in order: --fail ACCEL swaps in a "
+        "spare, --tbu TBU re-routes around a failed TBU (or swaps the accelerator whose lane it "
+        "cuts). Each recovery re-routes only the links it must, programs only the heaters that "
+        "change and reports a modelled timing breakdown. A failure that cannot be recovered exits "
+        "3 and the plan written by --out keeps every earlier recovery. Examples: "
+        "lumion failover --out plan.json; lumion failover --plan plan.json --fail gpu5 --fail gpu4 "
+        "--out plan2.json --json",
     )
     p.add_argument("--fabric", metavar="FILE", help="fabric JSON (lumion.fabric v1); default: the "
                    "smartlight fabric with 8 accelerators and 2 spares")
-    p.add_argument("--fail", action="append", metavar="ACCEL", help="accelerator to fail; repeat for "
-                   "failures in sequence (default: gpu2)")
+    p.add_argument("--plan", metavar="PLAN.json", help="the running plan (lumion.plan v1) to act on; "
+                   "default: place a ring over the fabric's non-spare accelerators")
+    p.add_argument("--fail", action=_Event, dest="events", metavar="ACCEL",
+                   help="accelerator that failed; repeat for failures in sequence (with no --fail, "
+                   f"--tbu, --plan or --out: {DEFAULT_VICTIM})")
+    p.add_argument("--tbu", action=_Event, dest="events", metavar="tbu:R.C.K",
+                   help="TBU that failed (in --state); repeat for several, in order with --fail")
+    p.add_argument("--state", choices=("dead", "bar", "cross"), default="dead",
+                   help="how the --tbu TBUs failed: dead, or stuck in bar or cross (default dead)")
+    p.add_argument("--together", action="store_true",
+                   help="the --fail accelerators failed at once: choose their spares jointly")
+    p.add_argument("--policy", choices=("hitless", "fewest-moves"), default="fewest-moves",
+                   help="when no hitless splice closes: refuse (hitless) or re-place the job moving "
+                   "the fewest running links (fewest-moves, default)")
+    p.add_argument("--out", metavar="NEW.json", help="write the resulting plan (lumion.plan v1), "
+                   "atomically; on a refusal it holds the recoveries before the refused failure")
     p.add_argument("--park-freed", action="store_true",
                    help="park the TBUs the old links no longer use (more heater writes)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the mesh after the last recovery; a "
                    "recovery timeline goes next to it (FILE-timeline.png)")
     add_json_flag(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, events=None)
 
 
 def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str) -> Path:
@@ -77,53 +114,124 @@ def draw_plan(path: str | Path, mesh: Any, plan: Any, title: str, highlight: tup
     return mesh_drawing(path, mesh, drawn, plan.failed_tbus, title, marks)
 
 
+def _events(args: argparse.Namespace, fabric: Any) -> list[tuple[str, Any]]:
+    """The failures to apply, checked against the fabric before anything runs."""
+    events = list(args.events or [])
+    if not events and args.plan is None and args.out is None:
+        events = [("fail", DEFAULT_VICTIM)]
+    known = list(fabric.names)
+    for kind, name in events:
+        if kind == "fail" and name not in known:
+            raise UsageError(f"--fail {name}: no such accelerator in {fabric.name}; "
+                             f"choose from {', '.join(known)}")
+        if kind == "tbu":
+            try:
+                fabric.mesh.tbu_index(name)
+            except Exception as exc:  # MeshSpecError (a LumionError) with the names it knows
+                raise UsageError(f"--tbu {name}: {explain(exc)}") from None
+    if args.together:
+        names = [n for k, n in events if k == "fail"]
+        events = [("together", names)] + [e for e in events if e[0] == "tbu"] if names else events
+    return events
+
+
+def _apply(fabric: Any, plan: Any, event: tuple[str, Any], args: argparse.Namespace, hmap: Any) -> Any:
+    """One recovery (a Recovery) for one failure event."""
+    from photonics.fabric import fail_tbu, failover
+
+    kind, what = event
+    if kind == "tbu":
+        return fail_tbu(fabric, plan, what, args.state, heater_map=hmap, policy=args.policy)
+    return failover(fabric, plan.job, what, plan, heater_map=hmap, park_freed=args.park_freed,
+                    policy=args.policy)
+
+
+def _describe(event: tuple[str, Any], args: argparse.Namespace) -> str:
+    kind, what = event
+    if kind == "tbu":
+        return f"--tbu {what} ({args.state})"
+    if kind == "together":
+        return "--fail " + " --fail ".join(what) + " (together)"
+    return f"--fail {what}"
+
+
 def run(args: argparse.Namespace) -> int:
-    """Place the ring, fail, recover, report."""
+    """Load or place the plan, apply the failures in order, save and report."""
     from calibration.heater_map import IdealMap
-    from photonics.fabric import Fabric, FabricError, default_fabric, failover, place_job, ring_job
+    from photonics.fabric import (
+        Fabric,
+        FabricError,
+        default_fabric,
+        load_plan,
+        place_job,
+        ring_job,
+        save_plan,
+    )
 
     plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
+    out_path = output_file(args.out, "--out", JSON_SUFFIXES) if args.out is not None else None
     if args.fabric:
         with reading("fabric file", args.fabric):
             fabric = Fabric.load(args.fabric)
     else:
         fabric = default_fabric()
-    victims = args.fail or ["gpu2"]
-    known = [a.name for a in fabric.accelerators]
-    unknown = [v for v in victims if v not in known]
-    if unknown:
-        raise UsageError(f"--fail {unknown[0]}: no such accelerator in {fabric.name}; "
-                         f"choose from {', '.join(known)}")
+    events = _events(args, fabric)
     mesh = fabric.mesh
     hmap = IdealMap(mesh.n_heaters)
-    reports = []
-    rec = None
-    with planning(FabricError):  # the fabric is valid: a refusal here is a request it cannot meet
-        job = ring_job(fabric.workers, "ring")
-        plan = place_job(fabric, job, heater_map=hmap)
-        for victim in victims:
-            rec = failover(fabric, plan.job, victim, plan, heater_map=hmap, park_freed=args.park_freed)
-            reports.append(rec.to_dict(mesh))
-            plan = rec.plan
+    if args.plan is not None:
+        with reading("plan file", args.plan):
+            plan = load_plan(args.plan, fabric)
+        if plan.heater_unit == "rad":  # a plan made without a heater map stays in phases
+            hmap = None
+    else:
+        with planning(FabricError):  # the fabric is valid: a refusal is a ring it cannot carry
+            plan = place_job(fabric, ring_job(fabric.workers, "ring"), heater_map=hmap)
+    reports, rec = [], None
+    for k, event in enumerate(events):
+        try:
+            rec = _apply(fabric, plan, event, args, hmap)
+        except FabricError as exc:
+            kept = ""
+            if out_path is not None:
+                save_plan(plan, fabric, out_path)
+                kept = (f"; {out_path} holds the plan as it ran before this failure "
+                        f"({len(plan.recoveries)} recoveries so far)")
+            raise CliError(f"failure {k + 1} of {len(events)} ({_describe(event, args)}) refused: "
+                           f"{explain(exc)}{kept}", "impossible", type(exc).__name__) from exc
+        reports.append(rec.to_dict(mesh))
+        plan = rec.plan
+    if out_path is not None:
+        save_plan(plan, fabric, out_path)
     plots = []
     if plot and rec is not None:
-        plots.append(str(draw_plan(plot, mesh, plan, f"after failing {', '.join(victims)}", rec.rerouted,
-                                   fabric)))
+        victims = [_describe(e, args).split(" ", 1)[1] for e in events]
+        plots.append(str(draw_plan(plot, mesh, plan, f"after {', '.join(victims)}", rec.rerouted, fabric)))
         plots.append(str(timeline_plot(sibling(plot, "timeline"), reports, "recovery timeline")))
     if args.json:
-        out: dict[str, Any] = dict(reports[-1])
-        out.update({"fabric": fabric.name, "failovers": reports, "plots": plots})
-        print_json(out)
+        payload: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, **(reports[-1] if reports else {})}
+        if not reports:  # nothing failed: the placed (or loaded) plan's job and links
+            payload.update({"job": plan.job.to_dict(), "links": [lk.to_dict(mesh) for lk in plan.links]})
+        payload.update({"fabric": fabric.name, "failovers": reports, "plots": plots,
+                        "plan": str(out_path) if out_path is not None else None,
+                        "worst_margin_db": plan.worst_margin_db})
+        print_json(payload)
         return 0
+    _print_text(reports, plan, out_path, plots)
+    return 0
+
+
+def _print_text(reports: list[dict[str, Any]], plan: Any, out_path: Path | None, plots: list[str]) -> None:
+    """The human-readable report: each recovery, its timing, then the links as they run."""
     for r in reports:
         t = r["timing_ms"]
-        print(f"{r['failed']} failed -> {r['spare']} spliced in: re-routed {', '.join(r['rerouted_links'])}; "
-              f"{len(r['changed_tbus'])} TBUs and {len(r['changed_heaters'])} heaters changed; "
-              f"other routes unchanged: {r['unaffected_routes_unchanged']}")
+        moved = ", ".join(m["link"] for m in r["moved_links"])
+        how = "hitless" if r["hitless"] else f"NOT hitless: moved {moved}"
+        print(f"{r['failed']} failed -> {r['spare'] or 're-routed'}: re-routed "
+              f"{', '.join(r['rerouted_links']) or 'nothing'}; {len(r['changed_tbus'])} TBUs and "
+              f"{len(r['changed_heaters'])} heaters changed; {how}")
         stages = ("detect", "compute", "write", "settle", "relock", "verify", "total")
         print(table([(s, t[s]) for s in stages], ["stage", "ms"]))
-    print(table([(lk["link"], lk["n_tbus"], lk["loss_db"], lk["acr_db"], lk["margin_db"])
-                 for lk in reports[-1]["links"]], ["link", "TBUs", "loss dB", "ACR dB", "margin dB"]))
-    for p in plots:
-        print(f"wrote {p}")
-    return 0
+    print(table([(lk.link[0] + "->" + lk.link[1], len(lk.route.hops), lk.loss_db, lk.acr_db, lk.margin_db)
+                 for lk in plan.links], ["link", "TBUs", "loss dB", "ACR dB", "margin dB"]))
+    for path in ([str(out_path)] if out_path is not None else []) + plots:
+        print(f"wrote {path}")
