@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from lab_scripts import __version__
+from lab_scripts.common import running
 from lab_scripts.errors import (
     EXIT_INTERRUPTED,
     ArgumentError,
@@ -43,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "program": "lab_scripts.cmd_program",
     "collective": "lab_scripts.cmd_collective",
     "serve": "lab_scripts.cmd_serve",
+    "rack": "lab_scripts.cmd_rack",
 }
 
 # Log records held back while a command runs: shown after a success, dropped after a
@@ -98,7 +100,8 @@ def _run(argv: list[str], held: logging.handlers.MemoryHandler | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         prog, want_json = f"lumion {args.command}", bool(getattr(args, "json", False))
-        code = int(args.run(args) or 0)
+        with running(args.command):
+            code = int(args.run(args) or 0)
     except SystemExit as exc:  # --help and --version print and exit 0
         return exc.code if isinstance(exc.code, int) else 0
     except BrokenPipeError:  # output piped into `head` and closed early
