@@ -184,6 +184,8 @@ class Telemetry:
 
     def _act(self, d: DarkDeclaration) -> None:
         fields = d.to_dict()
+        for key in ("declared_s", "last_light_s", "first_dark_s"):  # monotonic -> epoch, as the log's times
+            fields[key] = None if fields[key] is None else _epoch(fields[key])
         fields.update(policy=self.policy, source="telemetry")
         self._log("accelerator_dark", **fields)
         record: dict[str, Any] = {**fields, "recovery": None, "error": None}

@@ -1,12 +1,14 @@
 // LUMION dashboard: plain JS + SVG, no build step, no external requests.
 // Data: GET /dashboard/geometry.json (the chip drawing, no token), and the service's
-// authenticated GET /api/v1/status and GET /api/v1/events?since_id=N (bearer token from
+// authenticated GET /api/v1/status and GET /api/v1/events?since=N (bearer token from
 // the URL fragment #token=..., else asked for once; kept in this tab's sessionStorage).
 "use strict";
 
 const POLL_MS = 1000;          // status/events refresh period: a person reads, 1 s is live enough
 const EVENTS_SHOWN = 60;       // newest events listed; older ones stay in the service's log
 const RECOVERIES_SHOWN = 6;    // newest recoveries drawn on the timeline
+const EVENTS_PAGE = 500;       // events fetched per refresh (the service pages its log)
+const RECOVERY_KINDS = /recover|failover/;   // events whose stages are drawn on the timeline
 const SVG_NS = "http://www.w3.org/2000/svg";
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                  "#17becf", "#bcbd22", "#393b79", "#637939", "#843c39", "#7b4173", "#3182bd"];
@@ -62,7 +64,8 @@ function text(parent, x, y, content, attrs) {
 }
 const P = (xy) => [xy[0], -xy[1]];               // topology y points up, SVG y points down
 const pts = (list) => list.map((xy) => P(xy).map((v) => v.toFixed(3)).join(",")).join(" ");
-const fmt = (v, digits) => (v === null || v === undefined || Number.isNaN(v)) ? "–" : Number(v).toFixed(digits);
+const fmt = (v, digits) => (v === null || v === undefined || Number.isNaN(v)) ? "–"
+  : (Number(Number(v).toFixed(digits)) || 0).toFixed(digits);   // no "-0.0"
 const portNumber = (name) => Number(String(name).replace(/^port:/, ""));
 
 // ---------------------------------------------------------------------------- the mesh
@@ -126,10 +129,10 @@ function failedTbus(status) {
   return out;
 }
 const linkName = (lk) => lk.link || `${lk.src}->${lk.dst}`;
-const linkLive = (lk) => lk.live || lk.telemetry || {};
-const linkRx = (lk) => (lk.rx_dbm !== undefined ? lk.rx_dbm : linkLive(lk).rx_dbm);
-const linkDark = (lk) => Boolean(lk.dark || linkLive(lk).dark || lk.los || linkLive(lk).los);
-const linkMargin = (lk) => (lk.live_margin_db !== undefined ? lk.live_margin_db : lk.margin_db);
+const linkRx = (lk) => lk.live_rx_power_dbm;              // telemetry's last RX power reading (dBm)
+const linkDark = (lk) => lk.los === true;                  // the receiver reports loss of signal
+const linkMargin = (lk) => lk.margin_db;                   // planned: the link budget's margin (dB)
+const liveMargin = (lk) => lk.live_margin_db;              // measured RX power minus sensitivity (dB)
 
 function drawRoutes(status) {
   const g = state.geometry;
@@ -176,10 +179,12 @@ function drawAccelerators(status) {
         }
       }
     }
-    const row = el("tr", {}, null);
-    row.className = role === "failed" ? "failed" : "";
-    row.innerHTML = `<td>${acc.name}</td><td>${(acc.tx || []).join(" ")}</td><td>${(acc.rx || []).join(" ")}</td><td>${role}</td>`;
-    tbody.appendChild(document.importNode(row, true));
+    const row = document.createElement("tr");
+    row.dataset.accelerator = acc.name;
+    if (role === "failed") row.className = "failed";
+    row.innerHTML = `<td>${acc.name}</td><td>${(acc.tx || []).join(" ")}</td><td>${(acc.rx || []).join(" ")}</td>` +
+      `<td>${role}${acc.job ? " (" + acc.job + ")" : ""}</td>`;
+    tbody.appendChild(row);
   }
 }
 
@@ -191,9 +196,10 @@ function fillLinks(links) {
     tr.dataset.link = linkName(lk);
     if (linkDark(lk)) tr.className = "dark";
     const n = lk.n_tbus !== undefined ? lk.n_tbus : ((lk.route && lk.route.tbus) || []).length;
+    const live = linkRx(lk) === undefined ? "no reading" : (linkDark(lk) ? "dark (LOS)" : "lit");
     tr.innerHTML = `<td><span class="swatch" style="background:${lk.colour}"></span>${linkName(lk)}</td>` +
-      `<td class="num">${n}</td><td class="num">${fmt(linkMargin(lk), 2)}</td>` +
-      `<td class="num">${fmt(linkRx(lk), 1)}</td><td>${linkDark(lk) ? "dark" : "lit"}</td>`;
+      `<td class="num">${n}</td><td class="num">${fmt(linkMargin(lk), 1)}</td>` +
+      `<td class="num">${fmt(linkRx(lk), 1)}</td><td class="num">${fmt(liveMargin(lk), 1)}</td><td>${live}</td>`;
     tbody.appendChild(tr);
   }
 }
@@ -214,7 +220,7 @@ function fillLegend() {
   for (const [key, label, draw] of items) {
     const li = document.createElement("li");
     li.dataset.legend = key;
-    const s = el("svg", {width: 28, height: 14}, li);
+    const s = el("svg", {width: 34, height: 14}, li);
     draw(s);
     li.appendChild(document.createTextNode(label));
     ul.appendChild(li);
@@ -233,7 +239,8 @@ function stagesOf(ev) {
 function drawTimeline() {
   const svg = document.getElementById("timeline");
   svg.textContent = "";
-  const recs = state.events.filter((e) => stagesOf(e).length).slice(-RECOVERIES_SHOWN);
+  const recs = state.events.filter((e) => RECOVERY_KINDS.test(e.kind) && stagesOf(e).length)
+                           .slice(-RECOVERIES_SHOWN);
   const W = 1000, left = 230, right = 20, row = 30, top = 28;
   const H = top + Math.max(1, recs.length) * row + 46;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
@@ -273,7 +280,8 @@ function drawTimeline() {
   });
   let lx = left;                                   // the stage legend sits under the axis, off the bars
   const ly = top + recs.length * row + 40;
-  for (const name of STAGES) {
+  const present = new Set(spans.flatMap((sp) => sp.stages.map((s) => s.name)));
+  for (const name of STAGES.filter((n) => present.has(n))) {
     el("rect", {x: lx, y: ly - 9, width: 12, height: 10, fill: STAGE_COLOURS[name]}, svg);
     text(svg, lx + 16, ly, name, {class: "tl-text"});
     lx += 30 + 7 * name.length;
@@ -295,7 +303,8 @@ function fillEvents() {
     li.dataset.kind = e.kind;
     if (BAD_KINDS.test(e.kind)) li.className = "bad";
     const skip = new Set(["id", "time", "t_s", "kind", "stages", "recovery", "links"]);
-    const detail = Object.entries(e).filter(([k, v]) => !skip.has(k) && v !== null && typeof v !== "object")
+    const detail = Object.entries(e)                 // instants (*_s, epoch s) are in the time column already
+      .filter(([k, v]) => !skip.has(k) && !k.endsWith("_s") && v !== null && typeof v !== "object")
       .map(([k, v]) => `${k}=${typeof v === "number" ? +v.toFixed(3) : v}`).join(" ");
     li.textContent = `${String(e.time || "").replace("T", " ").slice(0, 19)} ${e.kind} ${detail}`;
     ol.appendChild(li);
@@ -305,8 +314,8 @@ function fillEvents() {
 // ---------------------------------------------------------------------------- refresh loop
 async function refresh() {
   try {
-    const [status, events] = await Promise.all([api("/api/v1/status"),
-                                                api(`/api/v1/events?since_id=${state.lastEventId}`)]);
+    const [status, events] = await Promise.all([
+      api("/api/v1/status"), api(`/api/v1/events?since=${state.lastEventId}&limit=${EVENTS_PAGE}`)]);
     const list = Array.isArray(events) ? events : (events.events || []);
     for (const e of list) if (e.id > state.lastEventId) { state.events.push(e); state.lastEventId = e.id; }
     state.status = status;

@@ -1,0 +1,165 @@
+"""The dashboard in a real headless Chromium (Debian's chromium + chromium-driver, via Selenium).
+
+The service runs in this process (ControlPlane + create_app under uvicorn on loopback)
+over the simulated bench's real transports, with telemetry on the auto policy. The test
+places a ring, loads the page with the token in the URL fragment, sees one SVG route per
+link, kills a transmitter in the simulated bench, and sees the recovery arrive in the page:
+the failed accelerator marked, the spare's routes drawn, the recovery's stages on the
+timeline. It saves the screenshot used in docs/controlplane.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.controlplane.rack import WAIT_S, Rack, wait_for
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DEBIAN_DRIVER = "/usr/bin/chromedriver"  # chromium-driver's path; never let Selenium Manager download one
+CHROMEDRIVER = shutil.which("chromedriver") or (DEBIAN_DRIVER if os.path.exists(DEBIAN_DRIVER) else None)
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="no chromium/chromedriver: `apt-get install -y chromium chromium-driver` (make test does it)")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOT = ROOT / "docs" / "img" / "dashboard.png"
+TOKEN = "browser-test-token-0123456789abcdef"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage", "--window-size=1500,1250")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """create_app(cp) under uvicorn on a loopback port, in a thread."""
+
+    def __init__(self, cp, **options) -> None:
+        import uvicorn
+
+        from controlplane.app import create_app
+
+        self.port = _free_port()
+        app = create_app(cp, token=TOKEN, **options)
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_for(lambda: self.server.started, what="uvicorn to start")
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(WAIT_S)
+
+
+@pytest.fixture
+def served(tmp_path):
+    rack = Rack(tmp_path / "cp.db")
+    rack.place_ring()
+    srv = Served(rack.cp, telemetry_period_s=0.02, on_dark="auto")
+    yield rack, srv
+    srv.stop()
+    rack.close()
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="lumion-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _js(driver, script: str):
+    return driver.execute_script(script)
+
+
+def _count(driver, selector: str) -> int:
+    return _js(driver, f"return document.querySelectorAll({selector!r}).length")
+
+
+def _routes(driver) -> dict[str, str]:
+    return driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#routes polyline.route')]"
+        ".map(p => [p.dataset.link, p.getAttribute('points')]))")
+
+
+def _roles(driver) -> dict[str, str]:
+    return driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#accelerators-layer text.acc-label')]"
+        ".map(t => [t.dataset.accelerator, t.dataset.role]))")
+
+
+def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser):
+    rack, srv = served
+    browser.get(f"{srv.url}/#token={TOKEN}")
+    ring = {f"gpu{k}->gpu{(k + 1) % 8}" for k in range(8)}
+    routes = wait_for(lambda: (r := _routes(browser)) and set(r) == ring and r, what="the ring's routes")
+    assert len(set(routes.values())) == 8  # eight different paths
+    colours = browser.execute_script(
+        "return [...document.querySelectorAll('#routes polyline.route')].map(p => p.getAttribute('stroke'))")
+    assert len(set(colours)) == 8  # each link its own colour
+    assert "#token=" not in browser.current_url  # the token leaves the address bar (and history)
+    roles = _roles(browser)
+    assert roles["spare0"] == roles["spare1"] == "spare"
+    assert {roles[f"gpu{k}"] for k in range(8)} == {"worker"}
+    assert _count(browser, "#chip .tbu") == 71
+    assert _count(browser, "#ports circle.port") == 40
+    connection = browser.find_element("css selector", "#connection")
+    wait_for(lambda: connection.get_attribute("data-state") == "live", what="the page connected")
+    wait_for(lambda: "lit" in browser.execute_script(
+        "return [...document.querySelectorAll('#links tbody td:last-child')].map(t => t.textContent)"),
+        what="live readings in the links table")
+
+    rack.sim.kill_transmitter("gpu2")
+    recovery = wait_for(lambda: _js(browser, "const g = document.querySelector('#timeline g.recovery');"
+                                    "return g && [...g.querySelectorAll('rect')].map(r => r.dataset.stage)"),
+                        what="the recovery on the timeline")
+    assert recovery[:2] == ["detect", "compute"]
+    assert {"write", "verify"} <= set(recovery)
+    (rec,) = rack.events("recovery")
+    spare = rec["spare"]
+    moved = wait_for(lambda: (r := _routes(browser)) and f"gpu1->{spare}" in r and r, what="the moved routes")
+    assert set(moved) == (ring - {"gpu1->gpu2", "gpu2->gpu3"}) | {f"gpu1->{spare}", f"{spare}->gpu3"}
+    assert moved[f"gpu1->{spare}"] != routes["gpu1->gpu2"]
+    for name in ring - {"gpu1->gpu2", "gpu2->gpu3"}:
+        assert moved[name] == routes[name]  # hitless: every other route drawn exactly where it was
+    roles = wait_for(lambda: (r := _roles(browser)) and r["gpu2"] == "failed" and r, what="gpu2 failed")
+    assert roles[spare] == "spare"
+    assert _count(browser, "#accelerators-layer path.acc-mark.failed") >= 1
+    kinds = _js(browser, "return [...document.querySelectorAll('#events li')].map(l => l.dataset.kind)")
+    assert {"accelerator_dark", "recovery"} <= set(kinds)
+    wait_for(lambda: "dark (LOS)" not in browser.execute_script(
+        "return document.querySelector('#links tbody').textContent"), what="the recovered ring lit again")
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT))
+
+
+def test_dashboard_without_a_valid_token_says_so(served, browser):
+    _, srv = served
+    browser.get(f"{srv.url}/#token=not-the-token")
+    conn = wait_for(lambda: (c := browser.find_element("css selector", "#connection")).get_attribute(
+        "data-state") == "error" and c.text, what="the refusal shown")
+    assert "token was refused" in conn
+    assert browser.execute_script("return document.querySelectorAll('#routes polyline').length") == 0
