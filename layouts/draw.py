@@ -146,9 +146,9 @@ def ground(c: Any, grounds: list[tuple[float, float, int]], levels: tuple[list[f
         rail = y_top if band == -1 else y_bottom if band == last else rails[band]
         c.add_polygon(_path_polygon([(x, y), (x, rail)], p.wire_width), layer=metal)
     for y in [y_top, *rails, y_bottom]:
-        c.add_polygon(_path_polygon([(xl, y), (xr, y)], p.wire_width), layer=metal)
+        c.add_polygon(_path_polygon([(xl, y), (xr, y)], p.ground_width), layer=metal)
     for x in (xl, xr):
-        c.add_polygon(_path_polygon([(x, yt), (x, yb)], p.wire_width), layer=metal)
+        c.add_polygon(_path_polygon([(x, yt), (x, yb)], p.ground_width), layer=metal)
     via = gf.get_component(VIA_GROUND_PAD, size=(p.pad_size, p.pad_size))
     for i, (x, y) in enumerate(pads.ground_pads):
         c.add_ref(via, name=f"gnd_via_{i}").dmove((x, y))

@@ -13,12 +13,12 @@ from typing import Any
 from layouts.errors import require_gdsfactory
 from photonics.atomic import atomic_path, atomic_write_text
 
-PAD_FIELDS = ("pad", "channel", "tbu", "arm", "x", "y", "edge")
+PAD_FIELDS = ("pad", "channel", "tbu", "arm", "x", "y", "edge", "wire_ohm")
 _clock = time.perf_counter  # the timer of import_s and build_s (a module attribute, so tests can fake it)
 
 
 def pad_map_csv(rows: list[dict[str, Any]]) -> str:
-    """The pad map as CSV text: pad, channel, tbu, arm, x (µm), y (µm), edge."""
+    """The pad map as CSV text: pad, channel, tbu, arm, x (µm), y (µm), edge, wire_ohm (Ohm)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=PAD_FIELDS, lineterminator="\n")
     writer.writeheader()
@@ -32,7 +32,9 @@ def write_layout(mesh: str, out: str | os.PathLike[str], png: str | os.PathLike[
     """Build the layout of ``mesh`` and write ``out`` (GDS) plus ``<out>.pads.csv``.
 
     Returns the summary printed by ``lumion layout --json``: gds, pad_map, png, n_tbus,
-    n_ports, n_pads (heater and ground), n_heater_pads, size_um ([width, height] in µm),
+    n_ports, n_pads (heater and ground), n_heater_pads, size_um ([width, height] in µm), the
+    electrical figures (:mod:`layouts.sizing`: wire_width_um, ground_width_um,
+    max_line_resistance_ohm, max_ground_drop_v, ground_current_ma, sheet resistances),
     import_s (importing gdsfactory and activating a PDK, s; ~0 when already imported) and
     build_s (drawing the cell only, s: the import is not in it).
     """
@@ -73,6 +75,7 @@ def write_layout(mesh: str, out: str | os.PathLike[str], png: str | os.PathLike[
         "n_heater_pads": n_heater_pads,
         "size_um": [round(box.width(), 3), round(box.height(), 3)],
         "gds_bytes": out.stat().st_size,
+        **c.info["electrical"],
         "import_s": round(import_s, 3),
         "build_s": round(build_s, 3),
     }

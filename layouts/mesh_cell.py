@@ -11,7 +11,7 @@ TBU ``i``, ``2*i+1`` = bottom arm). All lengths are in µm.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from layouts import draw
@@ -20,7 +20,8 @@ from layouts.errors import LayoutError, require_gdsfactory
 from layouts.geometry import Placement, place_mesh
 from layouts.params import LayoutParams
 from layouts.pdk import lazy_cell
-from layouts.wiring import Frame, PadFrame, Terminal, fan_out, route_bands
+from layouts.sizing import metal_sheets, size_wiring
+from layouts.wiring import Terminal
 from photonics.topology import PORT_LABELS, Mesh, mesh_from_spec
 
 GC_SPEC = "grating_coupler_elliptical_te"
@@ -42,6 +43,7 @@ class PadInfo:
     x: float
     y: float
     edge: str
+    wire_ohm: float | None = None  # signal wire resistance, pad to heater via (Ohm); None for ground pads
 
 
 def mesh_cell(mesh: str = "smartlight", layer_map: dict[str, str] | None = None, **params: Any) -> Any:
@@ -84,38 +86,29 @@ def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = N
     refs = _place_tbus(c, mesh, placement, tbu)
     _place_links(c, mesh, placement, refs, p)
 
-    core = c.dbbox()
-    x_mid = (core.left + core.right) / 2
-    terminals, grounds = _terminals(placement, refs)
-    outer_start = p.arm_spacing / 2 + p.via_offset + p.via_size / 2 + p.wire_pitch + p.wire_width
-    frame = Frame(placement.pitch_y, placement.n_lines, p.heater_length / 2 - p.via_size - p.wire_pitch,
-                  outer_start, x_mid)
     gc = gf.get_component(GC_SPEC, cross_section=p.cross_section)
-    gc_len = gc.dbbox().right - gc.dbbox().left
-    # the S-bend that spreads a vertex's two ports to the fiber pitch needs ~gc_pitch of run
-    x_gc_left = core.left - p.gc_clearance - p.gc_pitch
-    x_gc_right = core.right + p.gc_clearance + p.gc_pitch
-    x_left = x_gc_left - gc_len - 2 * p.margin - p.pad_size
-    x_right = x_gc_right + gc_len + 2 * p.margin + p.pad_size
-    bands = route_bands(terminals, frame, p.wire_pitch, x_left, x_right)
-    y_last = placement.line_y(placement.n_lines - 1)
-    y_rail_top = outer_start + bands.top_tracks * p.wire_pitch
-    y_rail_bot = y_last - outer_start - bands.bottom_tracks * p.wire_pitch
-    y_gc_top = y_rail_top + p.gc_clearance + p.gc_pitch
-    y_gc_bot = y_rail_bot - p.gc_clearance - p.gc_pitch
-    draw.mesh_ports(c, placement, refs, p, gc, {"N": y_gc_top, "S": y_gc_bot,
-                                                     "W": x_gc_left, "E": x_gc_right})
-    pads = fan_out(bands.wires, PadFrame(y_gc_top + gc_len + p.margin, y_gc_bot - gc_len - p.margin,
-                                         x_left, x_right, x_mid),
-                   p.wire_pitch, p.pad_pitch, p.pad_size, p.margin)
-    draw.signal_wires(c, bands.wires, p, layer_map)
-    rails = [-(b + 0.5) * placement.pitch_y for b in range(placement.n_lines - 1)]
-    draw.ground(c, grounds, (rails, y_rail_top, y_rail_bot), pads, p, layer_map)
-    rows = draw.pads(c, mesh, bands.wires, pads, p, layer_map)
+    terminals, grounds = _terminals(placement, refs)
+    w = size_wiring(p, placement, terminals, grounds, c.dbbox(), gc.dbbox().right - gc.dbbox().left,
+                    metal_sheets(layer_map))
+    p = w.params
+    draw.mesh_ports(c, placement, refs, p, gc, {"N": w.y_gc_top, "S": w.y_gc_bot,
+                                                     "W": w.x_gc_left, "E": w.x_gc_right})
+    draw.signal_wires(c, w.bands.wires, p, layer_map)
+    draw.ground(c, grounds, (w.rails, w.y_rail_top, w.y_rail_bot), w.pads, p, layer_map)
+    rows = [replace(r, wire_ohm=None if r.channel is None else round(w.electrical.line_ohm[r.channel], 3))
+            for r in draw.pads(c, mesh, w.bands.wires, w.pads, p, layer_map)]
     c.info["pads"] = [r.__dict__ for r in rows]
     c.info["n_tbus"] = mesh.n_tbus
     c.info["n_ports"] = mesh.n_ports
     c.info["n_pads"] = len(rows)
+    c.info["electrical"] = {
+        "wire_width_um": p.wire_width, "ground_width_um": p.ground_width,
+        "max_line_resistance_ohm": round(w.electrical.max_line_ohm, 3),
+        "max_ground_drop_v": round(w.electrical.max_ground_drop_v, 4),
+        "ground_current_ma": round(w.electrical.ground_current_ma, 3),
+        "routing_sheet_ohm_sq": round(w.electrical.routing_sheet_ohm, 5),
+        "ground_sheet_ohm_sq": round(w.electrical.ground_sheet_ohm, 5),
+    }
     return c
 
 

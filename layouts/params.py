@@ -28,8 +28,11 @@ class LayoutParams:
     heater_width: float = 2.5  # µm
     via_size: float = 11.0  # heater-to-metal via stack, µm
     via_offset: float = 12.0  # via centre outside the arm (away from the other arm), µm
-    wire_width: float = 4.0  # M3 signal wires and M2 ground wires, µm
+    wire_width: float = 4.0  # M3 signal wires and M2 ground stubs (minimum; widened to meet the budget), µm
     wire_pitch: float = 10.0  # centre-to-centre spacing of parallel wires, µm
+    ground_width: float = 4.0  # M2 ground rails and spines (minimum; widened to meet max_ground_drop_v), µm
+    max_line_resistance_ohm: float = 50.0  # per heater signal wire; wires widen to meet it, Ohm
+    max_ground_drop_v: float = 1.0  # ground rise at a heater under the power cap; 1/12 of 12 V compliance
     pad_size: float = 60.0  # square bond pads, µm
     pad_pitch: float = 80.0  # centre-to-centre pad spacing along the chip edge, µm
     gc_pitch: float = 127.0  # grating couplers of one vertex (fiber-array pitch), µm
