@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from lab_scripts.common import add_json_flag, load_mesh, print_json, table
 from lab_scripts.paths import JSON_SUFFIXES, output_file
@@ -22,6 +23,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def drawing(mesh: Any) -> dict[str, Any]:
+    """What a dashboard needs to draw the mesh, with the names the rest of LUMION uses.
+
+    ``links``: every waveguide link, from one TBU port (``tbu:R.C.K/b1``: the TBU and its
+    port side a0, a1, b0, b1) to another; ``port_sides``: the TBU port each mesh port enters
+    at; ``geometry``: each TBU's two ends (a, b) in TBU lengths, x east and y north.
+    """
+    ends = mesh.tbu_xy.round(9)
+    return {
+        "links": [{"from": mesh.tbu_port_name(int(p)), "to": mesh.tbu_port_name(int(q))}
+                  for p, q in mesh.links],
+        "port_sides": {name: mesh.tbu_port_name(int(g))
+                       for name, g in zip(mesh.port_names, mesh.port_tbu_ports, strict=True)},
+        "geometry": {"unit": "tbu_length",
+                     "tbus": {name: {"a": ends[i, 0].tolist(), "b": ends[i, 1].tolist()}
+                              for i, name in enumerate(mesh.tbu_names)}},
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the mesh summary."""
     save = output_file(args.save, "--save", JSON_SUFFIXES) if args.save is not None else None
@@ -30,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         mesh.save(save)
     from photonics.configuration import mesh_fingerprint, mesh_label
 
-    summary = {"mesh": mesh_label(mesh), "mesh_fingerprint": mesh_fingerprint(mesh), **mesh.summary()}
+    summary = {"mesh": mesh_label(mesh), "mesh_fingerprint": mesh_fingerprint(mesh), **mesh.summary(),
+               **drawing(mesh)}
     if args.json:
         print_json(summary)
         return 0

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from lab_scripts.cmd_schedule import save_configurations
 from lab_scripts.common import add_json_flag, print_json, table
 from lab_scripts.errors import planning, reading
+from lab_scripts.paths import output_folder
+
+SCHEMA = "lumion.phases"
+VERSION = 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("job", metavar="JOB.toml", help="phased job description")
     p.add_argument("--fabric", metavar="FILE", help="fabric JSON (overrides the job's own)")
+    p.add_argument("--out", metavar="DIR", help="write each step's configuration as a lumion.configuration "
+                   "file (DIR/phase-01.json, ...) that `lumion program --configuration` accepts")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -28,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from calibration.heater_map import IdealMap
     from photonics.fabric import Fabric, FabricError, default_fabric, load_job_toml, plan_phases
 
+    out = output_folder(args.out, "--out") if args.out is not None else None
     with reading("job file", args.job):
         job = load_job_toml(args.job)
     path = args.fabric or job.fabric
@@ -38,14 +46,23 @@ def run(args: argparse.Namespace) -> int:
         fabric = default_fabric()
     with planning(FabricError):  # job and fabric are valid: a refusal is a job it cannot route
         steps = plan_phases(fabric, job, heater_map=IdealMap(fabric.mesh.n_heaters))
+    mesh = fabric.mesh
+    confs = [s.configuration.for_mesh(mesh) for s in steps]
+    files = save_configurations(out, "phase", confs, mesh) if out is not None else []
     if args.json:
-        print_json({"job": job.name, "fabric": fabric.name, "cyclic": True,
-                    "configurations": [s.to_dict() for s in steps],
-                    "cycle_switch_ms": sum(s.switch_ms["total"] for s in steps)})
+        rows = [{**s.to_dict(), "configuration": c.to_dict(mesh),
+                 "configuration_file": files[k] if files else None}
+                for k, (s, c) in enumerate(zip(steps, confs, strict=True))]
+        print_json({"schema": SCHEMA, "version": VERSION, "job": job.name, "fabric": fabric.name,
+                    "cyclic": True, "configurations": rows,
+                    "cycle_switch_ms": sum(s.switch_ms["total"] for s in steps),
+                    "out": str(out) if out else None})
         return 0
     print(f"job {job.name}: {len(job.phases)} phase(s), {len(steps)} configuration(s) on {fabric.name}; "
           "switch = write + settle + re-lock + verify into each step (the first from the last)")
     rows = [(k + 1, s.phase, s.step, len(s.links), s.worst_margin_db, s.changed_tbus, s.changed_heaters,
              s.switch_ms["total"]) for k, s in enumerate(steps)]
     print(table(rows, ["#", "phase", "step", "links", "margin dB", "TBUs chg", "heaters chg", "switch ms"]))
+    if files:
+        print(f"wrote {len(files)} configurations to {out} (lumion program --configuration {files[0]})")
     return 0

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, load_mesh, positive, print_json, table
+from lab_scripts.paths import output_folder
+
+SCHEMA = "lumion.schedule"
+VERSION = 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,13 +32,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-budget", action="store_true",
                    help="report link margins but do not refuse links that cannot close the budget")
     p.add_argument("--labelings", type=positive, default=12, help="port labelings to try (default 12)")
+    p.add_argument("--out", metavar="DIR", help="write each configuration as a lumion.configuration "
+                   "file (DIR/matching-01.json, ...) that `lumion program --configuration` accepts")
     add_json_flag(p)
     p.set_defaults(run=run)
+
+
+def save_configurations(folder: Path, stem: str, configurations: Sequence[Any], mesh: Any) -> list[str]:
+    """Write ``configurations`` as ``folder/stem-01.json``, ... (lumion.configuration), each atomically.
+
+    The folder is made if needed (not its parents: the path policy checked those).
+    """
+    from photonics.atomic import atomic_write_text
+
+    folder.mkdir(exist_ok=True)
+    width = max(2, len(str(len(configurations))))
+    paths = []
+    for k, conf in enumerate(configurations):
+        path = folder / f"{stem}-{k + 1:0{width}d}.json"
+        atomic_write_text(path, json.dumps(conf.to_dict(mesh), indent=1))
+        paths.append(str(path))
+    return paths
 
 
 def run(args: argparse.Namespace) -> int:
     """Schedule and report."""
     from photonics.fabric import schedule, spread_ports
+    out = output_folder(args.out, "--out") if args.out is not None else None
     mesh = load_mesh(args.mesh)
     text = args.ports.strip()
     if text.startswith("spread:"):
@@ -42,8 +70,14 @@ def run(args: argparse.Namespace) -> int:
         ports = [p.strip() for p in text.split(",") if p.strip()]
     s = schedule(mesh, ports, require_budget=not args.no_budget, labelings=args.labelings)
     d = s.to_dict(mesh)
+    confs = [c.configuration.for_mesh(mesh) for c in s.configs]
+    files = save_configurations(out, "matching", confs, mesh) if out is not None else []
+    for k, (row, conf) in enumerate(zip(d["configurations"], confs, strict=True)):
+        row["configuration"] = conf.to_dict(mesh)
+        row["configuration_file"] = files[k] if files else None
     if args.json:
-        print_json({"mesh": args.mesh, **d})
+        print_json({"schema": SCHEMA, "version": VERSION, "mesh": args.mesh, **d,
+                    "out": str(out) if out else None})
         return 0
     gap = "reaches the lower bound" if s.overhead == 0 else f"{s.overhead} above the lower bound"
     print(f"{len(s.ports)} ports on {args.mesh}: {len(s.configs)} configurations ({gap} of "
@@ -51,4 +85,6 @@ def run(args: argparse.Namespace) -> int:
     rows = [(k + 1, len(c.pairs), c.worst_loss_db, c.worst_acr_db, c.worst_margin_db,
              " ".join(f"{a}-{b}" for a, b in c.pairs)) for k, c in enumerate(s.configs)]
     print(table(rows, ["#", "pairs", "worst loss dB", "worst ACR dB", "margin dB", "pairs (port-port)"]))
+    if files:
+        print(f"wrote {len(files)} configurations to {out} (lumion program --configuration {files[0]})")
     return 0
