@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 
-from lab_scripts.common import add_json_flag, seed
+from lab_scripts.common import add_json_flag, mesh_spec, print_json, seed
 from lab_scripts.errors import reading
 from lab_scripts.paths import TOML_SUFFIXES, output_file
 
@@ -48,17 +47,18 @@ def run(args: argparse.Namespace) -> int:
     if args.mesh:
         cfg["mesh"] = args.mesh
     with reading("mesh", cfg.get("mesh", "smartlight")):
-        mesh_from_spec(cfg.get("mesh", "smartlight"))  # checked before any simulator starts
+        mesh = mesh_from_spec(cfg.get("mesh", "smartlight"))  # checked before any simulator starts
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     sim = start_simulators(cfg, args.seed)
     try:
-        addresses = sim.addresses()
+        addresses = {**sim.addresses(), "mesh": mesh_spec(mesh, cfg.get("mesh", "smartlight")),
+                     "config": None}
         if write_config:
             atomic_write_text(write_config, sim.client_config(cfg.get("mesh", "smartlight")))
             addresses["config"] = str(write_config)
         if args.json:
-            print(json.dumps(addresses), flush=True)
+            print_json(addresses, one_line=True)
         else:
             print(f"simulated bench for chip {addresses['chip_id']} ({addresses['mesh']}):")
             for key in ("heater_driver", "heater_driver_url", "laser", "power_meter"):

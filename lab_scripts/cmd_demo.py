@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from instruments.sim.chip import Chip
     from instruments.sim.direct import DirectBench
     from lab_scripts.cmd_failover import draw_plan, timeline_plot
+    from photonics.configuration import mesh_label
     from photonics.fabric import FabricError, default_fabric, failover, place_job, ring_job
 
     t_start = time.perf_counter()
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         cache = out / f"calibration-{bench.chip_id}.json"
         try:
             hmap = CalibrationMap.load(cache, chip_id=bench.chip_id)
-            calib = {"calibrated": True, "cached": str(cache), "seconds": 0.0}
+            calib = {"calibrated": True, "cached": str(cache), "elapsed_s": 0.0}
             say(f"calibration: reusing {cache}")
         except CalibrationError:
             from calibration.procedure import Options, Progress, calibrate
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
                             progress=Progress(stream=None if args.json else sys.stderr, every=20))
             hmap = res.cmap
             hmap.save(cache)
-            calib = {"calibrated": True, "cached": str(cache), "seconds": time.perf_counter() - t0,
+            calib = {"calibrated": True, "cached": str(cache), "elapsed_s": time.perf_counter() - t0,
                      "operations": res.operations}
 
     # 2. place the ring and measure it
@@ -157,8 +158,9 @@ def run(args: argparse.Namespace) -> int:
                       "measured_rx_dbm": after[i], "measured_margin_db": after[i] - rx_sens[i],
                       "before_rx_dbm": None if i in rec.rerouted else before[i]})
     report = {
-        "mesh": {"name": "smartlight", "n_tbus": mesh.n_tbus, "n_ports": mesh.n_ports,
-                 "n_heaters": mesh.n_heaters, "chip_id": bench.chip_id},
+        "mesh": mesh_label(mesh),
+        "chip": {"chip_id": bench.chip_id, "n_tbus": mesh.n_tbus, "n_ports": mesh.n_ports,
+                 "n_heaters": mesh.n_heaters},
         "calibration": calib,
         "fabric": fabric.name,
         "failover": rec_d,
@@ -166,14 +168,15 @@ def run(args: argparse.Namespace) -> int:
         "held_links_power_change_db": drift,
         "all_links_close": all(x["measured_margin_db"] > 0 for x in links),
         "ring": ring_fig,
-        "plots": [str(p) for p in (p_before, p_after, p_time, p_ring)],
-        "seconds": time.perf_counter() - t_start,
+        "plot": {"mesh_before": str(p_before), "mesh_after": str(p_after), "timeline": str(p_time),
+                 "ring_spectrum": str(p_ring)},
+        "elapsed_s": time.perf_counter() - t_start,
     }
     if args.json:
         print_json(report)
         return 0
-    if calib.get("seconds"):
-        say(f"calibration: {calib['seconds']:.1f} s"
+    if calib.get("elapsed_s"):
+        say(f"calibration: {calib['elapsed_s']:.1f} s"
             + (f", RMS phase error {calib['rms_phase_error_rad']:.3f} rad" if "rms_phase_error_rad" in calib
                else ""))
     say(f"ring placed: {len(plan.links)} links, worst model margin {plan.worst_margin_db:.2f} dB")
@@ -188,6 +191,6 @@ def run(args: argparse.Namespace) -> int:
                 ["recovery stage", "ms"]))
     print(f"recovery {t['total']:.1f} ms modelled (LUMION prototype: ~1 s; Morphlux: 1.2 s)")
     print(f"ring resonator: FSR {ring_fig['fsr_ghz']:.2f} GHz (expected {ring_fig['expected_fsr_ghz']:.2f})")
-    for p in report["plots"]:
+    for p in report["plot"].values():
         print(f"wrote {p}")
     return 0

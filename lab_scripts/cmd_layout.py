@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lab_scripts.common import add_json_flag, load_mesh, print_json
+from lab_scripts.common import add_json_flag, load_mesh, mesh_spec, print_json
 from lab_scripts.paths import GDS_SUFFIXES, PNG_SUFFIXES, output_file
 
 
@@ -30,9 +30,11 @@ def run(args: argparse.Namespace) -> int:
 
     out = output_file(args.out, "--out", GDS_SUFFIXES)
     png = output_file(args.png, "--png", PNG_SUFFIXES) if args.png is not None else None
-    if args.mesh.strip().lower().endswith(".json"):
-        load_mesh(args.mesh)  # a bad mesh file is named as such, before gdsfactory starts
+    mesh = load_mesh(args.mesh)  # a bad mesh file is named as such, before gdsfactory starts
     summary = write_layout(args.mesh, out, png=png)
+    # one naming for every command: the picture is the `plot`, the mesh its --mesh name
+    picture = summary.pop("png")
+    summary = {**summary, "mesh": mesh_spec(mesh, args.mesh), "plot": picture}
     if args.json:
         print_json(summary)
         return 0
@@ -41,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
           f"{summary['n_pads']} pads ({summary['n_heater_pads']} heaters), "
           f"{w / 1000:.2f} x {h / 1000:.2f} mm")
     print(f"wrote {summary['gds']} ({summary['gds_bytes'] / 1e3:.0f} kB), pad map {summary['pad_map']}"
-          + (f", picture {summary['png']}" if summary["png"] else ""))
+          + (f", picture {summary['plot']}" if summary["plot"] else ""))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lab_scripts.common import UsageError, add_json_flag, load_mesh, print_json, seed, table
+from lab_scripts.common import UsageError, add_json_flag, load_mesh, mesh_spec, print_json, seed, table
 from lab_scripts.paths import PLOT_SUFFIXES, output_file
 
 
@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         mesh_drawing(plot, mesh, drawn, plan.failed, f"{args.mesh}: {len(drawn)} routes "
                      f"({plan.method}{', optimal' if plan.optimal else ''})")
     if args.json:
-        print_json({"mesh": args.mesh, "transceiver": args.transceiver, "plot": str(plot) if plot else None,
+        print_json({"mesh": mesh_spec(mesh, args.mesh), "transceiver": args.transceiver,
+                    "plot": str(plot) if plot else None,
                     **plan.to_dict(mesh)})
         return 0
     rows = [(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}", len(r.route.hops),

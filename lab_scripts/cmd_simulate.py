@@ -8,6 +8,7 @@ from lab_scripts.common import (
     add_json_flag,
     load_configuration,
     load_mesh,
+    mesh_spec,
     print_json,
     seed,
     table,
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
         spectrum(plot, wl, outputs, f"{args.mesh}: light into {mesh.port_names[src]}")
     if args.json:
-        print_json({"mesh": args.mesh, "input": mesh.port_names[src], "wavelengths_nm": wl,
+        print_json({"mesh": mesh_spec(mesh, args.mesh), "input": mesh.port_names[src], "wavelengths_nm": wl,
                     "outputs_db": outputs, "total_db": total, "plot": str(plot) if plot else None})
         return 0
     order = np.argsort(-p_db.max(axis=1))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -73,9 +75,41 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def print_json(payload: dict[str, Any]) -> None:
-    """Print one JSON object on stdout."""
-    print(json.dumps(to_jsonable(payload), indent=1))
+# A command's output is schema "lumion.<command>" version 1 unless named here: `mesh` and
+# `bench` print something else than the data files called lumion.mesh and lumion.bench.
+OUTPUT_SCHEMA_NAMES = {"mesh": "lumion.mesh-info", "bench": "lumion.bench-serve"}
+# Raised for a command when its output changes incompatibly (a key renamed or removed).
+OUTPUT_VERSIONS: dict[str, int] = {}
+ROUTE_SCHEMA = "lumion.route"
+_RUNNING: ContextVar[str | None] = ContextVar("lumion_command", default=None)
+
+
+def output_schema(command: str) -> tuple[str, int]:
+    """The ``schema`` name and ``version`` of ``lumion COMMAND --json`` output."""
+    return OUTPUT_SCHEMA_NAMES.get(command, f"lumion.{command}"), OUTPUT_VERSIONS.get(command, 1)
+
+
+@contextlib.contextmanager
+def running(command: str) -> Iterator[None]:
+    """Within the block, :func:`print_json` stamps objects with ``command``'s schema and version."""
+    token = _RUNNING.set(command)
+    try:
+        yield
+    finally:
+        _RUNNING.reset(token)
+
+
+def print_json(payload: dict[str, Any], one_line: bool = False) -> None:
+    """Print one JSON object on stdout, led by its ``schema`` and ``version`` (docs/schemas.md).
+
+    ``one_line`` for commands that keep running after they report (``bench serve``): a
+    reader takes the first line.
+    """
+    command = _RUNNING.get()
+    if command is not None and "schema" not in payload:
+        name, version = output_schema(command)
+        payload = {"schema": name, "version": version, **payload}
+    print(json.dumps(to_jsonable(payload), indent=None if one_line else 1), flush=True)
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
@@ -120,6 +154,16 @@ def load_mesh(spec: str) -> Any:
         return mesh_from_spec(spec)
 
 
+def mesh_spec(mesh: Any, given: str) -> str:
+    """How outputs name a mesh: its ``--mesh`` name (``smartlight``, ``hex:1x2``) or, for a
+    mesh file that is no generated mesh, the file as given (so the value works as ``--mesh``).
+    """
+    from photonics.configuration import mesh_label
+
+    label = mesh_label(mesh)
+    return given if label == "custom" else label
+
+
 def load_configuration(path: str, mesh: Any) -> Any:
     """A ``lumion.configuration`` file (or ``lumion route --json`` output) for ``mesh``.
 
@@ -133,6 +177,8 @@ def load_configuration(path: str, mesh: Any) -> Any:
 
     with reading("configuration", path):
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if isinstance(data, dict) and "configuration" in data and "schema" not in data:
-            data = data["configuration"]  # accept `lumion route --json` output
+        # accept `lumion route --json` output (before version 1 of it: no schema key)
+        wrapped = isinstance(data, dict) and data.get("schema", ROUTE_SCHEMA) == ROUTE_SCHEMA
+        if wrapped and "configuration" in data:
+            data = data["configuration"]
         return Configuration.from_dict(data, mesh, source=path)

@@ -76,5 +76,5 @@ def test_demo_writes_plot_and_reports_fsr(capsys, tmp_path):
     data = json.loads(out)
     assert code == 0
     assert data["ring"]["fsr_ghz"] == pytest.approx(data["ring"]["expected_fsr_ghz"], rel=0.01)
-    assert data["plots"]
-    assert all(Path(p).exists() for p in data["plots"])
+    assert set(data["plot"]) == {"mesh_before", "mesh_after", "timeline", "ring_spectrum"}
+    assert all(Path(p).exists() for p in data["plot"].values())

@@ -88,6 +88,6 @@ def test_demo_json_uncalibrated(capsys, tmp_path):
     assert d["failover"]["unaffected_routes_unchanged"] is True
     assert d["failover"]["failed"] == "gpu2"
     assert len(d["links"]) == 8
-    for p in d["plots"]:
+    for p in d["plot"].values():
         assert Path(p).stat().st_size > 0
     assert "ring" in d

@@ -1,0 +1,456 @@
+"""Models of every ``lumion COMMAND --json`` output (one object, ``schema`` = ``lumion.COMMAND``).
+
+The JSON Schemas in ``lab_scripts/schemas/json/`` are generated from these models
+(``python -m lab_scripts.schemas``); tests run each command and validate its output.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from lab_scripts.schemas.files import ConfigurationFile, JobLinks
+from lab_scripts.schemas.types import (
+    Channel,
+    Count,
+    Db,
+    DbOrNull,
+    Fingerprint,
+    MeshSpec,
+    Ms,
+    Path,
+    PortName,
+    Seconds,
+    Strict,
+    TbuName,
+    TbuState,
+)
+
+
+class ErrorOutput(Strict):
+    """Any command's failure with ``--json`` (docs/cli.md); the exit status follows ``kind``."""
+
+    schema_name: Literal["lumion.error"] = Field(alias="schema")
+    version: Literal[1]
+    error: str = Field(description="what went wrong, one line")
+    kind: Literal["usage", "input", "impossible", "instrument", "bug", "interrupted"]
+    hint: str = Field(description="what to do, one sentence")
+    type: str = Field(description="the exception class the failure came from")
+    exit_code: int = Field(description="the process exit status (2 input, 3 impossible, 4 instrument, "
+                                       "64 usage, 70 bug, 130 interrupted)")
+    command: str = Field(description="lumion or lumion COMMAND")
+
+
+class HeaterRef(Strict):
+    """One heater: its driver channel, its TBU and the arm it sits on."""
+
+    channel: Channel
+    tbu: TbuName
+    arm: Literal["top", "bot"]
+
+
+class MeshOutput(Strict):
+    """``lumion mesh --json``: a mesh's size, names and heater channels."""
+
+    schema_name: Literal["lumion.mesh-info"] = Field(alias="schema")
+    version: Literal[1]
+    mesh: MeshSpec
+    mesh_fingerprint: Fingerprint
+    kind: str = Field(description="hexagonal, square, triangular or custom")
+    rows: Count
+    cols: Count
+    n_tbus: Count
+    n_ports: Count
+    n_heaters: Count
+    n_links: Count
+    ports: list[PortName]
+    tbus: list[TbuName]
+    heaters: list[HeaterRef]
+
+
+class SimulateOutput(Strict):
+    """``lumion simulate --json``: output power per port for light into one port."""
+
+    schema_name: Literal["lumion.simulate"] = Field(alias="schema")
+    version: Literal[1]
+    mesh: MeshSpec
+    input: PortName
+    wavelengths_nm: list[float] = Field(min_length=1, description="nm, ascending")
+    outputs_db: dict[str, list[DbOrNull]] = Field(
+        description="port -> power (dB re the input) per wavelength")
+    total_db: list[DbOrNull] = Field(description="all ports summed (dB) per wavelength")
+    plot: Path | None = Field(description="the spectrum plot written, or null")
+
+
+class HopState(Strict):
+    """A TBU on a route and the state the route asks of it."""
+
+    tbu: TbuName
+    state: TbuState
+
+
+class RouteResult(Strict):
+    """One verified route: model loss, circuit-solve transmission and leakage, link budget."""
+
+    src: PortName
+    dst: PortName
+    tbus: list[HopState]
+    loss_db: Db = Field(description="sum of the TBU and link losses on the path (dB)")
+    transmission_db: Db = Field(description="circuit-solve power at dst for light into src (dB)")
+    acr_db: DbOrNull = Field(description="attenuation-to-crosstalk ratio: transmission - worst leak (dB)")
+    worst_leak_db: DbOrNull = Field(description="strongest leak from src into another output (dB)")
+    leak_in_db: DbOrNull = Field(description="strongest light from other inputs into dst (dB)")
+    margin_db: Db = Field(description="link-budget margin above the receiver sensitivity (dB)")
+    budget_ok: bool
+
+
+class RouteOutput(Strict):
+    """``lumion route --json``: the plan and the configuration that realises it."""
+
+    schema_name: Literal["lumion.route"] = Field(alias="schema")
+    version: Literal[1]
+    mesh: MeshSpec
+    transceiver: str = Field(description="the lane profile the link budget used")
+    plot: Path | None
+    method: Literal["fast", "exact"]
+    optimal: bool
+    objective: Literal["total", "worst"]
+    failed: dict[str, Literal["dead", "bar", "cross"]] = Field(description="TBU name -> how it failed")
+    routes: list[RouteResult]
+    configuration: ConfigurationFile
+
+
+class LayoutOutput(Strict):
+    """``lumion layout --json``: the GDS and pad map written and the chip's size."""
+
+    schema_name: Literal["lumion.layout"] = Field(alias="schema")
+    version: Literal[1]
+    mesh: MeshSpec
+    gds: Path
+    pad_map: Path = Field(description="the pad map as CSV")
+    pad_map_json: Path = Field(description="the pad map as lumion.padmap JSON")
+    plot: Path | None = Field(description="the PNG picture of the layout, or null")
+    cell: str = Field(description="gdsfactory cell name")
+    n_tbus: Count
+    n_ports: Count
+    n_pads: Count = Field(description="heater and ground pads")
+    n_heater_pads: Count
+    size_um: list[float] = Field(min_length=2, max_length=2, description="[width, height] in µm")
+    gds_bytes: Count
+    import_s: Seconds = Field(description="importing gdsfactory and activating its PDK (s)")
+    build_s: Seconds = Field(description="drawing the cell (s)")
+
+
+class BenchOutput(Strict):
+    """``lumion bench serve --json``: where each simulated instrument answers (printed once)."""
+
+    schema_name: Literal["lumion.bench-serve"] = Field(alias="schema")
+    version: Literal[1]
+    mesh: MeshSpec
+    chip_id: str
+    heater_driver: str = Field(description="pseudo-terminal path of the heater driver")
+    heater_driver_url: str = Field(description="in-process lumionsim:// URL of the same driver")
+    laser: str = Field(description="VISA resource of the laser")
+    power_meter: str = Field(description="VISA resource of the power meter")
+    transceivers: dict[str, str] = Field(description="name -> serial-i2c:<pty> bridge address")
+    config: Path | None = Field(description="the bench config written by --write-config, or null")
+
+
+class ProgramTbus(Strict):
+    """How many TBUs the programmed configuration puts in each state."""
+
+    bar: Count
+    cross: Count
+    split: Count
+
+
+class ProgramOutput(Strict):
+    """``lumion program --json``: what was written to the heater driver."""
+
+    schema_name: Literal["lumion.program"] = Field(alias="schema")
+    version: Literal[1]
+    chip_id: str
+    mesh: MeshSpec
+    mesh_fingerprint: Fingerprint
+    map: str = Field(description="ideal, or the calibration map file")
+    channels: Count = Field(description="heaters written")
+    commands: Count
+    bytes_written: Count
+    bytes_read: Count
+    wire_time_s: Seconds = Field(description="modelled time on the wire (s)")
+    elapsed_s: Seconds = Field(description="measured here (s)")
+    tbus: ProgramTbus
+
+
+class HeaterSetting(Strict):
+    """A heater a recovery writes and the value it gets (``heater_unit``: mA or rad)."""
+
+    channel: Channel
+    heater: str
+    # The fabric engineer's key; by the suffix convention it would be `current_ma` (issue 19).
+    mA: float  # noqa: N815
+
+
+class TimingMs(Strict):
+    """A recovery's modelled timing breakdown (ms)."""
+
+    detect: Ms
+    compute: Ms
+    write: Ms
+    settle: Ms
+    relock: Ms
+    verify: Ms
+    total: Ms
+
+
+class FailoverLink(Strict):
+    """One link of the job after a recovery."""
+
+    link: str = Field(description="<tx accelerator>-><rx accelerator>")
+    src: PortName
+    dst: PortName
+    n_tbus: Count
+    loss_db: Db
+    transmission_db: Db
+    acr_db: DbOrNull
+    margin_db: Db
+    budget_ok: bool
+
+
+class Candidate(Strict):
+    """A spare considered for the splice."""
+
+    spare: str | None
+    spares: dict[str, str] = Field(description="failed accelerator -> spare it would get")
+    ok: bool
+    worst_new_loss_db: DbOrNull = None
+    worst_new_margin_db: DbOrNull = None
+    all_links_close: bool | None = None
+    changed_tbus: Count | None = Field(None, description="a count here, a list of names in the recovery")
+    moved_links: Count | None = Field(None, description="a count here, a list of links in the recovery")
+    reason: str | None = None
+
+
+class Recovery(Strict):
+    """One failover: the spare chosen, what changed, the links and the timing."""
+
+    failed: str
+    spare: str | None
+    spares: dict[str, str]
+    policy: str
+    hitless: bool
+    job: JobLinks
+    rerouted_links: list[str]
+    moved_links: list[str]
+    changed_tbus: list[TbuName]
+    changed_heaters: list[HeaterSetting]
+    heater_unit: Literal["mA", "rad"]
+    unaffected_routes_unchanged: bool
+    held_heater_drift: float
+    links: list[FailoverLink]
+    timing_ms: TimingMs
+    candidates: list[Candidate]
+
+
+class FailoverOutput(Recovery):
+    """``lumion failover --json``: the last recovery at the top level, every recovery in ``failovers``."""
+
+    schema_name: Literal["lumion.failover"] = Field(alias="schema")
+    version: Literal[1]
+    fabric: str
+    failovers: list[Recovery]
+    plots: list[Path]
+
+
+class Matching(Strict):
+    """One configuration of an all-to-all schedule."""
+
+    pairs: list[list[PortName]]
+    worst_loss_db: Db
+    worst_transmission_db: Db
+    worst_acr_db: DbOrNull
+    worst_margin_db: Db
+    reciprocity_error_db: Db
+    split: bool
+
+
+class ScheduleOutput(Strict):
+    """``lumion schedule --json``: conflict-free configurations covering every port pair."""
+
+    schema_name: Literal["lumion.schedule"] = Field(alias="schema")
+    version: Literal[1]
+    mesh: MeshSpec
+    ports: list[PortName]
+    n_ports: Count
+    count: Count = Field(description="configurations")
+    lower_bound: Count
+    overhead: Count
+    labelings_tried: Count
+    seconds: Seconds = Field(description="computing time (s); by the suffix convention: compute_s")
+    worst_loss_db: Db
+    worst_acr_db: DbOrNull
+    configurations: list[Matching]
+
+
+class SwitchMs(Strict):
+    """The modelled time to switch into one configuration (ms)."""
+
+    write: Ms
+    settle: Ms
+    relock: Ms
+    verify: Ms
+    total: Ms
+
+
+class PhaseStep(Strict):
+    """One configuration of a phased job."""
+
+    phase: str
+    step: str
+    links: list[str]
+    worst_loss_db: Db
+    worst_margin_db: Db
+    worst_acr_db: DbOrNull
+    changed_tbus: Count = Field(description="a count here, a list of names in failover (issue 19)")
+    changed_heaters: Count = Field(description="a count here, a list in failover (issue 19)")
+    switch_ms: SwitchMs
+
+
+class PhasesOutput(Strict):
+    """``lumion phases --json``: the configurations of a phased job and the switches between them."""
+
+    schema_name: Literal["lumion.phases"] = Field(alias="schema")
+    version: Literal[1]
+    job: str
+    fabric: str
+    cyclic: bool
+    configurations: list[PhaseStep]
+    cycle_switch_ms: Ms
+
+
+class VerifiedRoute(Strict):
+    """A route measured after calibration, with and without crosstalk compensation."""
+
+    src: PortName
+    dst: PortName
+    tbus: Count = Field(description="a count here, a list in route (issue 19)")
+    transmission_db: Db
+    acr_db: DbOrNull
+    acr_uncompensated_db: DbOrNull
+    transmission_uncompensated_db: Db
+
+
+class CalibrateOutput(Strict):
+    """``lumion calibrate --json``: the fit and, on the simulated bench, its error against the truth."""
+
+    schema_name: Literal["lumion.calibrate"] = Field(alias="schema")
+    version: Literal[1]
+    chip_id: str
+    out: Path
+    tbus: Count = Field(description="a count here, a list of names in mesh and route (issue 19)")
+    heaters: Count = Field(description="a count here, a list in mesh (issue 19)")
+    operations: Count
+    duration_s: Seconds
+    resumed_operations: Count
+    fit_rms_residual: float = Field(description="RMS fit residual in noise sigmas")
+    fit_rms_residual_rel: float = Field(description="RMS fit residual as a fraction of the fringe amplitude")
+    worst_sigma_phase_2pi_rad: float
+    crosstalk_fraction: float
+    crosstalk_entries: Count
+    crosstalk_entries_fitted: Count
+    crosstalk_entries_assumed: Count
+    crosstalk_rms_error: float | None = None
+    crosstalk_rms_pull: float | None = None
+    phase_rms_error_rad: float | None = None
+    phase_max_error_rad: float | None = None
+    phase_worst_heater_rms_rad: float | None = None
+    delta_rms_error_rad: float | None = None
+    delta_max_error_rad: float | None = None
+    setpoint_rms_error_rad: float | None = None
+    setpoint_max_error_rad: float | None = None
+    routes: list[VerifiedRoute] | None = None
+    min_acr_db: DbOrNull = None
+    min_acr_uncompensated_db: DbOrNull = None
+    verify_operations: Count | None = None
+    plots: list[Path] | None = None
+
+
+class DemoChip(Strict):
+    """The simulated chip the demo runs on."""
+
+    chip_id: str
+    n_tbus: Count
+    n_ports: Count
+    n_heaters: Count
+
+
+class DemoCalibration(Strict):
+    """Whether the demo calibrated, and how long it took (0 when the cached map was reused)."""
+
+    calibrated: bool
+    cached: Path | None = Field(None, description="the cached map file")
+    elapsed_s: Seconds | None = None
+    operations: Count | None = None
+
+
+class DemoLink(Strict):
+    """One ring link after the recovery: model margin and what the power meter read."""
+
+    link: str
+    rerouted: bool
+    model_margin_db: Db
+    measured_rx_dbm: float = Field(description="dBm")
+    measured_margin_db: Db
+    before_rx_dbm: float | None = Field(description="dBm before the failure; null for re-routed links")
+
+
+class DemoRing(Strict):
+    """One hexagonal cell used as a ring resonator."""
+
+    fsr_ghz: float | None
+    expected_fsr_ghz: float
+    extinction_db: Db
+
+
+class DemoPlots(Strict):
+    """The demo's pictures."""
+
+    mesh_before: Path
+    mesh_after: Path
+    timeline: Path
+    ring_spectrum: Path
+
+
+class DemoOutput(Strict):
+    """``lumion demo --json``: calibration, ring, failure, recovery, measured links, plots."""
+
+    schema_name: Literal["lumion.demo"] = Field(alias="schema")
+    version: Literal[1]
+    mesh: MeshSpec
+    chip: DemoChip
+    calibration: DemoCalibration
+    fabric: str
+    failover: Recovery
+    links: list[DemoLink]
+    held_links_power_change_db: Db = Field(description="largest change of a held link's measured power (dB)")
+    all_links_close: bool
+    ring: DemoRing
+    plot: DemoPlots
+    elapsed_s: Seconds
+
+
+# command -> its output model; a command missing here fails tests/lab_scripts/test_schemas.py.
+COMMAND_OUTPUTS = {
+    "mesh": MeshOutput,
+    "simulate": SimulateOutput,
+    "route": RouteOutput,
+    "layout": LayoutOutput,
+    "demo": DemoOutput,
+    "failover": FailoverOutput,
+    "schedule": ScheduleOutput,
+    "phases": PhasesOutput,
+    "calibrate": CalibrateOutput,
+    "bench": BenchOutput,
+    "program": ProgramOutput,
+}
