@@ -23,6 +23,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
+	@# the dashboard's browser test needs Debian's chromium + chromedriver (installed once, as root)
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
