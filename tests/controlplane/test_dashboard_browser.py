@@ -5,7 +5,8 @@ over the simulated bench's real transports, with telemetry on the auto policy. T
 places a ring, loads the page with the token in the URL fragment, sees one SVG route per
 link, kills a transmitter in the simulated bench, and sees the recovery arrive in the page:
 the failed accelerator marked, the spare's routes drawn, the recovery's stages on the
-timeline. It saves the screenshot used in docs/controlplane.md.
+timeline. It takes a screenshot; ``LUMION_UPDATE_SCREENSHOT=1`` writes it to
+docs/img/dashboard.png (the one docs/controlplane.md shows), otherwise it stays in tmp_path.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def _roles(driver) -> dict[str, str]:
         ".map(t => [t.dataset.accelerator, t.dataset.role]))")
 
 
-def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser):
+def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_path):
     rack, srv = served
     browser.get(f"{srv.url}/#token={TOKEN}")
     ring = {f"gpu{k}->gpu{(k + 1) % 8}" for k in range(8)}
@@ -152,8 +153,9 @@ def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser):
     assert {"accelerator_dark", "recovery"} <= set(kinds)
     wait_for(lambda: "dark (LOS)" not in browser.execute_script(
         "return document.querySelector('#links tbody').textContent"), what="the recovered ring lit again")
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    assert browser.save_screenshot(str(SCREENSHOT))
+    shot = SCREENSHOT if os.environ.get("LUMION_UPDATE_SCREENSHOT") == "1" else tmp_path / "dashboard.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_dashboard_without_a_valid_token_says_so(served, browser):
