@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.evaluate import differential_fraction, phase_errors
+from calibration.evaluate import differential_fraction, truth_errors
 from calibration.procedure import Options, Progress, calibrate, crosstalk_map
 from calibration.verify import measure_route, sample_routes
 from instruments.sim.chip import Chip
@@ -53,7 +53,7 @@ def run_seed(seed: int, n_routes: int) -> dict:
     result = calibrate(bench, Options(), progress=Progress(stream=None))
     duration = time.perf_counter() - t0
     h = chip.truth.heaters
-    err = phase_errors(result.cmap, h.alpha, h.rho2, h.rho3, h.crosstalk, h.eta)
+    err = truth_errors(result.cmap, h)
     # The design law alone (what the map used before K was measured), on the same entries.
     fitted = np.array(result.cmap.quality["crosstalk_fitted"]).reshape(-1, 4)
     law, _ = crosstalk_map(mesh, result.cmap.eta, Options())

@@ -9,15 +9,52 @@ import numpy as np
 from calibration.crosstalk import crosstalk_map
 from calibration.map import CalibrationError, CalibrationMap, mesh_signature, now_iso
 from calibration.model import heater_positions, neighbour_heaters
-from calibration.options import Options
+from calibration.options import NOMINAL_GAMMA_PER_MA, NOMINAL_R0_KOHM, Options
 from calibration.records import CrosstalkRecord, TBURecord
 from photonics.physics import PhysicsDefaults
 from photonics.topology import Mesh
 
+# A victim whose readings the crosstalk model leaves at more than this RMS residual (in the
+# meter's sigma, which the readings' own scatter already reaches ~1) is poorly explained.
+CROSSTALK_POOR_RESIDUAL = 4.0
+# More than this share of poorly explained victims: the chip's crosstalk is not what the
+# model describes (a much longer range, or nonlinear heat), and the map is refused.
+CROSSTALK_MAX_POOR_SHARE = 0.1
+# Thermal crosstalk moves a neighbour by a few % of a heater's own phase (DESIGN.md: 1-5 %);
+# a fitted fraction beyond 20 % (at 5 sigma) is not crosstalk but a broken measurement.
+CROSSTALK_MAX_FRACTION = 0.2
+
+
+def crosstalk_verdict(crosstalk: dict[int, CrosstalkRecord]) -> str | None:
+    """Why the measured crosstalk must not be used, or None when it explains the readings."""
+    if not crosstalk:
+        return None
+    poor = [t for t, r in crosstalk.items() if not np.isfinite(r.rms_residual)
+            or r.rms_residual > CROSSTALK_POOR_RESIDUAL]
+    if len(poor) > CROSSTALK_MAX_POOR_SHARE * len(crosstalk):
+        return (f"the crosstalk model explains the readings of {len(poor)} of {len(crosstalk)} victims "
+                f"poorly (residual > {CROSSTALK_POOR_RESIDUAL} sigma)")
+    for t, r in sorted(crosstalk.items()):
+        for j, f, sig in zip(r.heaters, r.fraction, r.sigma, strict=True):
+            if abs(f) - 5 * sig > CROSSTALK_MAX_FRACTION:
+                return (f"heater {j} moves TBU {t} by {f:.2f} of its own effect "
+                        f"(> {CROSSTALK_MAX_FRACTION}), which thermal crosstalk cannot do")
+    return None
+
+
+def placeholder_record(defaults: PhysicsDefaults) -> TBURecord:
+    """The nominal heater for a TBU that could not be calibrated (never programmed)."""
+    eta = np.pi / defaults.heater_power_pi_mw
+    rho2 = eta * NOMINAL_R0_KOHM
+    g3 = rho2 * NOMINAL_GAMMA_PER_MA
+    return TBURecord(delta=0.0, g2=[rho2, rho2], g3=[g3, g3], sigma_delta=0.0, sigma_phase_2pi=[0.0, 0.0],
+                     rms_residual=0.0, rms_residual_rel=0.0, stage="failed", src=-1, outputs=[])
+
 
 def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: Options,
               defaults: PhysicsDefaults | None = None, quality: dict[str, Any] | None = None,
-              crosstalk: dict[int, CrosstalkRecord] | None = None) -> CalibrationMap:
+              crosstalk: dict[int, CrosstalkRecord] | None = None,
+              failed: dict[int, str] | None = None) -> CalibrationMap:
     """The calibration map from per-TBU records and crosstalk (measured, else the law).
 
     The fitted curves are differential: ``g = s - (K_partner / eta) s = (1 - f) s``; the map
@@ -25,8 +62,13 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
     from every neighbour, not only the partner arm. Each TBU's fitted ``delta`` includes
     the heat of its neighbours during its sweeps (recorded in ``base_ma``); that is
     removed with K, so the map's ``delta`` is the passive differential phase.
+
+    ``failed`` TBUs (index -> "dead" | "bar" | "cross") have no fit: the map records them
+    as failed, with the nominal heater as a placeholder that is never programmed.
     """
     d = defaults or PhysicsDefaults()
+    failed = dict(failed or {})
+    records = {**{t: placeholder_record(d) for t in failed}, **records}
     missing = sorted(set(range(mesh.n_tbus)) - set(records))
     if missing:
         raise CalibrationError(
@@ -67,7 +109,9 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
     if len(fitted):
         rel = fitted[:, 3] / np.maximum(np.abs(fitted[:, 2]), 1e-12)
         q["crosstalk_median_rel_sigma"] = float(np.median(rel))
+    q["crosstalk_refusal"] = crosstalk_verdict(crosstalk or {})
     return CalibrationMap(
+        failed=failed,
         chip_id=chip_id, mesh=mesh_signature(mesh), delta=delta,
         rho2=rho2, rho3=rho3, eta=eta, crosstalk=K.tocsr(), created=now_iso(),
         tbu_names=mesh.tbu_names, quality=q,

@@ -9,6 +9,7 @@ only to this protocol, so it runs the same on the simulated bench, in-process
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -49,3 +50,18 @@ class Bench(Protocol):
     def read_powers_dbm(self, ports: Sequence[int]) -> np.ndarray:
         """Optical power (dBm) at the given mesh ports, one meter reading each."""
         ...
+
+
+def settle(bench: Bench, seconds: float) -> None:
+    """Let the heaters settle for ``seconds`` after a current change.
+
+    A bench that keeps its own clock (the in-process simulator) offers ``wait``; a real bench
+    simply sleeps.
+    """
+    if seconds <= 0:
+        return
+    wait = getattr(bench, "wait", None)
+    if callable(wait):
+        wait(seconds)
+    else:
+        time.sleep(seconds)

@@ -16,12 +16,14 @@ CHECKPOINT_VERSION = 1
 
 def save_checkpoint(path: Path, chip_id: str, mesh: Mesh, records: dict[int, TBURecord],
                     operations: int, duration_s: float,
-                    crosstalk: dict[int, CrosstalkRecord] | None = None) -> None:
-    """Write the checkpoint atomically."""
+                    crosstalk: dict[int, CrosstalkRecord] | None = None,
+                    failed: dict[int, str] | None = None) -> None:
+    """Write the checkpoint atomically (``failed``: TBUs found broken, index -> how)."""
     data = {"schema": CHECKPOINT_SCHEMA, "version": CHECKPOINT_VERSION, "chip_id": chip_id,
             "mesh": mesh_signature(mesh), "operations": operations, "duration_s": duration_s,
             "tbus": {str(t): asdict(r) for t, r in sorted(records.items())},
-            "crosstalk": {str(t): asdict(r) for t, r in sorted((crosstalk or {}).items())}}
+            "crosstalk": {str(t): asdict(r) for t, r in sorted((crosstalk or {}).items())},
+            "failed": {str(t): how for t, how in sorted((failed or {}).items())}}
     atomic_write_text(path, json.dumps(data, indent=1))
 
 
@@ -56,3 +58,17 @@ def load_checkpoint(path: Path, chip_id: str, mesh: Mesh) -> tuple[dict[int, TBU
         raise CalibrationError(f"checkpoint {path} names TBUs outside this mesh")
     return records, ops, dur
 
+
+
+def load_checkpoint_failed(path: Path) -> dict[int, str]:
+    """TBUs an earlier run found broken (call after :func:`load_checkpoint`)."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        failed = {int(t): str(how) for t, how in data.get("failed", {}).items()}
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"checkpoint {path} is corrupt ({exc}); delete it to start over") from exc
+    if any(how not in ("dead", "bar", "cross") for how in failed.values()):
+        raise CalibrationError(f"checkpoint {path} records an unknown failure; delete it to start over")
+    return failed

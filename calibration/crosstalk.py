@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from calibration.bench import Bench
+from calibration.bench import Bench, settle
 from calibration.fit import NoiseModel, fit_crosstalk
 from calibration.heater_map import invert_cubic
 from calibration.model import crosstalk_matrix, heater_positions
@@ -33,7 +33,8 @@ def aggressor_current(record: TBURecord, arm: int, now_ma: float, drive_rad: flo
 
 def crosstalk_readings(n_aggressors: int, options: Options) -> int:
     """Set-and-read operations to measure one victim with ``n_aggressors`` neighbours."""
-    return 2 * (options.crosstalk_baseline + options.crosstalk_repeats * n_aggressors)
+    per_setting = sum(len(d) for d in options.crosstalk_drives_rad)
+    return 2 * options.crosstalk_baseline + options.crosstalk_repeats * n_aggressors * per_setting
 
 
 def measure_crosstalk(bench: Bench, probe: Probe, base: np.ndarray, records: dict[int, TBURecord],
@@ -44,8 +45,9 @@ def measure_crosstalk(bench: Bench, probe: Probe, base: np.ndarray, records: dic
     ``-+ c sin(x)``: first order, while every TBU on the light paths sits at bar or cross,
     where a small shift changes the transmission only to second order. Each setting starts and
     ends with baseline readings (no aggressor driven); each aggressor heater is then driven by
-    ``options.crosstalk_drive_rad`` on top of its base current (whole turns: its own TBU keeps
-    its split). All readings of a victim are fitted together (:func:`calibration.fit.fit_crosstalk`).
+    each of the setting's ``options.crosstalk_drives_rad`` on top of its base current (whole
+    turns: its own TBU keeps its split; two levels: no mirror solution). All readings of a
+    victim are fitted together (:func:`calibration.fit.fit_crosstalk`).
     """
     victim = probe.tbu
     bench.select_input(probe.src, options.wavelength_nm)
@@ -54,17 +56,19 @@ def measure_crosstalk(bench: Bench, probe: Probe, base: np.ndarray, records: dic
     for q, theta in enumerate((np.pi / 2, 3 * np.pi / 2)):
         cv = base.copy()
         cv[2 * victim], cv[2 * victim + 1] = victim_currents(records[victim], theta)
-        schedule = ([-1] * (n_b - n_b // 2)
-                    + [k for k in range(len(aggressors)) for _ in range(options.crosstalk_repeats)]
-                    + [-1] * (n_b // 2))
-        for k in schedule:
+        levels = options.crosstalk_drives_rad[q]
+        schedule = ([(-1, 0.0)] * (n_b - n_b // 2)
+                    + [(k, level) for k in range(len(aggressors)) for level in levels
+                       for _ in range(options.crosstalk_repeats)]
+                    + [(-1, 0.0)] * (n_b // 2))
+        for k, level in schedule:
             c = cv.copy()
             x = np.zeros(len(aggressors))
             if k >= 0:
                 j = aggressors[k]
-                c[j], x[k] = aggressor_current(records[j // 2], j % 2, c[j], options.crosstalk_drive_rad,
-                                               bench.max_current_ma)
+                c[j], x[k] = aggressor_current(records[j // 2], j % 2, c[j], level, bench.max_current_ma)
             bench.set_currents(c)
+            settle(bench, options.settle_s)
             powers.append(10 ** (np.asarray(bench.read_powers_dbm(list(probe.outputs))) / 10))
             setting.append(q)
             drives.append(x)

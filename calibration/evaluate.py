@@ -41,12 +41,31 @@ def wrap(phase: np.ndarray) -> np.ndarray:
     return np.angle(np.exp(1j * np.asarray(phase, float)))
 
 
-def working_currents(rho2: np.ndarray, rho3: np.ndarray, n: int = 64) -> np.ndarray:
-    """(n_heaters, n) currents 0 .. I_2pi per heater (mA)."""
+def working_currents(rho2: np.ndarray, rho3: np.ndarray, n: int = 64,
+                     kappa: np.ndarray | None = None, eta: np.ndarray | None = None) -> np.ndarray:
+    """(n_heaters, n) currents 0 .. I_2pi per heater (mA), I_2pi on the true law."""
     from calibration.heater_map import invert_cubic
 
     i2pi = invert_cubic(np.full(len(rho2), 2 * np.pi), rho2, rho3)
+    if kappa is not None and eta is not None:
+        # eta s (1 + kappa s / eta) = 2 pi  =>  the cubic's s at I_2pi solves a quadratic.
+        k = np.asarray(kappa, float) / np.asarray(eta, float)
+        s = np.where(k > 0, (np.sqrt(1 + 4 * k * 2 * np.pi) - 1) / (2 * np.where(k > 0, k, 1)), 2 * np.pi)
+        i2pi = invert_cubic(s, rho2, rho3)
     return i2pi[:, None] * np.linspace(0, 1, n)[None, :]
+
+
+def true_self_phase(cur: np.ndarray, rho2: np.ndarray, rho3: np.ndarray, eta: np.ndarray,
+                    kappa: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(own phase, cubic part) (rad) of the true law at currents (n_heaters, n) mA.
+
+    The cubic part ``rho2 I^2 + rho3 I^3`` is ``eta`` times the heat; with ``kappa`` the
+    own phase is ``s (1 + kappa s / eta)`` (see ``calibration.model.HeaterModel``).
+    """
+    s = self_phase(cur, rho2[:, None], rho3[:, None])
+    if kappa is None:
+        return s, s
+    return s * (1 + (np.asarray(kappa, float) / np.asarray(eta, float))[:, None] * s), s
 
 
 def partner_fraction(K: sp.spmatrix, eta: np.ndarray) -> np.ndarray:
@@ -64,14 +83,16 @@ def phase_errors(
     crosstalk: sp.spmatrix,
     eta: np.ndarray,
     n: int = 64,
+    kappa: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Compare ``cmap`` with true heater parameters (arrays of shape (n_heaters,)).
 
-    Returns the chip-wide figures named in the module docstring plus per-heater RMS
-    (``per_heater_rms_rad``) and per-TBU offset errors (``delta_error_rad``).
+    ``kappa`` (rad/mW per mW, optional): the true law's thermo-optic nonlinearity (the
+    realistic simulated chip). Returns the chip-wide figures named in the module docstring
+    plus per-heater RMS (``per_heater_rms_rad``) and per-TBU offset errors (``delta_error_rad``).
     """
-    cur = working_currents(rho2, rho3, n)
-    s_true = self_phase(cur, rho2[:, None], rho3[:, None])
+    cur = working_currents(rho2, rho3, n, kappa, eta)
+    s_true, heat_true = true_self_phase(cur, rho2, rho3, eta, kappa)
     s_fit = self_phase(cur, cmap.rho2[:, None], cmap.rho3[:, None])
     e_self = s_fit - s_true
     d_err = wrap(cmap.delta - (alpha[0::2] - alpha[1::2]))
@@ -79,7 +100,7 @@ def phase_errors(
     f_fit = partner_fraction(cmap.crosstalk, cmap.eta)
     sign = np.tile([1.0, -1.0], len(cmap.delta))[:, None]
     effect_fit = (1 - f_fit)[:, None] * s_fit  # what the heater does to the differential
-    effect_true = (1 - f_true)[:, None] * s_true
+    effect_true = s_true - f_true[:, None] * heat_true  # the partner arm feels the heat
     e_set = np.repeat(d_err, 2)[:, None] + sign * (effect_fit - effect_true)
     return {
         **crosstalk_errors(cmap, crosstalk, eta),
@@ -93,6 +114,12 @@ def phase_errors(
         "per_heater_rms_rad": np.sqrt(np.mean(e_self**2, axis=1)),
         "delta_error_rad": d_err,
     }
+
+
+def truth_errors(cmap: CalibrationMap, heaters: Any) -> dict[str, Any]:
+    """:func:`phase_errors` against a ``calibration.model.HeaterModel`` (a simulated chip's truth)."""
+    return phase_errors(cmap, heaters.alpha, heaters.rho2, heaters.rho3, heaters.crosstalk, heaters.eta,
+                        kappa=getattr(heaters, "kappa_per_mw", None))
 
 
 def differential_fraction(K: sp.spmatrix, eta: np.ndarray, tbus: np.ndarray,

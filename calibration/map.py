@@ -44,6 +44,9 @@ from photonics.configuration import Configuration
 from photonics.errors import LumionError
 from photonics.topology import Mesh, atomic_write_text
 
+# Upper bound (rad) for a failed TBU's heater in the bounded solve: it stays undriven (a
+# strictly positive bound keeps lsq_linear's lb < ub).
+UNDRIVEN_BOUND_RAD = 1e-12
 SCHEMA = "lumion.calibration"
 SCHEMA_VERSION = 1
 TWO_PI = 2 * np.pi
@@ -56,6 +59,7 @@ class CalibrationError(LumionError):
 # Physically plausible coefficients (docs/calibration.md, "The map file"). The nominal heater
 # has rho2 = 0.60 rad/mA^2 and eta = 2.4 rad/mW; these bounds are ~30x wider than any
 # fabrication spread, so only a damaged or absurd map trips them.
+FAILURE_STATES = ("dead", "bar", "cross")  # as photonics.routing takes failed TBUs
 RHO2_RANGE = (0.01, 20.0)  # rad/mA^2: 2 pi needs between ~0.6 mA and ~25 mA
 TEMPCO_RANGE = (-0.2, 1.0)  # rho3 / rho2 (1/mA): the resistance's current coefficient
 ETA_RANGE = (0.05, 100.0)  # rad/mW: pi needs between 0.03 mW and 60 mW
@@ -134,6 +138,8 @@ class CalibrationMap:
         tbu_names: names of the TBUs (for the JSON form).
         quality: fit quality, per TBU / heater arrays and chip-wide figures.
         nearest_fraction, cutoff_tbu: the crosstalk law K was built from (for the record).
+        failed: TBUs calibration found broken (index -> "dead" | "bar" | "cross"); their
+            heaters are never driven and routing must avoid them (:meth:`failed_tbus`).
     """
 
     chip_id: str
@@ -148,6 +154,7 @@ class CalibrationMap:
     quality: dict[str, Any] = field(default_factory=dict)
     nearest_fraction: float = 0.0
     cutoff_tbu: float = 0.0
+    failed: dict[int, str] = field(default_factory=dict)
 
     @property
     def n_heaters(self) -> int:
@@ -158,6 +165,17 @@ class CalibrationMap:
     def n_tbus(self) -> int:
         """Number of TBUs."""
         return len(self.delta)
+
+    def failed_tbus(self) -> dict[str, str]:
+        """Failed TBUs by name, as ``photonics.routing`` (``failed=``) and the fabric take them."""
+        return {self._tbu_name(t): how for t, how in sorted(self.failed.items())}
+
+    def check_usable(self) -> None:
+        """Raise :class:`CalibrationError` when the map must not program a chip."""
+        refusal = self.quality.get("crosstalk_refusal")
+        if refusal:
+            raise CalibrationError(f"calibration map for {self.chip_id} is refused: {refusal}; check the "
+                                   "chip and recalibrate (`lumion calibrate`)")
 
     # -- the model --------------------------------------------------------------------
     def self_phases(self, current_ma: np.ndarray) -> np.ndarray:
@@ -194,24 +212,34 @@ class CalibrationMap:
         on its neighbours is cancelled (re-choosing heaters until every target is met);
         without it, each heater is set as if it were alone (to show what crosstalk costs).
 
+        Failed TBUs (:attr:`failed`) are not driven (0 mA) and their targets ignored.
+
         Raises:
             UnreachableError: a TBU's target needs more than ``max_current_ma``.
-            CalibrationError: the configuration is for a different number of TBUs.
+            CalibrationError: the configuration is for a different number of TBUs, or the
+                map is refused (:meth:`check_usable`).
         """
+        self.check_usable()
         r = configuration.cross_fraction
         if r.shape != (self.n_tbus,):
             raise CalibrationError(
                 f"configuration has {r.size} TBUs but the map {self.n_tbus}; use the chip's own map"
             )
+        live = np.ones(self.n_tbus, bool)
+        live[list(self.failed)] = False
         compensate = compensate and bool(self.crosstalk.nnz)
         coupling = self._coupling() if compensate else None
+        if coupling is not None and not live.all():
+            coupling = (sp.diags(live.astype(float)) @ coupling).tocsr()  # failed rows: no target
         shift = np.zeros(self.n_tbus)  # differential each TBU gets from its neighbours' heat
         for _ in range(6):
             # The cheaper heater for the target *after* the neighbours' heat: otherwise a
             # TBU needing ~0 rad can be pushed past its target where no heat can bring it back.
             phase, arm = target_differential(r, self.delta + shift)
+            phase = np.where(live, phase, 0.0)
             active = 2 * np.arange(self.n_tbus) + arm
-            s_max = max_self_phase(max_current_ma, self.rho2[active], self.rho3[active])
+            s_max = np.where(live, max_self_phase(max_current_ma, self.rho2[active], self.rho3[active]),
+                             UNDRIVEN_BOUND_RAD)
             too_far = phase > s_max + 1e-9
             if too_far.any():
                 t = int(np.argmax(too_far))
@@ -220,7 +248,7 @@ class CalibrationMap:
                     f"reaches only {s_max[t]:.3f} rad at the {max_current_ma} mA limit"
                 )
             sign = np.where(arm == 0, 1.0, -1.0)
-            target = sign * phase + shift  # wanted heater-made differential per TBU
+            target = np.where(live, sign * phase + shift, 0.0)  # wanted heater-made differential
             if coupling is None:
                 x = phase
                 break
@@ -241,7 +269,7 @@ class CalibrationMap:
                 f"from its target within the {max_current_ma} mA limit"
             )
         s = np.zeros(self.n_heaters)
-        s[active] = x
+        s[active] = np.where(live, x, 0.0)
         currents = invert_cubic(s, self.rho2, self.rho3)
         return np.minimum(currents, max_current_ma)
 
@@ -264,7 +292,8 @@ class CalibrationMap:
             "tbus": [
                 {"name": (self.tbu_names[t] if self.tbu_names else f"tbu:{t}"),
                  "delta_rad": float(self.delta[t]),
-                 **{k: float(v[t]) for k, v in tq.items()}}
+                 **{k: float(v[t]) for k, v in tq.items()},
+                 **({"failed": self.failed[t]} if t in self.failed else {})}
                 for t in range(self.n_tbus)
             ],
             "heaters": [
@@ -319,6 +348,10 @@ class CalibrationMap:
                 if all(key in h for h in heaters):
                     quality[key] = np.array([float(h[key]) for h in heaters])
             names = tuple(str(t["name"]) for t in tbus)
+            failed = {k: str(t["failed"]) for k, t in enumerate(tbus) if t.get("failed") is not None}
+            bad = [f"{names[k]}={how}" for k, how in failed.items() if how not in FAILURE_STATES]
+            if bad:
+                raise ValueError(f"failed TBUs must be {'/'.join(FAILURE_STATES)}, not {bad[0]}")
             nearest, cutoff = float(xt.get("nearest_fraction", 0.0)), float(xt.get("cutoff_tbu", 0.0))
         except NonFiniteError as exc:
             raise CalibrationError(f"{source}: {exc}; the map is damaged, recalibrate "
@@ -338,7 +371,7 @@ class CalibrationMap:
                           shape=(n_h, n_h))
         return cls(chip_id=chip_id, mesh=mesh, delta=delta, rho2=rho2, rho3=rho3, eta=eta,
                    crosstalk=K, created=str(data.get("created", "")), tbu_names=names,
-                   quality=quality, nearest_fraction=nearest, cutoff_tbu=cutoff)
+                   quality=quality, nearest_fraction=nearest, cutoff_tbu=cutoff, failed=failed)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Validate, then write atomically; a failed save leaves any old file untouched."""

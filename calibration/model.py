@@ -82,6 +82,7 @@ class HeaterModel:
     rho3: np.ndarray
     eta: np.ndarray
     crosstalk: sp.csr_matrix
+    kappa_per_mw: np.ndarray | None = None
 
     @property
     def n_heaters(self) -> int:
@@ -89,13 +90,25 @@ class HeaterModel:
         return len(self.rho2)
 
     def heat_mw(self, current_ma: np.ndarray) -> np.ndarray:
-        """Heat (mW) each heater dissipates at ``current_ma``."""
+        """Heat (mW) each heater dissipates at ``current_ma`` (the cubic law's power)."""
         return self_phase(current_ma, self.rho2, self.rho3) / self.eta
+
+    def own_phase(self, current_ma: np.ndarray) -> np.ndarray:
+        """Phase each heater adds to its own arm (rad); ``current_ma`` (n_heaters,) or (n_heaters, n).
+
+        With ``kappa_per_mw`` (a thermo-optic coefficient rising with temperature) the phase
+        is ``eta P (1 + kappa P)``, ``P`` the heat: not a cubic in current.
+        """
+        i = np.asarray(current_ma, float)
+        col = (slice(None),) + (None,) * (i.ndim - 1)
+        s = self_phase(i, self.rho2[col], self.rho3[col])
+        if self.kappa_per_mw is None:
+            return s
+        return s * (1 + self.kappa_per_mw[col] * s / self.eta[col])
 
     def phases(self, current_ma: np.ndarray, with_alpha: bool = True) -> np.ndarray:
         """Total arm phases (rad) for heater currents (mA), crosstalk included."""
-        own = self_phase(current_ma, self.rho2, self.rho3)
-        total = own + self.crosstalk @ (own / self.eta)
+        total = self.own_phase(current_ma) + self.crosstalk @ self.heat_mw(current_ma)
         return total + self.alpha if with_alpha else total
 
 

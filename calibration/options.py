@@ -28,8 +28,13 @@ class Options:
         crosstalk_repeats: readings per aggressor heater and victim setting in the
             crosstalk measurement (0: do not measure, use the fallback law everywhere).
         crosstalk_baseline: readings per victim setting with no aggressor driven.
-        crosstalk_drive_rad: how far an aggressor heater is driven (its fitted effect on its
-            own TBU's differential phase); whole turns of 2 pi leave its TBU's split unchanged.
+        crosstalk_drives_rad: per victim setting (pi/2, 3 pi/2), how far each aggressor heater
+            is driven (its fitted effect on its own TBU's differential phase), one reading per
+            drive; whole turns of 2 pi leave its TBU's split unchanged. Two levels (4 pi, 2 pi)
+            remove the mirror ambiguity of a single level (``sin(x) = sin(pi - x)``: a strong
+            neighbour could fit ~7x too large); the low level is read at one setting only. The
+            drives stay near the swept range (3 pi): a real heater's curve extrapolated to
+            6-8 pi is off by 0.3-0.9 rad, which breaks the whole turns.
         max_operations: operation budget of the whole run; crosstalk victims that do not fit
             in it keep the fallback law.
         recheck_passes: at most this many passes re-measuring TBUs whose fit is suspect (see
@@ -38,6 +43,9 @@ class Options:
             (anywhere over its working range) counts as a material change.
         poor_fit_residual: a fit whose RMS normalised residual exceeds this is re-measured
             once through another light path.
+        settle_s: wait after every current change before reading (s): six time constants of
+            the slowest thermal tail a SmartLight-class chip shows (~2 ms substrate), so a
+            reading sees < 1e-4 of the previous phase step.
         wavelength_nm: laser wavelength.
         loss: robust loss for the fits.
     """
@@ -50,11 +58,12 @@ class Options:
     crosstalk_cutoff_tbu: float = 1.05
     crosstalk_repeats: int = 1
     crosstalk_baseline: int = 2
-    crosstalk_drive_rad: float = 6 * np.pi
+    crosstalk_drives_rad: tuple[tuple[float, ...], tuple[float, ...]] = ((4 * np.pi, 2 * np.pi), (4 * np.pi,))
     max_operations: int | None = 10_000
     recheck_passes: int = 4
     recheck_tol_rad: float = 0.15
     poor_fit_residual: float = 4.0
+    settle_s: float = 0.012
     wavelength_nm: float = 1550.0
     loss: str = "soft_l1"
 

@@ -120,23 +120,26 @@ class Probe:
 
 
 def plan_probe(mesh: Mesh, tbu: int, allowed: set[int], peer: np.ndarray | None = None,
-               passable: bool = False) -> Probe | None:
+               passable: bool = False, banned: set[int] | frozenset[int] = frozenset()) -> Probe | None:
     """The best probe of ``tbu``: fewest uncalibrated TBUs, most outputs observed, shortest.
 
     Paths go through ``allowed`` TBUs, and with ``passable`` also through others (see
-    :func:`feed_path`). Returns None when no input or no output can be reached.
+    :func:`feed_path`), never through ``banned`` ones (failed, or suspected of blocking
+    light). Returns None when no input or no output can be reached.
     """
     peer = mesh.peer() if peer is None else peer
+    banned = set(banned)
+    allowed = set(allowed) - banned
     best: Probe | None = None
     for entry in range(4):
-        fed = feed_path(peer, 4 * tbu + entry, allowed, set(), passable)
+        fed = feed_path(peer, 4 * tbu + entry, allowed, banned, passable)
         if fed is None:
             continue
         src, in_hops = fed
         used = {h.tbu for h in in_hops}
         outs, signs, hops = [], [], list(in_hops)
         for out in far_end(entry):
-            drained = drain_path(peer, 4 * tbu + out, allowed, used | {tbu}, passable)
+            drained = drain_path(peer, 4 * tbu + out, allowed, used | {tbu} | banned, passable)
             if drained is None:
                 continue
             port, out_hops = drained

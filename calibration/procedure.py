@@ -45,16 +45,18 @@ from typing import Any, TextIO
 import numpy as np
 
 from calibration.assemble import build_map
-from calibration.bench import Bench
+from calibration.bench import Bench, settle
 from calibration.checkpoint import (
     CHECKPOINT_SCHEMA,
     CHECKPOINT_VERSION,
     load_checkpoint,
     load_checkpoint_crosstalk,
+    load_checkpoint_failed,
     save_checkpoint,
 )
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
 from calibration.fit import NoiseModel, Sweep, TBUFit, fit_tbu, sweep_currents
+from calibration.health import DARK_DBM, MIN_CONTRAST, contrast, failure, record_warnings, stuck_state
 from calibration.heater_map import invert_cubic
 from calibration.map import CalibrationError, CalibrationMap
 from calibration.model import heater_positions, neighbour_heaters
@@ -64,11 +66,33 @@ from calibration.records import CrosstalkRecord, TBURecord, base_currents, tbu_c
 from photonics.physics import PhysicsDefaults
 
 __all__ = [
-    "CHECKPOINT_SCHEMA", "CHECKPOINT_VERSION", "CrosstalkRecord", "Options", "Progress", "Result", "Run",
-    "TBURecord", "aggressor_current", "base_currents", "bootstrap", "build_map", "calibrate",
-    "crosstalk_map", "crosstalk_readings", "crosstalk_stage", "load_checkpoint", "load_checkpoint_crosstalk",
-    "measure_crosstalk", "measure_sweeps", "nominal_sweep_max_ma", "recheck", "refine", "save_checkpoint",
-    "tbu_currents", "victim_currents",
+    "CHECKPOINT_SCHEMA",
+    "CHECKPOINT_VERSION",
+    "CrosstalkRecord",
+    "Options",
+    "Progress",
+    "Result",
+    "Run",
+    "TBURecord",
+    "aggressor_current",
+    "base_currents",
+    "bootstrap",
+    "build_map",
+    "calibrate",
+    "crosstalk_map",
+    "crosstalk_readings",
+    "crosstalk_stage",
+    "diagnose",
+    "load_checkpoint",
+    "load_checkpoint_crosstalk",
+    "measure_crosstalk",
+    "measure_sweeps",
+    "nominal_sweep_max_ma",
+    "recheck",
+    "refine",
+    "save_checkpoint",
+    "tbu_currents",
+    "victim_currents",
 ]
 
 
@@ -117,8 +141,10 @@ def nominal_sweep_max_ma(phase_rad: float, defaults: PhysicsDefaults | None = No
 
 
 def measure_sweeps(bench: Bench, probe: Probe, base: np.ndarray, currents_ma: np.ndarray,
-                   wavelength_nm: float) -> list[Sweep]:
-    """Sweep the top then the bottom heater of ``probe.tbu``; one set-and-read per point."""
+                   wavelength_nm: float, settle_s: float = 0.0) -> list[Sweep]:
+    """Sweep the top then the bottom heater of ``probe.tbu``; one set-and-read per point,
+    each read ``settle_s`` after its set.
+    """
     bench.select_input(probe.src, wavelength_nm)
     sweeps = []
     for arm in (0, 1):
@@ -127,6 +153,7 @@ def measure_sweeps(bench: Bench, probe: Probe, base: np.ndarray, currents_ma: np
             c = base.copy()
             c[2 * probe.tbu + arm] = i
             bench.set_currents(c)
+            settle(bench, settle_s)
             powers[k] = 10 ** (np.asarray(bench.read_powers_dbm(list(probe.outputs))) / 10)
         sweeps.append(Sweep(arm, np.asarray(currents_ma, float), powers))
     return sweeps
@@ -140,7 +167,9 @@ class Run:
     """The state one calibration run carries from stage to stage.
 
     ``records`` (per TBU) and ``xrecords`` (per crosstalk victim) grow as TBUs are
-    measured; the checkpoint is rewritten after each. ``ops_before``/``dur_before`` come
+    measured; the checkpoint is rewritten after each. ``failed`` holds TBUs found broken
+    ("dead", "bar", "cross"), ``suspects`` TBUs whose fit failed once and wait for a
+    diagnosis, ``warnings`` one line per doubtful fit. ``ops_before``/``dur_before`` come
     from a resumed checkpoint.
     """
 
@@ -154,9 +183,12 @@ class Run:
     xrecords: dict[int, CrosstalkRecord] = field(default_factory=dict)
     ops_before: int = 0
     dur_before: float = 0.0
+    failed: dict[int, str] = field(default_factory=dict)
     sweeps: dict[int, tuple[Probe, list[Sweep], TBUFit]] = field(default_factory=dict)
     noise: NoiseModel = field(default_factory=NoiseModel)
     rechecked: int = 0
+    suspects: dict[int, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.mesh = self.bench.mesh
@@ -179,27 +211,48 @@ class Run:
         """True when ``cost`` more operations stay within ``options.max_operations``."""
         return self.options.max_operations is None or self.ops() + cost <= self.options.max_operations
 
+    def working(self) -> set[int]:
+        """TBUs light may be routed through once calibrated: every TBU not found broken."""
+        return set(range(self.mesh.n_tbus)) - set(self.failed)
+
     def save(self) -> None:
         """Rewrite the checkpoint (when there is one)."""
         if self.checkpoint:
             save_checkpoint(self.checkpoint, self.bench.chip_id, self.mesh, self.records, self.ops(),
-                            self.elapsed(), self.xrecords)
+                            self.elapsed(), self.xrecords, self.failed)
 
     def notify(self, stage: str, tbu: int) -> None:
         """Call the ``on_tbu`` hook before a TBU is measured."""
         if self.on_tbu:
             self.on_tbu(stage, tbu)
 
+    def fail(self, tbu: int, how: str, why: str) -> None:
+        """Record ``tbu`` as broken (it is never used in a light path again) and say why."""
+        self.failed[tbu] = how
+        self.records.pop(tbu, None)
+        self.suspects.pop(tbu, None)
+        self.warnings.append(f"{self.mesh.tbu_names[tbu]}: failed ({how}): {why}")
+        self.save()
+
     def measure_tbu(self, probe: Probe, stage: str, n_points: int, prior: TBURecord | None,
-                    keep_better: bool = False) -> TBURecord:
-        """Sweep and fit one TBU; with ``keep_better`` a worse-fitting result keeps ``prior``."""
+                    keep_better: bool = False) -> tuple[str | None, TBUFit]:
+        """Sweep and fit one TBU; returns (failure, fit): "dark", "flat" or None.
+
+        A failed fit leaves ``records`` untouched. With ``keep_better`` a worse-fitting
+        result keeps ``prior``.
+        """
         self.notify(stage, probe.tbu)
         opts = self.options
         currents = sweep_currents(nominal_sweep_max_ma(opts.sweep_phase_rad), n_points)
         base = base_currents(self.mesh.n_heaters, self.records, probe)
-        sweeps = measure_sweeps(self.bench, probe, base, currents, opts.wavelength_nm)
+        sweeps = measure_sweeps(self.bench, probe, base, currents, opts.wavelength_nm, opts.settle_s)
         pri = None if prior is None else (prior.delta, np.array(prior.g2), np.array(prior.g3))
         fit = fit_tbu(sweeps, np.array(probe.signs), self.noise, loss=opts.loss, prior=pri)
+        if self.keep_sweeps:
+            self.sweeps[probe.tbu] = (probe, sweeps, fit)
+        verdict = failure(fit, sweeps)
+        if verdict is not None:
+            return verdict, fit
         hot = {str(j): float(base[j]) for j in self.neighbours[probe.tbu] if base[j] > 0}
         self.seq += 1
         rec = TBURecord.from_fit(fit, probe, stage, hot, self.seq)
@@ -208,10 +261,8 @@ class Run:
         if keep_better and prior is not None and rec.rms_residual >= prior.rms_residual:
             rec = replace(prior, stage=stage)
         self.records[probe.tbu] = rec
-        if self.keep_sweeps:
-            self.sweeps[probe.tbu] = (probe, sweeps, fit)
         self.save()
-        return rec
+        return None, fit
 
 
 # ---------------------------------------------------------------------------------------
@@ -220,48 +271,91 @@ class Run:
 def bootstrap(run: Run) -> None:
     """Stage 1: grow the calibrated set one TBU at a time, best probe first.
 
-    Raises:
-        CalibrationError: no light path reaches the TBUs left.
+    A fit that fails (no light, or no fringe) is not believed: when its light crossed
+    uncalibrated TBUs, those are avoided for that TBU and it is tried again later; when
+    its path was all calibrated TBUs, the TBU becomes a *suspect* for :func:`diagnose`.
+    TBUs no light path reaches are suspects too.
     """
     mesh = run.mesh
-    while len(run.records) < mesh.n_tbus:
+    avoid: dict[int, set[int]] = {}  # per TBU: TBUs its probes must not cross (they went dark)
+    while True:
+        todo = [t for t in range(mesh.n_tbus)
+                if t not in run.records and t not in run.failed and t not in run.suspects]
+        if not todo:
+            return
         allowed = set(run.records)
-        probes = [p for t in range(mesh.n_tbus) if t not in run.records
-                  if (p := plan_probe(mesh, t, allowed, run.peer, passable=True)) is not None]
+        banned_all = set(run.failed) | set(run.suspects)
+        probes = [p for t in todo
+                  if (p := plan_probe(mesh, t, allowed, run.peer, passable=True,
+                                      banned=banned_all | avoid.get(t, set()))) is not None]
         if not probes:
-            left = [mesh.tbu_names[t] for t in range(mesh.n_tbus) if t not in run.records]
-            raise CalibrationError(
-                f"no light path reaches {len(left)} TBUs (e.g. {left[0]}) through calibrated TBUs; "
-                "the mesh needs TBUs with mesh ports at both ends to start from"
-            )
+            if not run.records:
+                raise CalibrationError(
+                    f"no light path reaches any TBU (e.g. {mesh.tbu_names[todo[0]]}); the mesh needs "
+                    "TBUs with mesh ports at both ends to start from"
+                )
+            run.suspects.update(dict.fromkeys(todo, "unreachable"))
+            return
         best = min(probes, key=lambda p: probe_rank(p, allowed))
-        run.measure_tbu(best, "bootstrap", run.options.points, None)
+        verdict, _ = run.measure_tbu(best, "bootstrap", run.options.points, None)
+        if verdict is not None:
+            unknown = {h.tbu for h in best.hops if h.tbu not in allowed}
+            if unknown and verdict == "dark":
+                avoid.setdefault(best.tbu, set()).update(unknown)
+            else:
+                run.suspects[best.tbu] = verdict
         run.progress.update("bootstrap", len(run.records), mesh.n_tbus, run.ops(), run.t0)
+
+
+def diagnose(run: Run) -> None:
+    """Stage 1b: measure each suspect again through calibrated TBUs only; name what is broken.
+
+    Still dark through a path of known-good TBUs: "dead" (light enters and does not leave);
+    light but no fringe: stuck in the state whose output carries the light; a clean fringe:
+    the suspicion was the path's fault and the fit is kept. A suspect no calibrated path
+    reaches cannot be calibrated and is recorded as "dead" (never routed through).
+    """
+    points = max(run.options.refine_points, run.options.points)
+    for t in sorted(run.suspects):
+        probe = plan_probe(run.mesh, t, set(run.records), run.peer, banned=set(run.failed))
+        if probe is None:
+            run.fail(t, "dead", "no light path of calibrated TBUs reaches it")
+            continue
+        verdict, fit = run.measure_tbu(probe, "diagnose", points, None)
+        if verdict is None:
+            run.suspects.pop(t)
+        elif verdict == "dark":
+            run.fail(t, "dead", f"no light leaves it (peak below {DARK_DBM:.0f} dBm through calibrated TBUs)")
+        else:
+            run.fail(t, stuck_state(fit), f"its heaters do not move the light (fringe contrast "
+                     f"{contrast(fit):.2f} < {MIN_CONTRAST})")
 
 
 def refine(run: Run) -> None:
     """Stage 2: every bootstrapped TBU again, in a fully parked chip, in bootstrap order.
 
     A TBU's shortest path mostly crosses TBUs bootstrapped before it, which are then
-    already refined (index order left 2-3x more for the rechecks).
+    already refined (index order left 2-3x more for the rechecks). A refinement that fails
+    keeps the bootstrap fit, with a warning.
     """
     if run.options.refine_points <= 0:
         return
     records = run.records
-    todo = sorted((t for t in range(run.mesh.n_tbus) if records[t].stage == "bootstrap"),
-                  key=lambda t: records[t].seq)
-    allowed = set(range(run.mesh.n_tbus))
+    todo = sorted((t for t in records if records[t].stage == "bootstrap"), key=lambda t: records[t].seq)
     for n, t in enumerate(todo, 1):
-        probe = plan_probe(run.mesh, t, allowed - {t}, run.peer)
+        probe = plan_probe(run.mesh, t, run.working() - {t}, run.peer, banned=set(run.failed))
         if probe is None:  # cannot happen once bootstrapped; keep the bootstrap fit
             continue
-        run.measure_tbu(probe, "refine", run.options.refine_points, records[t])
+        verdict, _ = run.measure_tbu(probe, "refine", run.options.refine_points, records[t])
+        if verdict is not None:
+            run.warnings.append(f"{run.mesh.tbu_names[t]}: refinement failed ({verdict}); "
+                                "the bootstrap fit is kept")
         run.progress.update("refine", n, len(todo), run.ops(), run.t0)
 
 
 def upstream_changed(records: dict[int, TBURecord], t: int) -> bool:
     """True when a TBU on ``t``'s light path changed materially after ``t`` was measured."""
-    return any(records[h].changed > records[t].seq for h in records[t].hops)
+    return any(records[h].changed > records[t].seq for h in records[t].hops if h in records)
 
 
 def due_for_recheck(records: dict[int, TBURecord], options: Options) -> tuple[list[int], set[int]]:
@@ -287,16 +381,16 @@ def recheck(run: Run) -> None:
     opts = run.options
     if opts.refine_points <= 0:
         return
-    allowed = set(range(run.mesh.n_tbus))
     for _ in range(opts.recheck_passes):
         due, suspects = due_for_recheck(run.records, opts)
         if not due:
             return
+        allowed = run.working()
         for n, t in enumerate(due, 1):
             if not run.fits_budget(2 * opts.refine_points):
                 return
-            probe = (plan_probe(run.mesh, t, allowed - suspects, run.peer)
-                     or plan_probe(run.mesh, t, allowed - {t}, run.peer))
+            probe = (plan_probe(run.mesh, t, allowed - suspects, run.peer, banned=set(run.failed))
+                     or plan_probe(run.mesh, t, allowed - {t}, run.peer, banned=set(run.failed)))
             if probe is None:
                 continue
             run.measure_tbu(probe, "recheck", opts.refine_points, run.records[t],
@@ -305,27 +399,36 @@ def recheck(run: Run) -> None:
             run.progress.update("recheck", n, len(due), run.ops(), run.t0)
 
 
+def fit_warnings(run: Run) -> None:
+    """One warning line per doubtful final fit (poor residual, bounds, mismatched heaters)."""
+    for t, rec in sorted(run.records.items()):
+        for w in record_warnings(rec, run.options.poor_fit_residual):
+            run.warnings.append(f"{run.mesh.tbu_names[t]}: {w}")
+
+
 def crosstalk_stage(run: Run) -> None:
     """Stage 3: each TBU at quadrature while its neighbours' heaters are driven in turn.
 
-    Victims that would exceed the operation budget keep the fallback law.
+    Broken TBUs are neither victims nor aggressors. Victims that would exceed the operation
+    budget keep the fallback law.
     """
     opts = run.options
     if opts.crosstalk_repeats <= 0:
         return
     mesh = run.mesh
-    allowed = set(range(mesh.n_tbus))
-    todo = [t for t in range(mesh.n_tbus) if t not in run.xrecords and run.neighbours[t]]
+    todo = [t for t in sorted(run.records) if t not in run.xrecords and run.neighbours[t]]
     for n, t in enumerate(todo, 1):
-        if not run.fits_budget(crosstalk_readings(len(run.neighbours[t]), opts)):
+        aggressors = [j for j in run.neighbours[t] if j // 2 in run.records]
+        if not aggressors:
+            continue
+        if not run.fits_budget(crosstalk_readings(len(aggressors), opts)):
             return
-        probe = plan_probe(mesh, t, allowed - {t}, run.peer)
+        probe = plan_probe(mesh, t, run.working() - {t}, run.peer, banned=set(run.failed))
         if probe is None:
             continue
         run.notify("crosstalk", t)
         base = base_currents(mesh.n_heaters, run.records, probe)
-        run.xrecords[t] = measure_crosstalk(run.bench, probe, base, run.records, run.neighbours[t],
-                                            opts, run.noise)
+        run.xrecords[t] = measure_crosstalk(run.bench, probe, base, run.records, aggressors, opts, run.noise)
         run.save()
         run.progress.update("crosstalk", n, len(todo), run.ops(), run.t0)
 
@@ -335,7 +438,7 @@ def run_quality(run: Run) -> dict[str, Any]:
     records, xrecords, opts = run.records, run.xrecords, run.options
 
     def rms(values: list[float]) -> float:
-        return float(np.sqrt(np.mean(np.square(values))))
+        return float(np.sqrt(np.mean(np.square(values)))) if values else 0.0
 
     return {
         "resumed_operations": run.ops_before,
@@ -347,6 +450,8 @@ def run_quality(run: Run) -> dict[str, Any]:
         "rechecks": run.rechecked,
         "rechecked_tbus": sum(r.stage == "recheck" for r in records.values()),
         "poor_fits": sum(r.rms_residual > opts.poor_fit_residual for r in records.values()),
+        "failed_tbus": {run.mesh.tbu_names[t]: how for t, how in sorted(run.failed.items())},
+        "warnings": list(run.warnings),
         "crosstalk_operations": sum(r.readings for r in xrecords.values()),
         "crosstalk_victims": len(xrecords),
         "crosstalk_rms_residual": rms([r.rms_residual for r in xrecords.values()]) if xrecords else None,
@@ -388,12 +493,16 @@ def calibrate(
     if records:
         progress.note(f"resuming from {ckpt}: {len(records)} TBUs fitted, {len(xrecords)} crosstalk "
                       f"victims measured, {ops_before} operations done (delete it to start over)")
-    run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before)
+    failed = load_checkpoint_failed(ckpt) if ckpt else {}
+    run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before,
+              failed)
     bootstrap(run)
+    diagnose(run)
     refine(run)
     recheck(run)
+    fit_warnings(run)
     crosstalk_stage(run)
     cmap = build_map(run.mesh, bench.chip_id, run.records, options, quality=run_quality(run),
-                     crosstalk=run.xrecords)
+                     crosstalk=run.xrecords, failed=run.failed)
     return Result(cmap=cmap, records=dict(run.records), operations=run.ops(), duration_s=run.elapsed(),
                   sweeps=run.sweeps, crosstalk=dict(run.xrecords))

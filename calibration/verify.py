@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.bench import Bench
+from calibration.bench import Bench, settle
 from calibration.heater_map import HeaterMap
 from calibration.paths import CROSS_EXIT
 from photonics.configuration import Configuration, Hop, Route
 from photonics.topology import Mesh
+
+SETTLE_S = 0.012  # as calibration.options.Options.settle_s: let the heaters settle before reading
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ def zigzag_route(mesh: Mesh, src: int, bend_at: int | None = None) -> Route:
 
 
 def measure_route(bench: Bench, heater_map: HeaterMap, route: Route, *, compensate: bool = True,
-                  wavelength_nm: float = 1550.0, laser_dbm: float = 0.0) -> RouteReading:
+                  wavelength_nm: float = 1550.0, laser_dbm: float = 0.0,
+                  settle_s: float = SETTLE_S) -> RouteReading:
     """Program ``route`` (other TBUs parked) through ``heater_map`` and read every port."""
     conf = Configuration.from_routes(bench.mesh, [route])
     try:
@@ -66,6 +69,7 @@ def measure_route(bench: Bench, heater_map: HeaterMap, route: Route, *, compensa
     except TypeError:  # a map without the compensate switch
         currents = heater_map.currents_for(conf, bench.max_current_ma)
     bench.set_currents(currents)
+    settle(bench, settle_s)
     bench.select_input(route.src, wavelength_nm)
     ports = [p for p in range(bench.mesh.n_ports) if p != route.src]
     p_dbm = np.asarray(bench.read_powers_dbm(ports)) - laser_dbm

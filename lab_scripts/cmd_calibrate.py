@@ -109,10 +109,9 @@ def run(args: argparse.Namespace) -> int:
         errors = None
         chip = getattr(bench, "chip", None) or getattr(getattr(bench, "sim", None), "chip", None)
         if chip is not None:  # a simulated bench: judge against the hidden truth
-            from calibration.evaluate import phase_errors
+            from calibration.evaluate import truth_errors
 
-            h = chip.truth.heaters
-            errors = phase_errors(cmap, h.alpha, h.rho2, h.rho3, h.crosstalk, h.eta)
+            errors = truth_errors(cmap, chip.truth.heaters)
             payload.update({k: v for k, v in errors.items() if not isinstance(v, np.ndarray)})
             cmap.quality.update({k: v for k, v in errors.items() if not isinstance(v, np.ndarray)})
         cmap.save(out)

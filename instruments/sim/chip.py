@@ -4,14 +4,37 @@ Everything a real chip hides is drawn here from one seed: per-TBU coupler errors
 passive arm phases, per-heater resistance and efficiency, and a thermal crosstalk matrix.
 Only the simulated instruments read it; calibration must recover it through them, and
 tests compare what calibration found against :attr:`Chip.truth`.
+
+Two chip models (``model=``):
+
+* ``"realistic"`` (the default) departs from what calibration assumes, the way real chips
+  do (docs/calibration.md, "The simulated chip"): a thermo-optic coefficient rising with
+  temperature (phase not a cubic in current), a first-order thermal settling with a slow
+  substrate tail (a reading taken too soon sees part of the old phase), crosstalk with its
+  own law and a tail beyond any cut-off the procedure assumes, and a chip temperature that
+  drifts over time and moves every TBU's passive differential phase.
+* ``"ideal"``: exactly the calibration model (cubic heaters, instant settling, no drift,
+  crosstalk only within 1.05 TBU lengths), the chip of earlier releases.
+
+Heater phases are set at the reference wavelength; the circuit solve scales them by
+``lambda0 / lambda`` (``photonics.physics``), so the chip's phases depend on wavelength.
+
+Time: the chip has a clock (``now_s``). By default it is the wall clock (the simulated
+instruments on their server threads); :meth:`Chip.use_simulated_clock` hands it to a caller
+that advances it explicitly (``instruments.sim.direct.DirectBench``: each reading takes the
+meter's averaging time, ``wait`` lets the heaters settle).
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 
 from calibration.model import HeaterModel, crosstalk_matrix, heater_positions, heater_voltage_v
 from photonics.circuit import solve
@@ -21,18 +44,95 @@ from photonics.state import MeshState
 from photonics.topology import Mesh
 
 FAILURE_MODES = ("dead", "bar", "cross")
+CHIP_MODELS = ("realistic", "ideal")
 DEAD_LOSS_DB = 60.0
 CROSSTALK_DECAY_TBU = 0.1  # decay length of inter-TBU thermal crosstalk (TBU lengths)
+# Once this many slow time constants have passed the heaters count as settled (e^-12 ~ 6e-6).
+SETTLED_TIME_CONSTANTS = 12.0
+# The temperature is rounded to this (K) in the optics cache key: 1 mK moves a TBU by
+# ~3e-5 rad at the default drift coefficient, far below anything a reading resolves.
+TEMPERATURE_RESOLUTION_K = 1e-3
+# Seed offset of the realistic chip's extra draws: they come from their own generator, so
+# a seed's ideal truth (and every earlier test) is unchanged.
+REALISM_SEED_OFFSET = 7_919
+
+
+@dataclass(frozen=True)
+class Realism:
+    """How the realistic chip departs from the calibration model (defaults: docs/calibration.md).
+
+    Attributes:
+        kappa_per_mw: rise of the thermo-optic efficiency per mW of heat (dn/dT of silicon
+            grows with temperature); the heater phase is ``eta P (1 + kappa P)``.
+        kappa_spread: relative per-heater spread of ``kappa_per_mw``.
+        settle_fast_s: time constant of the heater's own thermal response (DESIGN.md: 10 us).
+        settle_slow_s: time constant of the slow substrate tail.
+        slow_fraction: share of a phase step that follows the slow tail.
+        neighbour_decay_tbu: decay length (TBU lengths) of the inter-TBU crosstalk law.
+        tail_fraction: crosstalk fraction at ``tail_from_tbu`` of the long tail, falling as 1/d^2.
+        tail_from_tbu, tail_to_tbu: the tail spans these distances (TBU lengths): it starts
+            where the procedure's cut-off (1.05) ends and reaches heaters 2.5 TBUs away.
+        drift_rad_per_k: RMS of the per-TBU passive differential phase shift per kelvin.
+        wander_k: amplitude of the temperature controller's residual wander (K).
+        wander_period_s: its period.
+    """
+
+    kappa_per_mw: float = 0.015
+    kappa_spread: float = 0.1
+    settle_fast_s: float = 10e-6
+    settle_slow_s: float = 2e-3
+    slow_fraction: float = 0.03
+    neighbour_decay_tbu: float = 0.12
+    tail_fraction: float = 0.001
+    tail_from_tbu: float = 1.05
+    tail_to_tbu: float = 2.5
+    drift_rad_per_k: float = 0.03
+    wander_k: float = 0.02
+    wander_period_s: float = 600.0
 
 
 @dataclass(frozen=True, eq=False)
 class ChipTruth:
-    """Hidden parameters of a simulated chip."""
+    """Hidden parameters of a simulated chip.
+
+    ``drift_rad_per_k`` (n_tbus,): passive differential phase shift per kelvin of chip
+    temperature (zeros on the ideal chip). ``realism`` is None on the ideal chip.
+    """
 
     params: TBUParams
     heaters: HeaterModel
     r0_kohm: np.ndarray
     gamma_per_ma: np.ndarray
+    model: str = "ideal"
+    realism: Realism | None = None
+    drift_rad_per_k: np.ndarray | None = None
+
+    @property
+    def ideal(self) -> bool:
+        """True for the chip that matches the calibration model exactly."""
+        return self.model == "ideal"
+
+
+def tail_crosstalk(positions: np.ndarray, eta: np.ndarray, realism: Realism,
+                   rng: np.random.Generator) -> sp.csr_matrix:
+    """Long-range crosstalk K (rad/mW): ``tail_fraction (d_from / d)^2`` between heaters of
+    different TBUs from ``tail_from_tbu`` to ``tail_to_tbu`` apart, +-10 % per pair.
+    """
+    from scipy.spatial import cKDTree
+
+    pairs = cKDTree(positions).query_pairs(realism.tail_to_tbu, output_type="ndarray")
+    n = len(positions)
+    if len(pairs) == 0:
+        return sp.csr_matrix((n, n))
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    d = np.linalg.norm(positions[pairs[:, 0]] - positions[pairs[:, 1]], axis=1)
+    keep = (d > realism.tail_from_tbu) & (pairs[:, 0] // 2 != pairs[:, 1] // 2)
+    pairs, d = pairs[keep], d[keep]
+    frac = realism.tail_fraction * (realism.tail_from_tbu / d) ** 2
+    frac *= np.maximum(1 + 0.1 * rng.standard_normal(len(d)), 0.0)
+    i = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    j = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    return sp.csr_matrix((np.concatenate([frac, frac]) * eta[j], (i, j)), shape=(n, n))
 
 
 def draw_truth(
@@ -40,6 +140,8 @@ def draw_truth(
     seed: int,
     defaults: PhysicsDefaults | None = None,
     crosstalk_fraction: float = 0.01,
+    model: str = "realistic",
+    realism: Realism | None = None,
 ) -> ChipTruth:
     """Seeded hidden truth: fabrication errors, heater coefficients, crosstalk.
 
@@ -47,7 +149,11 @@ def draw_truth(
     resistance tempco gamma = 0.02 /mA +- 10 %; so pi needs about 2.3 mA.
     Crosstalk: ``crosstalk_fraction`` (+-20 % per chip) on the partner arm and on the
     nearest heater of a neighbouring TBU, decaying exponentially (see the comment below).
+    ``model="realistic"`` adds :class:`Realism` (drawn from a second generator, so the
+    draws above are the same for both models).
     """
+    if model not in CHIP_MODELS:
+        raise StateError(f"chip model must be one of {CHIP_MODELS}, not {model!r}")
     d = defaults or PhysicsDefaults()
     rng = np.random.default_rng(seed)
     params = fabricated_params(mesh.n_tbus, mesh.n_links, rng, d)
@@ -64,11 +170,32 @@ def draw_truth(
     # lengths) up to 1.05 TBU lengths; every heater pair varies +- 10 % around the law.
     # These draws come after all others, so the rest of the truth is unchanged per seed.
     nfrac = crosstalk_fraction * (1 + 0.2 * rng.standard_normal())
-    K = crosstalk_matrix(heater_positions(mesh.tbu_xy), eta, nearest_fraction=max(nfrac, 0.0),
-                         partner_fraction=max(xfrac, 0.0), decay_length=CROSSTALK_DECAY_TBU,
-                         spread=0.1, rng=rng)
-    heaters = HeaterModel(alpha=alpha, rho2=eta * r0, rho3=eta * r0 * gamma, eta=eta, crosstalk=K)
-    return ChipTruth(params=params, heaters=heaters, r0_kohm=r0, gamma_per_ma=gamma)
+    pos = heater_positions(mesh.tbu_xy)
+    if model == "ideal":
+        K = crosstalk_matrix(pos, eta, nearest_fraction=max(nfrac, 0.0), partner_fraction=max(xfrac, 0.0),
+                             decay_length=CROSSTALK_DECAY_TBU, spread=0.1, rng=rng)
+        heaters = HeaterModel(alpha=alpha, rho2=eta * r0, rho3=eta * r0 * gamma, eta=eta, crosstalk=K)
+        return ChipTruth(params=params, heaters=heaters, r0_kohm=r0, gamma_per_ma=gamma)
+    real = realism or Realism()
+    extra = np.random.default_rng(seed + REALISM_SEED_OFFSET)
+    K = crosstalk_matrix(pos, eta, nearest_fraction=max(nfrac, 0.0), partner_fraction=max(xfrac, 0.0),
+                         decay_length=real.neighbour_decay_tbu, spread=0.1, rng=rng)
+    K = (K + tail_crosstalk(pos, eta, real, extra)).tocsr()
+    kappa = real.kappa_per_mw * (1 + real.kappa_spread * extra.standard_normal(n_h))
+    heaters = HeaterModel(alpha=alpha, rho2=eta * r0, rho3=eta * r0 * gamma, eta=eta, crosstalk=K,
+                          kappa_per_mw=kappa)
+    drift = real.drift_rad_per_k * extra.standard_normal(mesh.n_tbus)
+    return ChipTruth(params=params, heaters=heaters, r0_kohm=r0, gamma_per_ma=gamma, model="realistic",
+                     realism=real, drift_rad_per_k=drift)
+
+
+def settle_fraction(elapsed_s: float, realism: Realism | None) -> float:
+    """Share of the last phase step still to come ``elapsed_s`` after it (0: settled)."""
+    if realism is None or elapsed_s >= SETTLED_TIME_CONSTANTS * realism.settle_slow_s:
+        return 0.0
+    t = max(elapsed_s, 0.0)
+    return (realism.slow_fraction * math.exp(-t / realism.settle_slow_s)
+            + (1 - realism.slow_fraction) * math.exp(-t / realism.settle_fast_s))
 
 
 class Chip:
@@ -92,25 +219,75 @@ class Chip:
         defaults: PhysicsDefaults | None = None,
         crosstalk_fraction: float = 0.01,
         failed: dict[int, str] | None = None,
+        model: str = "realistic",
+        realism: Realism | None = None,
     ) -> None:
         self.mesh = mesh
         self.seed = seed
         self.chip_id = f"sim-{mesh.kind}-{mesh.rows}x{mesh.cols}-seed{seed}"
-        self.truth = draw_truth(mesh, seed, defaults, crosstalk_fraction)
+        self.truth = draw_truth(mesh, seed, defaults, crosstalk_fraction, model, realism)
+        # The chip's own physics keeps a private handle: tests replace ``truth`` by a tripwire
+        # to prove the calibration never reads it, while the optics still need it.
+        self._truth = self.truth
+        self.model = model
         self.currents_ma = np.zeros(mesh.n_heaters)
         self.failed: dict[int, str] = {}
         self._lock = threading.RLock()
         self._cache: dict[tuple, np.ndarray] = {}
+        self._t0 = time.monotonic()
+        self._sim_time_s: float | None = None
+        self._set_at_s = -math.inf
+        n = mesh.n_heaters
+        self._from = np.zeros(n)  # heater arm phases when the currents last changed (rad)
+        self._to = np.zeros(n)  # the phases they settle to
+        self.temperature_k: Callable[[float], float] = self._wander
         for tbu, how in (failed or {}).items():
             self.fail_tbu(tbu, how)
 
+    # -- time -------------------------------------------------------------------------
+    def use_simulated_clock(self, start_s: float = 0.0) -> None:
+        """From now on time only moves by :meth:`advance` (an in-process bench drives it)."""
+        with self._lock:
+            self._sim_time_s = float(start_s)
+            self._set_at_s = -math.inf
+            self._cache.clear()
+
+    def advance(self, seconds: float) -> None:
+        """Move the simulated clock on by ``seconds`` (no effect on a wall-clock chip)."""
+        if seconds < 0 or not math.isfinite(seconds):
+            raise StateError(f"time only moves forward: {seconds} s")
+        with self._lock:
+            if self._sim_time_s is not None:
+                self._sim_time_s += float(seconds)
+
+    def now_s(self) -> float:
+        """The chip's clock (s): simulated if :meth:`use_simulated_clock` was called, else wall."""
+        return self._sim_time_s if self._sim_time_s is not None else time.monotonic() - self._t0
+
+    def _wander(self, t_s: float) -> float:
+        """Default chip temperature offset (K): the controller's small residual wander."""
+        r = self._truth.realism
+        if r is None or not r.wander_k:
+            return 0.0
+        return r.wander_k * math.sin(2 * math.pi * t_s / r.wander_period_s)
+
+    def set_temperature_profile(self, profile: Callable[[float], float]) -> None:
+        """Chip temperature offset (K) from the calibration temperature, as a function of time (s)."""
+        with self._lock:
+            self.temperature_k = profile
+            self._cache.clear()
+
     # -- electrical -------------------------------------------------------------------
     def set_currents(self, currents_ma: np.ndarray) -> None:
-        """Set every heater current (mA)."""
+        """Set every heater current (mA); the phases follow with the chip's thermal response."""
         c = np.asarray(currents_ma, dtype=float)
         if c.shape != (self.mesh.n_heaters,) or not np.isfinite(c).all() or (c < 0).any():
             raise StateError(f"need {self.mesh.n_heaters} finite, non-negative currents (mA)")
         with self._lock:
+            now = self.now_s()
+            self._from = self._arm_phases(now)
+            self._to = self._truth.heaters.phases(c, with_alpha=False)
+            self._set_at_s = now
             self.currents_ma = c.copy()
             self._cache.clear()
 
@@ -123,7 +300,7 @@ class Chip:
 
     def voltages_v(self) -> np.ndarray:
         """Voltage across every heater (V)."""
-        return heater_voltage_v(self.currents_ma, self.truth.r0_kohm, self.truth.gamma_per_ma)
+        return heater_voltage_v(self.currents_ma, self._truth.r0_kohm, self._truth.gamma_per_ma)
 
     def electrical_power_mw(self) -> np.ndarray:
         """Electrical power of every heater (mW)."""
@@ -145,12 +322,26 @@ class Chip:
             self._cache.clear()
 
     # -- optics -----------------------------------------------------------------------
+    def _arm_phases(self, now: float) -> np.ndarray:
+        """Heater-made arm phases (rad) at time ``now``, on their way from the last step."""
+        left = settle_fraction(now - self._set_at_s, self._truth.realism)
+        return self._to + left * (self._from - self._to) if left else self._to
+
+    def _temperature_now(self) -> float:
+        """Chip temperature offset (K) now, rounded for the optics cache."""
+        if self._truth.drift_rad_per_k is None:
+            return 0.0
+        t = float(self.temperature_k(self.now_s()))
+        return round(t / TEMPERATURE_RESOLUTION_K) * TEMPERATURE_RESOLUTION_K
+
     def heater_state(self) -> MeshState:
-        """Heater-induced arm phases (rad, crosstalk included, passive phase excluded)."""
+        """Heater-induced arm phases (rad, crosstalk and drift included, passive phase excluded)."""
         with self._lock:
-            phases = self.truth.heaters.phases(self.currents_ma, with_alpha=False)
+            phases = self._arm_phases(self.now_s())
             top, bot = phases[0::2].copy(), phases[1::2].copy()
-            params = self.truth.params
+            if self._truth.drift_rad_per_k is not None:
+                top += self._truth.drift_rad_per_k * self._temperature_now()
+            params = self._truth.params
             for tbu, how in self.failed.items():
                 if how in ("bar", "cross"):
                     t, b = split_phases(1.0 if how == "cross" else 0.0,
@@ -160,7 +351,7 @@ class Chip:
 
     def optical_params(self) -> TBUParams:
         """TBU parameters with dead TBUs made opaque."""
-        params = self.truth.params
+        params = self._truth.params
         dead = [t for t, how in self.failed.items() if how == "dead"]
         if not dead:
             return params
@@ -170,11 +361,14 @@ class Chip:
 
     def output_field(self, input_port: int, wavelength_nm: float) -> np.ndarray:
         """Complex field at every mesh port (n_ports,) for unit field into ``input_port``."""
-        key = (int(input_port), round(float(wavelength_nm), 9))
         with self._lock:
-            if key not in self._cache:
+            settling = settle_fraction(self.now_s() - self._set_at_s, self._truth.realism) > 0
+            key = (int(input_port), round(float(wavelength_nm), 9), self._temperature_now())
+            if settling or key not in self._cache:
                 S = solve(self.mesh, self.heater_state(), [wavelength_nm], self.optical_params(),
                           inputs=[int(input_port)])
+                if settling:
+                    return S[0, 0, :, 0]
                 self._cache[key] = S[0, 0, :, 0]
             return self._cache[key]
 

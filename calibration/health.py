@@ -1,0 +1,89 @@
+"""Fits that say when they fail: is a TBU's fringe real, and if not, why.
+
+A fringe fit always returns numbers; these checks decide whether they mean anything:
+
+* **dark**: no reading of either sweep rises above :data:`DARK_DBM`. No light reached the
+  TBU's outputs: the TBU is dead (opaque), or something on the probe's light path is.
+* **flat**: light arrives but the heaters do not modulate it (fitted fringe contrast below
+  :data:`MIN_CONTRAST`): the TBU is stuck (in bar or cross, its heaters open or ignored).
+  Which output the light leaves by tells the state.
+* **poor**: the residual is many times the meter's noise (``Options.poor_fit_residual``).
+* **at bounds**: a heater rate pinned to the fit's search bounds.
+* **mismatched heaters**: a TBU's two heaters, made side by side, differ by more than
+  :data:`HEATER_MISMATCH` in efficiency.
+
+Dark and flat fits are *failures*: the procedure tries other light paths before it blames
+the TBU, and a TBU that fails through a path of known-good TBUs is recorded as failed.
+The rest are *warnings*, reported in the map's quality and by ``lumion calibrate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from calibration.fit import RHO2_SEARCH, Sweep, TBUFit
+
+# With the laser at 0 dBm, a live probe path (access + up to ~15 TBUs at 0.5 dB) peaks above
+# -25 dBm; a dead TBU (60 dB) or a blocked path leaves only stray light below -50 dBm.
+DARK_DBM = -40.0
+# Fitted fringe amplitude / (amplitude + floor) at the brightest output. A working TBU's
+# fringe swings between bar and cross (extinction 30-45 dB: contrast ~1); a stuck TBU's
+# readings only carry the meter's noise (< 0.05 even with an outlier, soft-l1 weighted).
+MIN_CONTRAST = 0.3
+# A TBU's two heaters are drawn side by side (R0 +-5 %, efficiency +-5 %): a 30 % difference
+# in rate means one fit is wrong or one heater is damaged.
+HEATER_MISMATCH = 0.3
+# A rate within 1 % of the fit's bounds is pinned there, not found.
+BOUND_MARGIN = 0.01
+
+
+def peak_dbm(sweeps: Sequence[Sweep]) -> float:
+    """Brightest reading of the sweeps (dBm)."""
+    peak = max(float(np.max(s.power_mw)) for s in sweeps)
+    return float(10 * np.log10(max(peak, 1e-30)))
+
+
+def contrast(fit: TBUFit) -> float:
+    """Fitted fringe contrast ``a / (a + b)`` at the output with the largest fringe (0..1)."""
+    a = np.asarray(fit.amplitude_mw, float)
+    b = np.asarray(fit.floor_mw, float)
+    o = int(np.argmax(a + b))
+    return float(a[o] / max(a[o] + b[o], 1e-30))
+
+
+def failure(fit: TBUFit, sweeps: Sequence[Sweep]) -> str | None:
+    """"dark", "flat" or None (the fringe is real)."""
+    if peak_dbm(sweeps) < DARK_DBM:
+        return "dark"
+    if contrast(fit) < MIN_CONTRAST:
+        return "flat"
+    return None
+
+
+def stuck_state(fit: TBUFit) -> str:
+    """State of a TBU whose fit is flat: "cross" or "bar", from the output that carries the light.
+
+    ``fit.signs``: +1 for the output on the TBU's cross path, -1 on its bar path. The floor
+    ``b`` of a flat fit is the steady power at each output.
+    """
+    level = np.asarray(fit.amplitude_mw, float) + np.asarray(fit.floor_mw, float)
+    return "cross" if float(fit.signs[int(np.argmax(level))]) > 0 else "bar"
+
+
+def record_warnings(record: Any, poor_fit_residual: float) -> list[str]:
+    """What is doubtful about a TBU's final fit (a ``TBURecord``: ``g2``, ``rms_residual``)."""
+    out = []
+    if record.rms_residual > poor_fit_residual:
+        out.append(f"fit residual {record.rms_residual:.1f} sigma (> {poor_fit_residual})")
+    lo, hi = RHO2_SEARCH[0] / 2, RHO2_SEARCH[1] * 2
+    for arm, name in ((0, "top"), (1, "bottom")):
+        r = float(record.g2[arm])
+        if np.isfinite(r) and (r <= lo * (1 + BOUND_MARGIN) or r >= hi * (1 - BOUND_MARGIN)):
+            out.append(f"{name} heater rate {r:.3f} rad/mA^2 at the fit's bound")
+    a, b = (float(v) for v in record.g2)
+    if np.isfinite(a) and np.isfinite(b) and abs(a - b) > HEATER_MISMATCH * max(a, b):
+        out.append(f"its two heaters differ: {a:.3f} vs {b:.3f} rad/mA^2")
+    return out
