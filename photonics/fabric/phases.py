@@ -22,7 +22,7 @@ from photonics.fabric.plan import (
     heater_values,
     route_links,
 )
-from photonics.fabric.timing import TimingModel, recovery_timing
+from photonics.fabric.timing import TimingModel, configuration_phase_step, recovery_timing
 from photonics.physics import PhysicsDefaults, TBUParams
 from photonics.routing import build_graph, route_loss_db
 
@@ -129,7 +129,9 @@ def plan_phases(
         # Links whose receiver sees a new transmitter (or new light) must re-lock.
         moved = [p for p in pairs if p not in prev_pairs]
         relock = max((fabric.lane(d).relock_ms for _, d in moved), default=0.0)
-        switch = recovery_timing(timing, 0.0, program, relock, len(moved), detect=False)
+        step_rad = configuration_phase_step(prev_conf, conf, program)
+        switch = recovery_timing(timing, 0.0, program, relock, len(moved), detect=False,
+                                 max_phase_step_rad=step_rad)
         del switch["compute"], switch["detect"]
         out.append(PhaseConfig(name, step, links, conf, heater, max(r.loss_db for r in res),
                                min(r.margin_db for r in res), min(r.acr_db for r in res),

@@ -46,6 +46,7 @@ from photonics.fabric.plan import (
     held_graph,
     route_links,
 )
+from photonics.fabric.timing import configuration_phase_step
 from photonics.physics import PhysicsDefaults, TBUParams
 from photonics.routing import RoutingGraph, build_graph, route_loss_db
 
@@ -317,7 +318,7 @@ class Program:
     applied: np.ndarray
     unit: str
     drift: float
-    phase_step_rad: float | None
+    phase_step_rad: float
 
 
 def heater_program(ctx: Context, cand: Candidate, heater_map: CurrentMap | None,
@@ -341,5 +342,5 @@ def heater_program(ctx: Context, cand: Candidate, heater_map: CurrentMap | None,
     applied = before.heater.copy()
     applied[write] = wanted[write]
     drift = float(delta[held_ch].max()) if held_ch.size else 0.0
-    step = float(delta[write].max()) if unit == "rad" and write.size else None
+    step = configuration_phase_step(before.configuration, cand.conf, write.tolist())
     return Program({int(ch): float(wanted[ch]) for ch in write}, applied, unit, drift, step)

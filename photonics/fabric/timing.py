@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from photonics.configuration import Configuration
 
 
 # ---------------------------------------------------------------------------------------
@@ -132,6 +134,25 @@ def recovery_timing(
     }
     stages["total"] = sum(stages.values())
     return stages
+
+
+def configuration_phase_step(before: Configuration, after: Configuration, channels: Iterable[int]) -> float:
+    """Largest heater phase step (rad) on ``channels`` going from ``before`` to ``after``.
+
+    Phases are the configurations' own heater phases (offset-free, each in [0, pi] on the arm
+    that carries it; channel ``2i`` top arm of TBU i, ``2i + 1`` bottom): the step a heater
+    really takes whatever unit its program is written in (a program in mA does not say it).
+    Bar to cross is a pi step; 0 when no channel is written.
+    """
+    ch = np.fromiter(channels, dtype=int)
+    if not ch.size:
+        return 0.0
+    old, new = before.heater_state(), after.heater_state()
+    step_top = np.abs(new.phi_top - old.phi_top)
+    step_bot = np.abs(new.phi_bot - old.phi_bot)
+    steps = np.empty(2 * len(step_top))
+    steps[0::2], steps[1::2] = step_top, step_bot
+    return float(steps[ch].max())
 
 
 def _phase_step(delta: np.ndarray, write: np.ndarray, unit: str) -> float | None:
