@@ -18,7 +18,7 @@ from photonics.errors import RoutingError
 from photonics.fabric.jobs import Job
 from photonics.fabric.model import Fabric, FabricError
 from photonics.fabric.plan import MAX_CURRENT_MA, CurrentMap, JobPlan
-from photonics.fabric.splice import Candidate, Context, Option, heater_program, isolated, search
+from photonics.fabric.splice import POLICIES, Candidate, Context, Option, heater_program, isolated, search
 from photonics.fabric.timing import TimingModel, recovery_timing
 from photonics.physics import PhysicsDefaults, TBUParams
 from photonics.routing import parse_failed
@@ -158,6 +158,11 @@ def _recorded(rec: Recovery, before: JobPlan, mesh: Mesh) -> Recovery:
     return replace(rec, plan=plan)
 
 
+def _check_policy(policy: str) -> None:
+    if policy not in POLICIES:
+        raise FabricError(f"unknown recovery policy {policy!r}; choose {' or '.join(POLICIES)}")
+
+
 def _assignments(job: Job, victims: Sequence[str], spares: Sequence[str]) -> list[Option]:
     """Every injective assignment of ``spares`` to ``victims``, as substituted jobs."""
     out = []
@@ -223,6 +228,7 @@ def failover(
             gives each option's reason).
     """
     t0 = time.perf_counter()
+    _check_policy(policy)
     victims = [failed] if isinstance(failed, str) else [str(v) for v in failed]
     if not victims or len(set(victims)) != len(victims):
         raise FabricError("name each failed accelerator once (at least one)")
@@ -274,6 +280,7 @@ def fail_tbu(
     plan is returned unchanged (empty program). The failed TBU's heaters are never written.
     """
     t0 = time.perf_counter()
+    _check_policy(policy)
     mesh = fabric.mesh
     failed = dict(current_plan.failed_tbus)
     try:
