@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "bench": "lab_scripts.cmd_bench",
     "program": "lab_scripts.cmd_program",
     "collective": "lab_scripts.cmd_collective",
+    "campaign": "lab_scripts.cmd_campaign",
     "serve": "lab_scripts.cmd_serve",
     "rack": "lab_scripts.cmd_rack",
 }

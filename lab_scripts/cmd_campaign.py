@@ -1,0 +1,150 @@
+"""``lumion campaign``: what-if campaigns (chip yield, availability under failures) on Dask."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+from lab_scripts.common import UsageError, add_json_flag, positive, print_json, seed, table
+from lab_scripts.paths import PLOT_SUFFIXES, output_file
+
+SCHEMA = "lumion.campaign"
+VERSION = 1
+KINDS = ("yield", "availability")
+TABLE_SUFFIXES = (".csv", ".parquet")
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or not all(math.isfinite(v) and v >= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected numbers >= 0 separated by commas, not {text!r}")
+    return values
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "campaign",
+        help="what-if campaigns on Dask: chip yield, availability under failures (fabric vs baseline)",
+        description="Run many seeded simulations on Dask (the local processes scheduler by default, a "
+        "dask.distributed cluster with --scheduler) and write a table and a plot; results never depend "
+        "on the number of workers (docs/campaigns.md). Example: "
+        "lumion campaign --kind yield --mesh smartlight --chips 40 --seed 1 --json",
+    )
+    p.add_argument("--kind", required=True, choices=KINDS)
+    p.add_argument("--seed", type=seed, default=1, help="campaign seed (default 1)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="a running dask scheduler")
+    p.add_argument("--workers", type=positive, default=1, help="local worker processes (default 1)")
+    p.add_argument("--out", metavar="FILE.csv|.parquet", help="write the per-task table")
+    p.add_argument("--plot", metavar="FILE.png", help="write the campaign's plot")
+    y = p.add_argument_group("yield")
+    y.add_argument("--mesh", default="smartlight", help="mesh spec(s), comma-separated (default smartlight)")
+    y.add_argument("--chips", type=positive, default=40, help="fabricated chips per grid point (default 40)")
+    y.add_argument("--accelerators", type=positive, default=8, help="workers in the ring job (default 8)")
+    y.add_argument("--spares", type=int, default=2, help="spare accelerators (default 2)")
+    y.add_argument("--margin-db", type=float, default=3.0, help="required link margin, dB (default 3)")
+    y.add_argument("--min-acr-db", type=float, default=25.0,
+                   help="required attenuation-to-crosstalk ratio, dB (default 25)")
+    y.add_argument("--loss-spread-db", type=_floats, default=[0.03],
+                   help="per-TBU loss standard deviation(s), dB, comma-separated (default 0.03)")
+    y.add_argument("--er-spread", type=_floats, default=[0.003],
+                   help="coupler kappa standard deviation(s), setting the extinction spread (default 0.003)")
+    a = p.add_argument_group("availability")
+    a.add_argument("--traces", type=positive, default=8, help="synthetic traces (default 8)")
+    a.add_argument("--jobs", type=positive, default=10, help="jobs per trace (default 10)")
+    add_json_flag(p)
+    p.set_defaults(run=run)
+
+
+def _yield_tasks(args: argparse.Namespace) -> list[Any]:
+    from campaigns.yield_kind import yield_tasks
+
+    if args.spares < 0:
+        raise UsageError(f"--spares must be >= 0, not {args.spares}")
+    meshes = [m.strip() for m in args.mesh.split(",") if m.strip()]
+    return yield_tasks(meshes, args.loss_spread_db, args.er_spread, chips=args.chips, seed=args.seed,
+                       workers=args.accelerators, spares=args.spares, margin_db=args.margin_db,
+                       min_acr_db=args.min_acr_db)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the campaign and report."""
+    from campaigns import run_tasks
+    from campaigns.tables import write_table
+
+    out = output_file(args.out, "--out", TABLE_SUFFIXES) if args.out else None
+    plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot else None
+    if args.kind == "yield":
+        from campaigns.yield_kind import chip_task
+
+        fn, tasks = chip_task, _yield_tasks(args)
+    else:
+        from campaigns.availability_kind import availability_tasks, trace_task
+
+        fn, tasks = trace_task, availability_tasks(traces=args.traces, jobs=args.jobs, seed=args.seed)
+    t0 = time.perf_counter()
+    rows = run_tasks(fn, tasks, scheduler=args.scheduler, workers=args.workers, label=f"campaign {args.kind}")
+    seconds = time.perf_counter() - t0
+    if out:
+        write_table(rows, out)
+    payload: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, "kind": args.kind, "seed": args.seed,
+                               "scheduler": args.scheduler or "local-processes",
+                               "workers": None if args.scheduler else args.workers,
+                               "n_tasks": len(tasks), "seconds": seconds}
+    if args.kind == "yield":
+        payload |= _yield_payload(args, rows, plot)
+    else:
+        payload |= _availability_payload(rows, plot)
+    payload |= {"out": str(out) if out else None, "plot": str(plot) if plot else None}
+    if args.json:
+        print_json(payload)
+        return 0
+    _print_human(args, payload)
+    return 0
+
+
+def _yield_payload(args: argparse.Namespace, rows: list[dict[str, Any]], plot: Any) -> dict[str, Any]:
+    from campaigns.yield_kind import yield_summary
+
+    if plot:
+        from campaigns.plots import save, yield_figure
+
+        save(yield_figure(rows, args.margin_db), plot)
+    return {"yield": sum(r["ok"] for r in rows) / len(rows), "n_chips": len(rows),
+            "margin_db": args.margin_db, "min_acr_db": args.min_acr_db, "accelerators": args.accelerators,
+            "spares": args.spares, "groups": yield_summary(rows)}
+
+
+def _availability_payload(rows: list[dict[str, Any]], plot: Any) -> dict[str, Any]:
+    from campaigns.availability_kind import HEADLINE, availability_summary
+
+    if plot:
+        from campaigns.plots import availability_figure, save
+
+        save(availability_figure(rows, HEADLINE[:4]), plot)
+    return {"n_traces": len({r["trace"] for r in rows}), **availability_summary(rows)}
+
+
+def _print_human(args: argparse.Namespace, payload: dict[str, Any]) -> None:
+    print(f"campaign {args.kind}: {payload['n_tasks']} tasks on {payload['scheduler']} in "
+          f"{payload['seconds']:.1f} s (seed {args.seed})")
+    if args.kind == "yield":
+        rows = [(g["mesh"], g["loss_spread_db"], g["kappa_spread"], g["n_chips"], g["yield"])
+                for g in payload["groups"]]
+        print(table(rows, ["mesh", "loss sd dB", "kappa sd", "chips", "yield"]))
+        print(f"yield {payload['yield']:.3f} over {payload['n_chips']} chips "
+              f"(margin >= {args.margin_db:g} dB, "
+              f"ACR >= {args.min_acr_db:g} dB, {args.spares} spare(s))")
+    else:
+        mean, ratio = payload["mean"], payload["fabric_over_baseline"]
+        rows = [(k, mean["baseline"][k], mean["fabric"][k], ratio[k] if ratio[k] is not None else "n/a")
+                for k in mean["fabric"]]
+        print(table(rows, ["metric", "baseline", "fabric", "fabric/baseline"]))
+    for key in ("out", "plot"):
+        if payload[key]:
+            print(f"wrote {payload[key]}")

@@ -1,0 +1,105 @@
+"""`lumion campaign`: local run vs a real `dask scheduler` + `dask worker` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab_scripts.cli import main
+
+pytest.importorskip("distributed")
+BIN = Path(sys.executable).parent
+ARGS = ["campaign", "--kind", "yield", "--mesh", "smartlight", "--chips", "2", "--accelerators", "4",
+        "--spares", "1", "--margin-db", "1", "--seed", "1"]
+# A cluster of two processes starts in a few seconds on a loaded 2-core machine; past
+# this something is wrong and the test says so instead of hanging.
+START_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dask_cli() -> list[str]:
+    exe = BIN / "dask"
+    return [str(exe)] if exe.exists() else [shutil.which("dask") or "dask"]
+
+
+def wait_for_workers(address: str, n: int) -> None:
+    from distributed import Client
+
+    with Client(address, timeout=START_TIMEOUT_S) as client:
+        client.wait_for_workers(n, timeout=START_TIMEOUT_S)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    procs = [subprocess.Popen([*dask_cli(), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--dashboard-address", ":0", "--no-show"], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
+    try:
+        time.sleep(0.5)
+        procs.append(subprocess.Popen([*dask_cli(), "worker", address, "--nworkers", "1", "--nthreads", "1",
+                                       "--host", "127.0.0.1", "--no-dashboard"], cwd=tmp_path, env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True))
+        wait_for_workers(address, 1)
+        yield address
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def run_json(capsys, argv):
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_same_yield_locally_and_on_a_real_cluster(capsys, tmp_path, cluster):
+    code, local = run_json(capsys, [*ARGS, "--out", str(tmp_path / "local.csv"),
+                                    "--plot", str(tmp_path / "y.png")])
+    assert code == 0
+    assert local["schema"] == "lumion.campaign"
+    assert local["version"] == 1
+    for key in ("yield", "n_chips", "seconds", "groups"):
+        assert key in local
+    assert local["n_chips"] == 2
+    assert (tmp_path / "y.png").stat().st_size > 0
+    code, remote = run_json(capsys, [*ARGS, "--scheduler", cluster, "--out", str(tmp_path / "remote.csv")])
+    assert code == 0
+    assert remote["scheduler"] == cluster
+    assert remote["yield"] == local["yield"]
+    assert remote["groups"] == local["groups"]
+    assert (tmp_path / "local.csv").read_bytes() == (tmp_path / "remote.csv").read_bytes()
+
+
+def test_refusals_are_one_line(capsys, tmp_path):
+    code, d = run_json(capsys, [*ARGS, "--out", str(tmp_path / "t.xlsx")])
+    assert code == 2
+    assert ".csv or .parquet" in d["error"]
+    code, d = run_json(capsys, [*ARGS, "--scheduler", "nowhere:1"])
+    assert code == 2
+    assert "tcp://" in d["error"]
+    code, d = run_json(capsys, [*ARGS, "--loss-spread-db", "-1"])
+    assert code == 64
