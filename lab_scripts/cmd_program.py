@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+from typing import Any
 
 from lab_scripts.common import add_json_flag, load_configuration, print_json, seed
 from lab_scripts.errors import opening, reading
@@ -22,11 +25,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bench", default="sim", metavar="FILE.toml",
                    help="bench config, or 'sim' for a fresh simulated bench (default)")
     p.add_argument("--configuration", required=True, metavar="FILE.json",
-                   help="lumion.configuration JSON (or lumion route --json output)")
+                   help="lumion.configuration JSON (or lumion route --json output, or a lumion.plan "
+                   "file: its configuration)")
     p.add_argument("--map", metavar="MAP.json", help="calibration map (calibration.map), if available")
     p.add_argument("--seed", type=seed, default=None, help="chip seed for a simulated bench")
     add_json_flag(p)
     p.set_defaults(run=run)
+
+
+def _plan_configuration(path: str, mesh: Any) -> Any:
+    """The configuration of a ``lumion.plan`` file (``lumion failover --out``); None for other files.
+
+    Any other file, or one that does not parse, is left to ``load_configuration`` (which
+    reports it); a plan's configuration made for another mesh is refused the same way.
+    """
+    from photonics.configuration import Configuration
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != "lumion.plan":
+        return None
+    with reading("configuration of plan", path):
+        return Configuration.from_dict(data.get("configuration"), mesh, source=f"{path} (its configuration)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(source)
     with reading("mesh of bench config", source):
         mesh = mesh_from_spec(cfg.get("mesh", "smartlight"))
-    conf = load_configuration(args.configuration, mesh)  # refuses one made for another mesh
+    conf = _plan_configuration(args.configuration, mesh) or load_configuration(args.configuration, mesh)
     heater_map = None
     if args.map:
         from calibration.map import CalibrationMap

@@ -103,3 +103,15 @@ def test_plan_for_another_fabric_is_refused(capsys, tmp_path):
     code, d = run_json(capsys, ["failover", "--fabric", str(fab), "--plan", str(p0)])
     assert code == 2
     assert "another mesh" in d["error"]
+
+
+def test_program_applies_a_plan_file(capsys, tmp_path):
+    plan_path = tmp_path / "p.json"
+    assert main(["failover", "--fail", "gpu3", "--out", str(plan_path)]) == 0
+    capsys.readouterr()
+    code, d = run_json(capsys, ["program", "--bench", "sim", "--configuration", str(plan_path)])
+    assert code == 0
+    conf = json.loads(plan_path.read_text())["configuration"]
+    states = list(conf["tbus"].values())
+    assert d["tbus"] == {"bar": states.count("bar"), "cross": states.count("cross"), "split": 0}
+    assert d["mesh_fingerprint"] == conf["mesh_fingerprint"]
