@@ -56,6 +56,21 @@ def _heater(c: Any, arm: Any, heater: tuple[float, float], via: tuple[float, flo
                    port_type="electrical")
 
 
+def _trenches(c: Any, arms: tuple[Any, Any], heater_length: float, via: tuple[float, float],
+              trench: tuple[float, float], layer_map: dict[str, str] | None) -> None:
+    """Deep trenches outside each arm along its heater (µm), clear of the via stacks and their wires."""
+    via_size, via_offset = via
+    width, gap = trench
+    trench_layer = layer("trench", layer_map)
+    for arm, side in zip(arms, (1, -1), strict=True):
+        x0 = arm.x - heater_length / 2 + via_size / 2 + gap
+        x1 = arm.x + heater_length / 2 - via_size / 2 - gap
+        y_in = arm.y + side * (via_offset + via_size / 2 + gap)
+        y_out = y_in + side * width
+        c.add_polygon([(x0, min(y_in, y_out)), (x1, min(y_in, y_out)), (x1, max(y_in, y_out)),
+                       (x0, max(y_in, y_out))], layer=trench_layer)
+
+
 @lazy_cell
 def tbu_mzi(
     *,
@@ -69,6 +84,8 @@ def tbu_mzi(
     via_size: float = 11.0,
     via_offset: float = 12.0,
     port_width: float = 4.0,
+    trench_width: float = 0.0,
+    trench_gap: float = 5.0,
     cross_section: str = "strip",
     mmi: str = "mmi2x2",
     layer_map: dict[str, str] | None = None,
@@ -86,6 +103,10 @@ def tbu_mzi(
         via_size: side of the square heater via stacks, µm.
         via_offset: via stack centre outside the arm (away from the other arm), µm.
         port_width: width of the electrical ports (the wire width), µm.
+        trench_width: width of the thermal isolation trenches drawn outside each arm, beyond
+            its via stacks, along the heater (0: none), µm. They stop short of the via
+            stacks, so the wires leaving the vias never cross them.
+        trench_gap: trench edge to the via stacks' outer edge, µm.
         cross_section: waveguide cross-section of the active PDK.
         mmi: 2x2 MMI cell of the active PDK (ports o1, o2 west; o3, o4 east).
         layer_map: layer-role overrides (see :mod:`layouts.pdk`).
@@ -132,6 +153,8 @@ def tbu_mzi(
     via = (via_size, via_offset, port_width)
     _heater(c, top, (heater_length, heater_width), via, +1, "top", layers)
     _heater(c, bot, (heater_length, heater_width), via, -1, "bot", layers)
+    if trench_width:
+        _trenches(c, (top, bot), heater_length, (via_size, via_offset), (trench_width, trench_gap), layer_map)
     c.info["length"] = length
     c.info["arm_length"] = arm_len
     return c
@@ -164,7 +187,8 @@ def tbu_for(p: LayoutParams, layer_map: dict[str, str] | None = None) -> Any:
                    arm_spacing=p.arm_spacing, fanin_length=p.fanin_length,
                    arm_bend_length=p.arm_bend_length, heater_length=p.heater_length,
                    heater_width=p.heater_width, via_size=p.via_size, via_offset=p.via_offset,
-                   port_width=p.wire_width, cross_section=p.cross_section, layer_map=layer_map)
+                   port_width=p.wire_width, trench_width=p.trench_width, trench_gap=p.trench_gap,
+                   cross_section=p.cross_section, layer_map=layer_map)
 
 
 def link_bend_for(p: LayoutParams) -> Any:

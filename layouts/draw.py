@@ -183,3 +183,36 @@ def pads(c: Any, mesh: Mesh, wires: list[Wire], plan: PadPlan, p: LayoutParams,
         rows.append(PadInfo(f"pad_gnd{i}", None, "", "gnd", round(x, 3), round(y, 3),
                             "top" if y > 0 else "bottom"))
     return rows
+
+
+def die(c: Any, p: LayoutParams, layer_map: dict[str, str] | None = None) -> Any:
+    """The die outline ``die_margin`` outside everything drawn, and the saw lane around it.
+
+    Returns the die box (µm, a klayout DBox). The lane is a ring ``dicing_lane`` wide on
+    the dicing role, the outline a rectangle on the die role (the floorplan layer).
+    """
+    import klayout.db as kdb
+
+    box = c.dbbox().enlarged(p.die_margin, p.die_margin)
+    c.add_polygon([(box.left, box.bottom), (box.right, box.bottom), (box.right, box.top),
+                   (box.left, box.top)], layer=layer("die", layer_map))
+    outer = box.enlarged(p.dicing_lane, p.dicing_lane)
+    dbu = c.kcl.dbu
+    ring = kdb.Region(outer.to_itype(dbu)) - kdb.Region(box.to_itype(dbu))
+    for poly in ring.each():
+        c.add_polygon(poly.to_dtype(dbu), layer=layer("dicing", layer_map))
+    return box
+
+
+def trench_crossings(c: Any, layer_map: dict[str, str] | None = None) -> int:
+    """Number of signal-wire (metal routing) shapes that cross an isolation trench.
+
+    A wire over a deep trench needs the foundry's step-coverage rule; the count tells the
+    designer how many there are (the tracks of the bands cross vertical TBUs).
+    """
+    import klayout.db as kdb
+
+    gf = require_gdsfactory()
+    wires = kdb.Region(c.begin_shapes_rec(gf.get_layer(layer("metal_routing", layer_map)))).merged()
+    trenches = kdb.Region(c.begin_shapes_rec(gf.get_layer(layer("trench", layer_map))))
+    return wires.interacting(trenches).count()

@@ -39,7 +39,7 @@ def write_layout(mesh: str, out: str | os.PathLike[str], png: str | os.PathLike[
     build_s (drawing the cell only, s: the import is not in it).
     """
     from layouts.mesh_cell import mesh_cell
-    from layouts.render import save_png
+    from layouts.render import save_png, tbu_box
 
     start = _clock()
     require_gdsfactory()
@@ -57,16 +57,20 @@ def write_layout(mesh: str, out: str | os.PathLike[str], png: str | os.PathLike[
     atomic_write_text(out.with_suffix(".pads.json"), json.dumps({"schema": "lumion.padmap", "version": 1,
                                                                  "mesh": mesh, "pads": rows}, indent=1))
     box = c.dbbox()
+    png_tbu = None
     n_heater_pads = sum(1 for r in rows if r["channel"] is not None)
     if png:
         title = (f"{mesh}: {c.info['n_tbus']} TBUs, {c.info['n_ports']} ports, {n_heater_pads} heater pads, "
                  f"{box.width() / 1000:.2f} x {box.height() / 1000:.2f} mm")
         save_png(c, png, title=title)
+        png_tbu = Path(png).with_name(Path(png).stem + "-tbu.png")
+        save_png(c, png_tbu, box=tbu_box(c), title=f"{mesh}: TBU tbu:0.0.0 with its links, vias and wires")
     return {
         "gds": str(out),
         "pad_map": str(pad_map),
         "pad_map_json": str(out.with_suffix(".pads.json")),
         "png": str(png) if png else None,
+        "png_tbu": str(png_tbu) if png else None,
         "mesh": mesh,
         "cell": c.name,
         "n_tbus": c.info["n_tbus"],

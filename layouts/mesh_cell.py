@@ -97,6 +97,9 @@ def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = N
     draw.ground(c, grounds, (w.rails, w.y_rail_top, w.y_rail_bot), w.pads, p, layer_map)
     rows = [replace(r, wire_ohm=None if r.channel is None else round(w.electrical.line_ohm[r.channel], 3))
             for r in draw.pads(c, mesh, w.bands.wires, w.pads, p, layer_map)]
+    die = draw.die(c, p, layer_map)
+    c.info["die_um"] = [round(die.width(), 3), round(die.height(), 3)]
+    c.info["trench_crossings"] = draw.trench_crossings(c, layer_map) if p.trench_width else 0
     c.info["pads"] = [r.__dict__ for r in rows]
     c.info["n_tbus"] = mesh.n_tbus
     c.info["n_ports"] = mesh.n_ports

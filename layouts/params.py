@@ -8,6 +8,7 @@ from typing import Any
 from layouts.errors import LayoutError
 
 TEXT_FIELDS = frozenset({"cross_section"})  # parameters that are names, not dimensions
+OPTIONAL_FIELDS = frozenset({"trench_width"})  # dimensions where 0 means "not drawn"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,10 @@ class LayoutParams:
     gc_clearance: float = 60.0  # space between the last wire track and the couplers, µm
     margin: float = 50.0  # space between functional blocks and around the chip, µm
     pad_opening_inset: float = 5.0  # passivation opening inside each pad's metal edge, µm
+    die_margin: float = 100.0  # outermost shape to the die edge: saw chipping stays off the circuit, µm
+    dicing_lane: float = 50.0  # saw lane around the die (half of a 100 µm street shared by two dies), µm
+    trench_width: float = 0.0  # thermal isolation trenches beside each heater; 0 draws none, µm
+    trench_gap: float = 5.0  # trench edge to the heater's via stacks, µm
     cross_section: str = "strip"  # waveguide cross-section of the active PDK (name)
     max_tbus: int = 2000  # refuse bigger meshes (build time grows linearly)
 
@@ -48,6 +53,9 @@ class LayoutParams:
             if f.name in TEXT_FIELDS:
                 if not isinstance(value, str) or not value:
                     raise LayoutError(f"layout parameter {f.name} must be a non-empty name, got {value!r}")
+                continue
+            if f.name in OPTIONAL_FIELDS and isinstance(value, int | float) and not isinstance(value, bool) \
+                    and value == 0:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
                 raise LayoutError(f"layout parameter {f.name} must be a positive number, got {value!r}")

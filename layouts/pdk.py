@@ -29,6 +29,9 @@ LAYER_ROLES: dict[str, str] = {
     "pad": "MTOP",  # bond pad metal, the top metal (49/0 in the generic PDK, = M3)
     "pad_opening": "PADOPEN",  # passivation opening over each bond pad (46/0)
     "text": "TEXT",  # port and pad labels (66/0)
+    "die": "FLOORPLAN",  # the die outline (64/0)
+    "dicing": "DICING",  # the saw lane around the die (100/0)
+    "trench": "DEEPTRENCH",  # thermal isolation trenches beside the heaters (4/0)
 }
 
 #: database grid of gdsfactory's PDKs (1 nm). Lengths computed from other lengths

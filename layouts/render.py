@@ -19,6 +19,7 @@ RENDER_WIDTH_PX = 2400  # klayout pixels across the chip: ~5 µm per pixel on sm
 SCALE_BAR_FRACTION = 0.2  # the scale bar is the largest 1-2-5 length below this share of the width
 FIGURE_WIDTH_IN = 12.0  # matplotlib figure width (inches)
 MIN_ASPECT = 0.3  # keep very flat chips from giving an unreadable strip of a figure
+ZOOM_CONTEXT_UM = 80.0  # around the zoomed TBU: its links, via stacks and the first wire tracks
 
 
 def scale_bar_um(width_um: float) -> float:
@@ -33,8 +34,10 @@ def scale_label(length_um: float) -> str:
     return f"{length_um / 1000:g} mm" if length_um >= 1000 else f"{length_um:g} µm"
 
 
-def _pixels(component: Any, width_px: int) -> tuple[Any, tuple[float, float, float, float]]:
-    """RGBA image of ``component`` over its bounding box and that box (left, right, bottom, top, µm)."""
+def _pixels(component: Any, width_px: int, box: Any = None) -> tuple[Any, tuple[float, float, float, float]]:
+    """RGBA image of ``component`` over ``box`` (default: its bounding box; a klayout DBox, µm)
+    and that box as (left, right, bottom, top), µm.
+    """
     import io
 
     import klayout.db as kdb
@@ -42,7 +45,7 @@ def _pixels(component: Any, width_px: int) -> tuple[Any, tuple[float, float, flo
     from gdsfactory.pdk import get_layer_views
     from klayout import lay
 
-    box = component.dbbox()
+    box = box or component.dbbox()
     height_px = max(1, round(width_px * box.height() / max(box.width(), 1e-3)))
     view = lay.LayoutView()
     index = view.create_layout(True)
@@ -63,15 +66,15 @@ def _pixels(component: Any, width_px: int) -> tuple[Any, tuple[float, float, flo
     return plt.imread(io.BytesIO(png)), (box.left, box.right, box.bottom, box.top)
 
 
-def layout_figure(component: Any, title: str, width_px: int = RENDER_WIDTH_PX) -> Any:
-    """A matplotlib figure of ``component`` on µm axes with a scale bar and ``title``."""
+def layout_figure(component: Any, title: str, width_px: int = RENDER_WIDTH_PX, box: Any = None) -> Any:
+    """A matplotlib figure of ``component`` (or of ``box`` of it, µm) with a scale bar and ``title``."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display on the bench PC or in CI
     import matplotlib.pyplot as plt
     from mpl_toolkits.axes_grid1.anchored_artists import AnchoredSizeBar
 
-    image, extent = _pixels(component, width_px)
+    image, extent = _pixels(component, width_px, box)
     width_um, height_um = extent[1] - extent[0], extent[3] - extent[2]
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, FIGURE_WIDTH_IN * max(MIN_ASPECT, height_um / width_um)))
     ax.imshow(image, extent=extent, origin="upper", interpolation="antialiased")
@@ -85,10 +88,21 @@ def layout_figure(component: Any, title: str, width_px: int = RENDER_WIDTH_PX) -
     return fig
 
 
-def save_png(component: Any, path: str | os.PathLike[str], title: str | None = None, dpi: int = 200) -> None:
-    """Write a PNG of ``component`` with a scale bar and a title (default: the cell name)."""
+def save_png(component: Any, path: str | os.PathLike[str], title: str | None = None, dpi: int = 200,
+             box: Any = None) -> None:
+    """Write a PNG of ``component`` (or of ``box`` of it, a klayout DBox in µm) with a scale
+    bar and a title (default: the cell name).
+    """
     import matplotlib.pyplot as plt
 
-    fig = layout_figure(component, title or component.name)
+    fig = layout_figure(component, title or component.name, box=box)
     save_figure(fig, path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
+
+
+def tbu_box(component: Any, instance: str = "tbu_0_0_0", context_um: float = ZOOM_CONTEXT_UM) -> Any:
+    """The box (µm) around one TBU instance and ``context_um`` of its surroundings (wires, links)."""
+    for inst in component.insts:
+        if inst.name == instance:
+            return inst.dbbox().enlarged(context_um, context_um)
+    raise KeyError(instance)

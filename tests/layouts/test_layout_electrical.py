@@ -78,7 +78,7 @@ def test_a_tighter_line_budget_widens_the_wires():
 
 
 def test_an_impossible_ground_budget_is_one_clear_error():
-    with pytest.raises(LayoutError, match="shared ground drops .* raise max_ground_drop_v"):
+    with pytest.raises(LayoutError, match=r"shared ground drops .* raise max_ground_drop_v"):
         mesh_cell("hex:1x2", max_ground_drop_v=0.001)
 
 

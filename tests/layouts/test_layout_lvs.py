@@ -36,7 +36,8 @@ def test_a_wired_wrong_link_is_caught():
                    model.port_tbu_ports, model.port_names)
     report = layout_vs_model(cell, swapped)
     assert not report.ok
-    assert len(report.missing_links) == 2 and len(report.extra_links) == 2
+    assert len(report.missing_links) == 2
+    assert len(report.extra_links) == 2
     assert report.max_s_error > 1e-3
 
 
@@ -45,7 +46,8 @@ def test_one_nanometre_of_basic_unit_is_caught():
     report = layout_vs_model(mesh_cell("hex:1x2"), "hex:1x2",
                              defaults=PhysicsDefaults(basic_unit_length_um=811.001))
     assert not report.ok
-    assert not report.missing_links and not report.extra_links
+    assert not report.missing_links
+    assert not report.extra_links
     assert report.max_s_error > 100 * LVS_TOLERANCE
 
 
