@@ -106,7 +106,9 @@ class Round:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         hops = max((len(p) - 1 for p in self.paths.values()), default=0)
-        return {"step": self.step + 1, "label": self.label, "config": self.config, "mode": self.mode,
+        # JSON: a round that reconfigured runs direct on its new circuits; switch_ms > 0 says it switched
+        mode = "direct" if self.mode == "reconfigure" else self.mode
+        return {"step": self.step + 1, "label": self.label, "config": self.config, "mode": mode,
                 "transfers": len(self.transfers), "max_hops": hops, "switch_ms": self.switch_ms,
                 "start_ms": self.start_ms, "end_ms": self.end_ms}
 
@@ -147,7 +149,7 @@ class CompiledCollective:
                 "completion_ms": self.completion_ms, "first_run_ms": self.first_run_ms,
                 "setup_ms": self.setup_ms, "switches": self.switches, "switch_ms": self.switch_ms,
                 "n_configurations": len(self.configs), "n_rounds": len(self.rounds),
-                "fixed_ms": self.fixed_ms,
+                "fixed_ms": {k: v for k, v in self.fixed_ms.items() if v is not None},
                 "configurations": [c.to_dict(names) for c in self.configs],
                 "rounds": [r.to_dict() for r in self.rounds]}
 
