@@ -11,8 +11,9 @@ budget, so a slice gets as much bandwidth as the mesh can give it.
 Failures (:meth:`FabricAllocator.splice`): the failed accelerator is replaced by a free
 spare (same mesh first), else a free worker; only the circuits that touched it are
 re-routed, every other circuit is held (hitless for the rest of the job and for every
-other tenant). If no candidate fits with all layers, the job keeps only lane 0 and tries
-again; if that fails too the job stalls until the repair (the simulator's business).
+other tenant). A candidate that cannot carry all the job's layers is tried with lane 0
+only (the job loses its extra layers) before the next candidate; if none fits the job
+stalls until the repair (the simulator's business).
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ class FabricAllocator:
     def splice(self, name: str, failed: str, free: Sequence[str]) -> str | None:
         """Replace ``failed`` in job ``name`` by a free accelerator; the replacement, or None."""
         cands = self._replacements(failed, free)
-        for keep_layers in (True, False):
-            for c in cands:
+        for c in cands:
+            for keep_layers in (True, False):
                 if self._resplice(name, failed, c, keep_layers):
                     self.members[name] = [c if m == failed else m for m in self.members[name]]
                     return c

@@ -1,0 +1,244 @@
+"""The allocators and the event simulation: invariants under random traces, splicing, the baseline."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from photonics.budget import link_budget
+from photonics.rack import (
+    BaselineAllocator,
+    FabricAllocator,
+    FailureModel,
+    TraceJob,
+    crossing_loss_db,
+    default_rack,
+    run_simulation,
+    simulate_trace,
+    synthetic_trace,
+)
+from photonics.rack.circuits import _nominal_graph
+from photonics.routing import conflicts, route_loss_db
+
+RACK = default_rack()
+
+
+def check_fabric_state(sim):
+    """Every invariant the fabric's occupancy must keep after any event."""
+    alloc = sim.allocator
+    occ = alloc.occupancy
+    fibres = {f.name: f for f in RACK.fibres}
+    assert set(occ.circuits) == set(sim.running)  # departures free everything
+    for name, run in sim.running.items():
+        assert sorted(alloc.members[name]) == sorted(run.members)
+        for c in occ.circuits[name]:
+            assert set(c.link) <= set(run.members)
+            a, b = RACK.accelerator(c.link[0]), RACK.accelerator(c.link[1])
+            # the circuit starts at a's TX lane and ends at b's RX lane, through a fibre if needed
+            assert c.segments[0][1].src == a.tx[c.layer]
+            assert c.segments[-1][1].dst == b.rx[c.layer]
+            assert (c.fibre is not None) == (a.mesh != b.mesh)
+            loss = sum(route_loss_db(_nominal_graph(RACK.mesh_specs[m]), r) for m, r in c.segments)
+            if c.fibre is not None:
+                loss += crossing_loss_db(fibres[c.fibre])
+            assert c.loss_db == pytest.approx(loss)
+            assert link_budget(loss, RACK.transceiver, RACK.transceiver).margin_db >= RACK.required_margin_db
+    # no fibre in two jobs, nor twice in one round
+    users = defaultdict(set)
+    for name, cs in occ.circuits.items():
+        seen = set()
+        for c in cs:
+            if c.fibre is not None:
+                users[c.fibre].add(name)
+                assert (c.round, c.fibre) not in seen
+                seen.add((c.round, c.fibre))
+    assert all(len(u) == 1 for u in users.values())
+    # no TBU arm in two jobs; what is lit together obeys the routing rules on every mesh
+    for mesh in RACK.mesh_specs:
+        arms: dict[int, str] = {}
+        tbus_of: dict[str, set[int]] = defaultdict(set)
+        single: list = []
+        rounds: dict[str, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+        for name, cs in occ.circuits.items():
+            for c in cs:
+                for m, r in c.segments:
+                    if m != mesh:
+                        continue
+                    tbus_of[name] |= set(r.tbus)
+                    for h in r.hops:
+                        for p in (4 * h.tbu + h.entry, 4 * h.tbu + h.exit):
+                            assert arms.setdefault(p, name) == name, f"TBU arm {p} in two jobs"
+                    (rounds[name][c.round] if name in occ.multi_round else single).append(r)
+        m = RACK.mesh(mesh)
+        assert conflicts(m, single) == []
+        for name, by_round in rounds.items():
+            others = set().union(*(t for j, t in tbus_of.items() if j != name))
+            assert not (tbus_of[name] & others), "a multi-round job shares a TBU"
+            for routes in by_round.values():
+                assert conflicts(m, routes) == []
+
+
+def check_accelerators(sim):
+    members = [a for run in sim.running.values() for a in run.members]
+    assert len(members) == len(set(members)), "an accelerator in two jobs"
+    for name, run in sim.running.items():
+        for a in run.members:
+            assert sim.owner[a] == name
+        assert len(run.members) == run.job.size
+        if not run.waiting:
+            assert not (set(run.members) & sim.down), "a running job on a failed accelerator"
+    assert sum(o is not None for o in sim.owner.values()) == len(members)
+
+
+def check_baseline(sim):
+    ring = list(RACK.workers)
+    for run in sim.running.values():
+        pos = [ring.index(a) for a in run.members]
+        assert all((q - p) % len(ring) == 1 for p, q in itertools.pairwise(pos)), "not contiguous"
+
+
+jobs_st = st.lists(
+    st.tuples(st.floats(0, 6), st.integers(2, 8), st.sampled_from(["ring", "line", "all-to-all"]),
+              st.floats(0.2, 4)),
+    min_size=1, max_size=7)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=jobs_st, seed=st.integers(0, 1000), backfill=st.booleans())
+def test_invariants_under_random_traces(jobs, seed, backfill):
+    trace = [TraceJob(f"j{k}", a, s, p, d) for k, (a, s, p, d) in enumerate(jobs)]
+    trace.sort(key=lambda j: j.arrival_h)
+    failures = FailureModel(mtbf_h=15.0, repair_h=2.0)  # failures in most runs
+    for policy in ("fabric", "baseline"):
+        def observe(sim, policy=policy):
+            check_accelerators(sim)
+            if policy == "fabric":
+                check_fabric_state(sim)
+                started = {r.job.name for r in sim.running.values() if r.splices == 0}
+                for name in started:  # spares are never used to place a job, only to splice
+                    assert not any(RACK.accelerator(a).spare for a in sim.running[name].members)
+            else:
+                check_baseline(sim)
+
+        res = run_simulation(RACK, trace, seed=seed, policy=policy, backfill=backfill, failures=failures,
+                             observer=observe)
+        m = res.metrics
+        assert m.completed + m.rejected == len(trace)
+        for key in ("accepted_immediately", "accepted_eventually", "fragmentation", "utilisation",
+                    "goodput_fraction"):
+            assert 0.0 <= getattr(m, key) <= 1.0 + 1e-9
+        for rec in res.jobs:
+            if rec.end_h is not None:
+                assert rec.end_h >= rec.start_h + rec.duration_h - 1e-9
+
+
+def test_same_seed_same_result_and_same_failure_history():
+    trace = synthetic_trace(12, seed=4)
+    fm = FailureModel(mtbf_h=30.0)
+    a = simulate_trace(RACK, trace, seed=9, failures=fm)
+    b = simulate_trace(RACK, trace, seed=9, failures=fm)
+    assert a == b
+    times = {}
+    for policy in ("fabric", "baseline"):
+        fails = []
+
+        def grab(sim, fails=fails):
+            fails.append((round(sim.time_h, 9), tuple(sorted(sim.down))))
+
+        run_simulation(RACK, trace, seed=9, policy=policy, failures=fm, observer=grab)
+        times[policy] = fails
+    horizon = min(times["fabric"][-1][0], times["baseline"][-1][0])
+    changes = {}
+    for p, samples in times.items():  # (time, failed set) each time the failed set changes
+        out, last = [], ()
+        for t, d in samples:
+            if t <= horizon and d != last:
+                out.append((t, d))
+                last = d
+        changes[p] = out
+    assert changes["fabric"] == changes["baseline"]  # the same failure history for both policies
+
+
+def test_splice_prefers_the_local_spare():
+    alloc = FabricAllocator(RACK)
+    members = alloc.place(TraceJob("r", 0.0, 4, "ring", 1.0), RACK.names)
+    assert members == ["gpu0", "gpu1", "gpu2", "gpu3"]
+    free = [a for a in RACK.names if a not in members]
+    # gpu3 sits in slot 3, next to spare0 (slot 4, the east end): the local spare wins
+    assert alloc.splice("r", "gpu3", free) == "spare0"
+    assert alloc.members["r"] == ["gpu0", "gpu1", "gpu2", "spare0"]
+
+
+def test_a_spare_out_of_budget_reach_is_not_spliced():
+    alloc = FabricAllocator(RACK)
+    alloc.place(TraceJob("r", 0.0, 4, "ring", 1.0), RACK.names)
+    # gpu0 -> spare0 runs from the west end to the east end: 0.5 dB short of its budget
+    free = ["spare0"]
+    before = list(alloc.circuits("r"))
+    assert alloc.splice("r", "gpu1", free) is None
+    assert alloc.circuits("r") == before  # a refused splice changes nothing
+
+
+def test_splice_rerouts_only_the_failed_links_and_leaves_other_tenants_alone():
+    alloc = FabricAllocator(RACK)
+    members = alloc.place(TraceJob("r", 0.0, 4, "ring", 1.0), RACK.names)
+    other = alloc.place(TraceJob("o", 0.0, 2, "ring", 1.0), [a for a in RACK.names if a not in members])
+    assert members is not None
+    assert other is not None
+    before = {id(c) for c in alloc.circuits("r")}
+    held_other = list(alloc.circuits("o"))
+    failed = members[1]
+    free = [a for a in RACK.names if a not in members + other]
+    new = alloc.splice("r", failed, free)
+    assert new is not None
+    assert failed not in alloc.members["r"]
+    assert new in alloc.members["r"]
+    after = alloc.circuits("r")
+    kept = [c for c in after if id(c) in before]
+    assert all(failed not in c.link and new not in c.link for c in kept)
+    assert len(kept) == len([c for c in after if new not in c.link])
+    assert {c.link for c in after if c.layer == 0 and new in c.link} == {(members[0], new), (new, members[2])}
+    assert alloc.circuits("o") == held_other  # the other tenant is untouched
+
+
+def test_baseline_contiguous_first_fit_and_no_splice():
+    alloc = BaselineAllocator(RACK)
+    ring = list(RACK.workers)
+    a = alloc.place(TraceJob("a", 0, 4, "ring", 1), ring)
+    assert a == ring[:4]
+    free = [w for w in ring if w not in a and w != ring[6]]  # a hole at position 6
+    b = alloc.place(TraceJob("b", 0, 4, "ring", 1), free)
+    assert b == ring[7:11]
+    assert alloc.splice("a", a[0], free) is None
+    # 7 free workers remain (positions 4, 5 and 11-15) but no 6 of them are contiguous
+    assert alloc.place(TraceJob("c", 0, 6, "ring", 1), [w for w in free if w not in b]) is None
+
+
+def test_bandwidth_per_slice_counts_point_to_point_lanes():
+    fab, base = FabricAllocator(RACK), BaselineAllocator(RACK)
+    job = TraceJob("p", 0.0, 2, "ring", 1.0)
+    fab.place(job, RACK.names)
+    base.place(job, list(RACK.workers))
+    assert fab.bandwidth("p") == 2.0  # both lanes of both accelerators carry the pair
+    assert base.bandwidth("p") == 1.0  # one wired lane each way between neighbours
+    ring4 = TraceJob("q", 0.0, 4, "ring", 1.0)
+    base2 = BaselineAllocator(RACK)
+    base2.place(ring4, list(RACK.workers))
+    assert base2.bandwidth("q") == 0.75  # the wrap-around link is relayed
+
+
+def test_failures_splice_on_the_fabric_and_stall_the_baseline():
+    trace = [TraceJob("long", 0.0, 8, "ring", 40.0)]
+    fm = FailureModel(mtbf_h=20.0, repair_h=5.0)
+    fab = simulate_trace(RACK, trace, seed=3, policy="fabric", failures=fm)
+    base = simulate_trace(RACK, trace, seed=3, policy="baseline", failures=fm)
+    assert fab.failures_in_jobs >= 1
+    assert base.failures_in_jobs >= 1
+    assert fab.splices >= 1
+    assert base.splices == 0
+    assert base.stalls >= 1
+    assert fab.makespan_h < base.makespan_h
