@@ -34,6 +34,7 @@ from instruments.link_monitor import (
     DarkDeclaration,
     LinkMonitor,
     Poll,
+    WatchedLink,
     links_from_plan,
 )
 from photonics.errors import LumionError
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 
 POLICIES = ("auto", "alert")
 MIN_PERIOD_S = 0.001  # below 1 ms the loop only burns the CPU: one module read takes ~0.3 ms
-LINKS_REFRESH_S = 0.1  # the watched links are re-read from cp.status() at most this often
 ERROR_BACKOFF_S = 1.0  # after a failed poll, wait this long: a dead bus would otherwise flood the log
 
 
@@ -109,8 +109,8 @@ class Telemetry:
         self.dark_dbm = dict(dark_dbm or {})
         self.detections: list[dict[str, Any]] = []
         self.polls = 0
+        self.inconclusive = 0  # polls whose reads overlapped a reconfiguration (no evidence)
         self._last: Poll | None = None
-        self._links_at = -float("inf")
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._takes_onset = "detected_s" in inspect.signature(cp.report_failure).parameters
@@ -148,12 +148,20 @@ class Telemetry:
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def step(self) -> Poll:
-        """One poll: refresh the watched links, read every lane, act on what went dark."""
-        self._refresh_links()
-        poll = self.monitor.poll()
+        """One poll: watch the service's links, read every lane, act on what went dark.
+
+        The service's view is read before and after the lanes: if it was reconfiguring
+        the chip (an open intent) or its links changed meanwhile, the readings are no
+        evidence (a link the service is moving is dark for a moment, not failed).
+        """
+        before = self._view()
+        self.monitor.watch(before[0])
+        poll = self.monitor.poll(confirm=lambda: not before[1] and self._view() == before)
         with self._lock:
             self._last, self.polls = poll, self.polls + 1
-        self._publish(poll)
+            self.inconclusive += not poll.conclusive
+        if poll.conclusive:
+            self._publish(poll)
         declared = {d.accelerator for d in poll.declared}
         for name in poll.dark_links:
             if name.partition("->")[0] not in declared:
@@ -164,14 +172,12 @@ class Telemetry:
             self._act(d)
         return poll
 
-    def _refresh_links(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._links_at < LINKS_REFRESH_S:
-            return
-        self._links_at = now
-        links = links_from_plan(status_links(self.cp.status()), _port,
-                                lambda p: self.dark_dbm.get(p, DEFAULT_DARK_DBM))
-        self.monitor.watch(links)
+    def _view(self) -> tuple[tuple[WatchedLink, ...], bool]:
+        """The links the service has placed, and whether it is reconfiguring the chip (an open intent)."""
+        status = self.cp.status()
+        busy = any(chip.get("open_intents") for chip in status.get("chips", []) or [])
+        links = links_from_plan(status_links(status), _port, lambda p: self.dark_dbm.get(p, DEFAULT_DARK_DBM))
+        return tuple(links), busy
 
     def _publish(self, poll: Poll) -> None:
         """Give the service each watched receiver's reading (its status shows live margins)."""
@@ -197,7 +203,6 @@ class Telemetry:
             except LumionError as exc:  # e.g. no spare left: the service logged its refusal
                 record["error"] = str(exc)
                 self._log("telemetry_error", accelerator=d.accelerator, error=str(exc))
-            self._refresh_links(force=True)
         with self._lock:
             self.detections.append(record)
 
@@ -213,7 +218,7 @@ class Telemetry:
         with self._lock:
             poll = self._last
             return {"schema": "lumion.telemetry", "version": 1, "policy": self.policy,
-                    "period_s": self.period_s, "polls": self.polls,
+                    "period_s": self.period_s, "polls": self.polls, "inconclusive_polls": self.inconclusive,
                     "poll_ms": None if poll is None else poll.duration_ms,
                     "links": {} if poll is None else poll.links,
                     "detections": [{k: v for k, v in d.items() if k != "recovery"} for d in self.detections]}

@@ -21,6 +21,9 @@ Rules (docs/controlplane.md, "Failure detection"):
   on is confirmed dark (one link dark while the accelerator's others are lit is a route
   or fibre fault, reported in ``dark_links``, not a dead accelerator). It is declared once,
   until one of its links lights again or the watch list is replaced.
+* **reconfigurations**: readings taken while the chip was being reconfigured are no
+  evidence (:meth:`LinkMonitor.poll`'s ``confirm``); a link placed again or re-routed
+  is watched as a new link (:attr:`WatchedLink.key`).
 * **timing**: each declaration carries two measured bounds on the detect time: from the
   start of the last read that saw light to the declaration (``detect_ms``, an upper
   bound: the light was still there at that read), and from the end of the first read
@@ -69,7 +72,8 @@ class WatchedLink:
     """One logical link to watch: ``transmitter``'s TX on ``tx_port`` reaches ``receiver`` at ``rx_port``.
 
     ``dark_dbm``: RX power (dBm) below which the link is dark (the receiving lane's
-    sensitivity).
+    sensitivity). ``key`` tells apart two placements of the same link (its job and its
+    route): a link placed again or re-routed is a new link that must first be seen lit.
     """
 
     transmitter: str
@@ -77,6 +81,7 @@ class WatchedLink:
     tx_port: int
     rx_port: int
     dark_dbm: float = DEFAULT_DARK_DBM
+    key: str = ""
 
     @property
     def name(self) -> str:
@@ -155,6 +160,7 @@ class Poll:
     declared: tuple[DarkDeclaration, ...]
     dark_links: tuple[str, ...]  # links confirmed dark in this poll (each reported once per dark spell)
     never_lit: tuple[str, ...]
+    conclusive: bool = True  # False: the chip was reconfigured during the reads (see LinkMonitor.poll)
 
 
 @dataclass
@@ -280,15 +286,23 @@ class LinkMonitor:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def poll(self) -> Poll:
-        """Read every lane, update the links' debounce state, and declare dark transmitters."""
+    def poll(self, confirm: Callable[[], bool] | None = None) -> Poll:
+        """Read every lane, update the links' debounce state, and declare dark transmitters.
+
+        ``confirm``, called after the reads, says whether the chip held the watched links
+        all along (no reconfiguration started or finished meanwhile). When it answers
+        False the readings are kept in the poll but are no evidence: no link's state
+        changes (``Poll.conclusive`` False).
+        """
         t0 = self.clock()
         readings = self.read()
+        conclusive = confirm is None or bool(confirm())
         by_port = {r.port: r for r in readings}
         with self._lock:
-            for state in self._links.values():
-                self._update(state, by_port.get(state.link.rx_port))
-            declared = self._declare()
+            if conclusive:
+                for state in self._links.values():
+                    self._update(state, by_port.get(state.link.rx_port))
+            declared = self._declare() if conclusive else []
             now = self.clock()
             dark_links = tuple(n for n, s in self._links.items() if s.dark_polls == self.debounce_polls)
             never_lit = self._never_lit(now)
@@ -296,7 +310,10 @@ class LinkMonitor:
                          "los": None if s.reading is None else s.reading.los,
                          "dark": s.dark, "armed": s.armed, "dark_polls": s.dark_polls}
                      for n, s in self._links.items()}
-        return Poll(t0, (now - t0) * 1e3, tuple(readings), links, tuple(declared), dark_links, never_lit)
+            if not conclusive:
+                dark_links, never_lit = (), ()
+        return Poll(t0, (now - t0) * 1e3, tuple(readings), links, tuple(declared), dark_links, never_lit,
+                    conclusive)
 
     def _update(self, state: _LinkState, reading: LaneReading | None) -> None:
         state.reading = reading
@@ -345,7 +362,8 @@ class LinkMonitor:
 def links_from_plan(links: Iterable[Mapping[str, Any]], port_index: Callable[[Any], int],
                     dark_dbm: Callable[[int], float] | None = None) -> list[WatchedLink]:
     """Watched links from a plan's link dicts (``{"link": "a->b", "src": "port:1", "dst": "port:4"}``,
-    as :meth:`photonics.fabric.LinkResult.to_dict` gives them).
+    as :meth:`photonics.fabric.LinkResult.to_dict` gives them; with ``job`` and ``route``
+    when the service's status gives them, which make the link's ``key``).
 
     ``port_index`` turns a port name into its index (``Mesh.port_index``); ``dark_dbm``
     gives the receiving port's threshold (its lane's sensitivity; default
@@ -357,6 +375,8 @@ def links_from_plan(links: Iterable[Mapping[str, Any]], port_index: Callable[[An
         if not sep:
             raise LinkMonitorError(f"link {d['link']!r} is not of the form a->b")
         rx = port_index(d["dst"])
+        hops = (d.get("route") or {}).get("tbus") or []
+        key = f"{d.get('job')}:" + ",".join(f"{h.get('tbu')}/{h.get('entry')}{h.get('exit')}" for h in hops)
         out.append(WatchedLink(a, b, port_index(d["src"]), rx,
-                               DEFAULT_DARK_DBM if dark_dbm is None else float(dark_dbm(rx))))
+                               DEFAULT_DARK_DBM if dark_dbm is None else float(dark_dbm(rx)), key))
     return out

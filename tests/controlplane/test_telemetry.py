@@ -62,6 +62,23 @@ def test_auto_policy_recovers_a_killed_accelerator_with_the_measured_detect_stag
     assert not handle.running
 
 
+def test_jobs_deleted_and_placed_again_are_not_failures(rack):
+    handle = telemetry.start(rack.cp, PERIOD_S, "auto")
+    try:
+        wait_for(lambda: _lit(handle), what="every ring link lit")
+        for _ in range(3):  # the links go dark while the service rewrites the chip: not a failure
+            (job,) = rack.cp.status()["jobs"]
+            rack.cp.delete_job(job["id"])
+            rack.place_ring()
+            wait_for(lambda: _lit(handle), what="the new ring lit")
+        time.sleep(10 * PERIOD_S)
+        assert rack.events("accelerator_dark") == []
+        assert rack.events("link_dark") == []
+        assert rack.events("recovery") == []
+    finally:
+        handle.stop()
+
+
 def test_alert_policy_only_logs(rack):
     handle = telemetry.start(rack.cp, PERIOD_S, "alert")
     try:
@@ -126,7 +143,6 @@ def test_a_failing_poll_is_logged_and_the_loop_goes_on(rack, monkeypatch):
 
     monkeypatch.setattr(rack.cp, "status", flaky)
     monkeypatch.setattr(telemetry, "ERROR_BACKOFF_S", 0.05)
-    monkeypatch.setattr(telemetry, "LINKS_REFRESH_S", 0.0)
     handle = telemetry.start(rack.cp, PERIOD_S, "auto")
     try:
         (err,) = wait_for(lambda: rack.events("telemetry_error"), what="the logged error")

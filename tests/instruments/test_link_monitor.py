@@ -108,6 +108,31 @@ def test_one_dark_poll_is_not_a_failure(ring):
         assert poll.declared == ()
 
 
+def test_reads_during_a_reconfiguration_are_no_evidence(ring):
+    ring.monitor.poll()
+    ring.sim.kill_transmitter("gpu2")
+    for _ in range(DEBOUNCE_POLLS + 2):
+        poll = ring.monitor.poll(confirm=lambda: False)
+        assert not poll.conclusive
+        assert poll.declared == ()
+        assert poll.links["gpu2->gpu3"]["dark_polls"] == 0
+    polls = [ring.monitor.poll(confirm=lambda: True) for _ in range(DEBOUNCE_POLLS)]
+    declared = [d.accelerator for p in polls for d in p.declared]
+    assert declared == ["gpu2"]
+
+
+def test_a_link_placed_again_is_a_new_link(ring):
+    ring.monitor.poll()
+    again = [WatchedLink(lk.transmitter, lk.receiver, lk.tx_port, lk.rx_port, lk.dark_dbm, "job-2:")
+             for lk in ring.links]
+    ring.monitor.watch(again)
+    ring.sim.kill_transmitter("gpu2")
+    for _ in range(DEBOUNCE_POLLS + 1):
+        poll = ring.monitor.poll()
+        assert poll.declared == ()
+        assert poll.links["gpu2->gpu3"]["armed"] is False  # never seen lit in this placement
+
+
 def test_revived_then_killed_again_is_declared_again(ring):
     ring.monitor.poll()
     ring.sim.kill_transmitter("gpu5")
