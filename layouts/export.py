@@ -70,7 +70,7 @@ def write_layout(mesh: str, out: str | os.PathLike[str], png: str | os.PathLike[
         "pad_map": str(pad_map),
         "pad_map_json": str(out.with_suffix(".pads.json")),
         "png": str(png) if png else None,
-        "png_tbu": str(png_tbu) if png else None,
+        "plot_tbu": str(png_tbu) if png else None,
         "mesh": mesh,
         "cell": c.name,
         "n_tbus": c.info["n_tbus"],

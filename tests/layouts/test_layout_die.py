@@ -58,5 +58,5 @@ def test_layout_writes_a_zoomed_tbu_picture(tmp_path):
     from layouts.export import write_layout
 
     out = write_layout("hex:1x1", tmp_path / "chip.gds", png=tmp_path / "chip.png")
-    assert out["png_tbu"] == str(tmp_path / "chip-tbu.png")
+    assert out["plot_tbu"] == str(tmp_path / "chip-tbu.png")
     assert (tmp_path / "chip-tbu.png").stat().st_size > 10_000
