@@ -1,0 +1,73 @@
+"""`lumion rack simulate`: JSON keys, the table, the plot, and one-line refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab_scripts.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+METRICS = ("accepted_immediately", "accepted_eventually", "queue_delay_mean_h", "queue_delay_p95_h",
+           "fragmentation", "bandwidth_per_slice", "utilisation", "throughput_jobs_per_h",
+           "goodput_acc_h_per_h", "goodput_fraction", "makespan_h", "splices", "stalls")
+
+
+def run_json(capsys, argv):
+    code = main([*argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_json_side_by_side(capsys, tmp_path):
+    code, d = run_json(capsys, ["rack", "simulate", "--trace", str(EXAMPLES / "rack-trace-small.csv"),
+                                "--rack", str(EXAMPLES / "rack-two-smartlight.toml"), "--seed", "1",
+                                "--plot", str(tmp_path / "r")])
+    assert code == 0
+    assert d["schema"] == "lumion.rack.simulate"
+    assert d["version"] == 1
+    assert d["rack"]["meshes"] == {"m0": "smartlight", "m1": "smartlight"}
+    assert d["trace"]["n_jobs"] == 12
+    assert d["queue"] == "fifo"
+    for policy in ("fabric", "baseline"):
+        assert d[policy]["policy"] == policy
+        assert set(METRICS) <= set(d[policy])
+        assert d[policy]["completed"] + d[policy]["rejected"] == 12
+    b, f = d["baseline"]["bandwidth_per_slice"], d["fabric"]["bandwidth_per_slice"]
+    assert d["change"]["bandwidth_per_slice"] == (f - b) / b
+    assert d["plot"] == str(tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
+def test_synthetic_table_is_deterministic(capsys):
+    assert main(["rack", "simulate", "--synthetic", "6", "--seed", "2", "--backfill"]) == 0
+    first = capsys.readouterr().out
+    assert main(["rack", "simulate", "--synthetic", "6", "--seed", "2", "--backfill"]) == 0
+    assert capsys.readouterr().out == first
+    assert "bandwidth per slice" in first
+    assert "queue backfill" in first
+
+
+def test_refusals(capsys, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('schema = "lumion.rack"\nversion = 7\n')
+    code, d = run_json(capsys, ["rack", "simulate", "--rack", str(bad), "--synthetic", "3"])
+    assert code == 2
+    assert "unsupported rack version 7" in d["error"]
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_h,size,pattern,duration_h\n0,4,star,1\n")
+    code, d = run_json(capsys, ["rack", "simulate", "--trace", str(trace)])
+    assert code == 2
+    assert "pattern must be one of" in d["error"]
+    code, d = run_json(capsys, ["rack", "simulate", "--synthetic", "3", "--trace", str(trace)])
+    assert code == 64  # one trace source
+    code, d = run_json(capsys, ["rack", "simulate"])
+    assert code == 64
+    code, d = run_json(capsys, ["rack", "simulate", "--synthetic", "2", "--mtbf-h", "0"])
+    assert code == 64
+    missing = str(tmp_path / "no" / "p.png")
+    code, d = run_json(capsys, ["rack", "simulate", "--synthetic", "2", "--plot", missing])
+    assert code == 2
+    assert "does not exist" in d["error"]
+    err = capsys.readouterr().err
+    assert err.count("\n") <= 1
