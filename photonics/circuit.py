@@ -37,7 +37,6 @@ from photonics.physics import (
     TBUParams,
     heater_phase_scale,
     kappa_at,
-    mzi_transfer,
     nominal_params,
     propagation_phase,
 )
@@ -53,6 +52,10 @@ def tbu_transfers(
     The heater phases of ``state`` are those at the chip's reference wavelength; at
     ``lambda`` they scale by ``lambda0 / lambda`` and the couplers follow their slope
     (:func:`~photonics.physics.heater_phase_scale`, :func:`~photonics.physics.kappa_at`).
+    The same matrix as :func:`~photonics.physics.mzi_transfer` (tested to 1e-15),
+    written out with the loss, the propagation phase and the bottom arm's amplitude
+    folded into two complex arm factors, so a wide sweep costs two complex exponentials
+    per TBU and wavelength instead of a dozen broadcast temporaries.
     """
     if state.n_tbus != params.n_tbus:
         raise StateError(f"state has {state.n_tbus} TBUs but the chip has {params.n_tbus}")
@@ -61,14 +64,22 @@ def tbu_transfers(
     phases = state.batched  # (S, n, 2)
     prop = propagation_phase(params, wl)  # (W, n)
     scale = heater_phase_scale(wl, wl0)[None, :, None]  # (1, W, 1)
-    top = phases[:, None, :, 0] * scale + params.offset_top
-    bot = phases[:, None, :, 1] * scale + params.offset_bot
+    gain_db = -params.loss_db
+    amp_top = 10 ** (gain_db / 20)  # (n,)
+    amp_bot = 10 ** ((gain_db - params.arm_imbalance_db) / 20)
+    # arm factors gain * exp(j phi): (S, W, n) each
+    top = amp_top * np.exp(1j * (phases[:, None, :, 0] * scale + (params.offset_top + prop)))
+    bot = amp_bot * np.exp(1j * (phases[:, None, :, 1] * scale + (params.offset_bot + prop)))
     k1 = kappa_at(params.kappa1, wl, params.kappa_slope_per_nm, wl0)  # (W, n)
     k2 = kappa_at(params.kappa2, wl, params.kappa_slope_per_nm, wl0)
-    return mzi_transfer(
-        top, bot, k1, k2, params.loss_db, params.arm_imbalance_db,
-        common_phase=prop[None, :, :],
-    )
+    t1, s1, t2, s2 = np.sqrt(1 - k1), np.sqrt(k1), np.sqrt(1 - k2), np.sqrt(k2)
+    # T = c2 diag(top, bot) c1 with c = [[t, j s], [j s, t]]
+    out = np.empty((*top.shape, 2, 2), dtype=complex)
+    out[..., 0, 0] = (t2 * t1) * top - (s2 * s1) * bot
+    out[..., 0, 1] = 1j * ((t2 * s1) * top + (s2 * t1) * bot)
+    out[..., 1, 0] = 1j * ((s2 * t1) * top + (t2 * s1) * bot)
+    out[..., 1, 1] = (t2 * t1) * bot - (s2 * s1) * top
+    return out
 
 
 def _scatter_entries(n_tbus: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -154,7 +165,7 @@ def _solve(
     batch = n_states * n_wl
     T = T.reshape(batch, n, 4)
     shape = (n_states, n_wl, mesh.n_ports, len(inputs))
-    mplan = merge_plan(mesh) if method == "auto" else None
+    mplan = merge_plan(mesh, all_first=batch < _MERGE_LAST_MIN_BATCH) if method == "auto" else None
     if mplan is not None:
         t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
         out = _run_chunked(lambda c: solve_merge(mplan, T[c], t_link, inputs), batch, _MERGE_CHUNK)
@@ -167,22 +178,41 @@ def _solve(
 
 
 def _run_chunked(fn: Callable[[slice], np.ndarray], batch: int, chunk: int) -> np.ndarray:
-    """``fn`` over slices of the batch, on every core (numpy and SuperLU release the GIL)."""
-    workers = min(os.cpu_count() or 1, -(-batch // chunk))
-    n_chunks = max(workers, -(-batch // chunk))
+    """``fn`` over slices of the batch, on every core this process may use (numpy and
+    SuperLU release the GIL); one core runs the chunks in the calling thread.
+    """
+    n_chunks = -(-batch // chunk)
+    workers = min(_cores(), n_chunks) if n_chunks > 1 else 1
+    n_chunks = max(workers, n_chunks)
     size = -(-batch // n_chunks)
     chunks = [slice(i, min(i + size, batch)) for i in range(0, batch, size)]
-    if batch < 8:
+    if workers == 1:
         return fn(chunks[0]) if len(chunks) == 1 else np.concatenate([fn(c) for c in chunks])
-    # Worker threads even for a single chunk: their malloc arenas keep the multi-MB
-    # temporaries mapped, where the main thread's arena returns and re-faults them (2x).
-    from concurrent.futures import ThreadPoolExecutor
+    return np.concatenate(list(_pool(workers).map(fn, chunks)), axis=0)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return np.concatenate(list(pool.map(fn, chunks)), axis=0)
+
+_POOLS: dict[int, object] = {}
+
+
+def _pool(workers: int):
+    """A persistent pool per size: its threads keep their scratch arenas between calls."""
+    if workers not in _POOLS:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lumion-solve")
+    return _POOLS[workers]
+
+
+def _cores() -> int:
+    """Cores this process may run on (respects ``taskset`` and cgroup CPU affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 _MERGE_CHUNK = 64  # (state, wavelength) blocks per merge call: keeps the levels in cache
+_MERGE_LAST_MIN_BATCH = 16  # fewer blocks than this: every merge level batch-first
 _CHUNK = 24  # (state, wavelength) blocks per sparse factorisation
 
 

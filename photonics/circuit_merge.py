@@ -11,18 +11,34 @@ ports kept, the waves entering ``A`` on the cut are
 
 and the merged matrix is ``[[A_ee, 0], [0, B_ee]] + [[A_ec i_A], [B_ec i_B]]``. That is
 exactly the Schur complement of the link unknowns of the cut, eliminated in an order that
-keeps every dense block small (the largest is cut-size x port-count). All merges at the
-same depth of the tree, for every (state, wavelength) block, run as one padded numpy call,
-so the Python cost does not grow with the batch. The root of the tree is the port-to-port
-matrix itself: no internal wave is ever solved for.
+keeps every dense block small (the largest is cut-size x port-count). The root of the
+tree is the port-to-port matrix itself: no internal wave is ever solved for.
+
+Execution. Merges are grouped by height (a merge runs as soon as both halves exist), and
+every merge of one height, for every (state, wavelength) block, is one padded numpy call.
+Results live in two flat "arenas" that every later merge gathers its halves from, so a
+TBU is never copied up the tree: a leaf's scattering entries are read straight from the
+rows of its transfer matrix.
+
+* Small merges run *batch-last*: an arena row per matrix entry, the (merge, block) pairs
+  contiguous along it, so each elementwise product is one long vector loop and the cut
+  inverses are closed forms (one or two links) or Gauss-Jordan on whole rows.
+* Large merges run *batch-first*: a (block, merge, row, column) stack whose products go
+  to ``np.matmul`` (about 0.5 ns per complex multiply-add on one core here), with the cut
+  inverted by Gauss-Jordan on a batch-last copy of the small ``k x k`` matrix.
 
 Passive networks make every ``I - B_cc A_cc`` well conditioned unless the whole circuit
-is (a lossless closed loop exactly on resonance), so many small systems are inverted by a
-batched Gauss-Jordan without pivoting; a few systems, or large ones, go to LAPACK.
+is (a lossless closed loop exactly on resonance), so the inverses need no pivoting: each
+pivot step is the same kind of round-trip matrix for a smaller cut. A non-finite result
+sends the caller to sparse LU.
+
+:func:`merge_levels` exposes the tree so that :mod:`photonics.circuit_solver` can re-merge
+only the path from a changed TBU to the root.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -30,53 +46,66 @@ import numpy as np
 
 from photonics.topology import Mesh
 
-_LAST_MAX_NE = 16  # levels with merged matrices up to this size run batch-last...
-_LAST_MIN_BATCH = 16  # ... when the batch is at least this long
-_GJ_MAX = 24  # cuts up to this size are inverted inline, larger ones go to LAPACK
-_LAPACK_MAX_COUNT = 64  # ... unless there are this few systems (LAPACK's per-call cost wins)
+_FIRST_MIN_NE = 17  # merged nodes with at least this many ports run batch-first (matmul wins)
+_LAPACK_MAX_COUNT = 64  # this few cut systems per level go to LAPACK in one call
 
 
 @dataclass(frozen=True)
 class _Level:
-    """One depth of the tree: its merges and the single TBUs carried up unchanged.
+    """Every merge of one height, padded to a common shape.
 
-    A level's nodes live in one flat buffer per block: ``n_merge`` padded (ne, ne)
-    matrices, then 4x4 TBU matrices, then one zero used for every padding slot.
+    Batch-last levels gather with ``idx_*`` of shape (rows, cols, M) from the batch-last
+    arena and write (ne, ne, M) entries at ``base``; batch-first levels gather with shape
+    (M, rows, cols) from the batch-first arena and write (M, ne, ne) at ``base``.
     """
 
+    first: bool
     n_merge: int
     k: int  # cut size (links joined per merge, padded)
     ea: int  # ports kept from the first half (padded)
     ne: int  # ports of a merged node (padded)
-    size: int  # flat buffer length, zero slot last
-    idx_a: np.ndarray  # (n_merge, k+ea, k+ea) flat positions of [c, e] x [c, e] of half A
-    idx_b: np.ndarray  # (n_merge, k+eb, k+eb) same for half B
-    link: np.ndarray  # (n_merge, k, 1) link index, -1 on padding
-    leaf_dest: np.ndarray  # flat positions of the nonzero TBU S entries
-    leaf_tbu: np.ndarray
-    leaf_elem: np.ndarray
+    base: int  # arena offset of the level's output
+    idx_a: np.ndarray  # half A as [cut, kept] x [cut, kept] arena positions
+    idx_b: np.ndarray
+    link: np.ndarray  # (k, M) link index of each cut row, -1 on padding
+
+    @property
+    def out_size(self) -> int:
+        """Arena entries the level writes."""
+        return self.n_merge * self.ne * self.ne
 
 
 @dataclass(frozen=True)
 class MergePlan:
-    levels: tuple[_Level, ...]  # deepest first; the last has one node, the root
-    root: int  # flat offset of the root matrix
-    stride: int  # its row stride
-    slots: np.ndarray  # (n_ports,) slot of mesh port n in the root
+    """A mesh's merge tree, compiled to index arrays (cached per mesh)."""
+
+    levels: tuple[_Level, ...]  # lowest first; the last holds one merge, the root
+    n_tbus: int
+    last_size: int  # batch-last arena rows: 4 n_tbus transfer entries, zero, outputs
+    last_zero: int
+    handoff: np.ndarray  # batch-last rows the batch-first levels read, in column order
+    first_size: int  # batch-first arena columns: handoff, zero, outputs
+    out_idx: np.ndarray  # (n_ports, n_ports) arena position of S[port, port]
+    out_first: bool  # whether ``out_idx`` points into the batch-first arena
     n_ports: int
+    parent: np.ndarray  # (n_nodes,) parent node of every node (-1 at the root)
+    node_level: np.ndarray  # (n_nodes,) level of a merge node (-1 for a TBU)
+    node_slot: np.ndarray  # (n_nodes,) index of a merge within its level
 
 
-_PLANS: weakref.WeakKeyDictionary[Mesh, MergePlan | None] = weakref.WeakKeyDictionary()
+_PLANS: weakref.WeakKeyDictionary[Mesh, dict[bool, MergePlan | None]] = weakref.WeakKeyDictionary()
 
 
-def merge_plan(mesh: Mesh) -> MergePlan | None:
-    """The cached merge plan of ``mesh``, or None when the method does not apply."""
-    try:
-        return _PLANS[mesh]
-    except KeyError:
-        plan = _build_plan(mesh)
-        _PLANS[mesh] = plan
-        return plan
+def merge_plan(mesh: Mesh, all_first: bool = False) -> MergePlan | None:
+    """The cached merge plan of ``mesh``, or None when the method does not apply.
+
+    ``all_first`` runs every level batch-first: for a handful of (state, wavelength)
+    blocks the batch-last vectors are too short to pay for their extra numpy calls.
+    """
+    cache = _PLANS.setdefault(mesh, {})
+    if all_first not in cache:
+        cache[all_first] = _build_plan(mesh, 0 if all_first else _FIRST_MIN_NE)
+    return cache[all_first]
 
 
 def _bisect(tbus: np.ndarray, centers: np.ndarray, tbu_links: np.ndarray) -> dict:
@@ -108,7 +137,81 @@ def _bisect(tbus: np.ndarray, centers: np.ndarray, tbu_links: np.ndarray) -> dic
                                        _bisect(tbus[order[half:]], centers, tbu_links))}
 
 
-def _build_plan(mesh: Mesh) -> MergePlan | None:
+@dataclass
+class _Node:
+    """Plan-time view of a tree node: its ports and where its entries live."""
+
+    ports: list[int]  # global TBU-port ids (-1 on padding)
+    height: int
+    children: tuple[_Node, ...] = ()
+    tbu: int = -1
+    first: bool = False  # output in the batch-first arena
+    pos: np.ndarray | None = None  # (len(ports), len(ports)) arena positions
+    cut: tuple = ()  # (a, b, ca, cb, ea, eb) once planned
+    id: int = -1
+
+
+def _tree(node: dict, nodes: list[_Node]) -> _Node:
+    if not node["children"]:
+        t = int(node["tbus"][0])
+        out = _Node(ports=[4 * t, 4 * t + 1, 4 * t + 2, 4 * t + 3], height=0, tbu=t)
+    else:
+        kids = tuple(_tree(c, nodes) for c in node["children"])
+        out = _Node(ports=[], height=1 + max(c.height for c in kids), children=kids)
+    out.id = len(nodes)
+    nodes.append(out)
+    return out
+
+
+def _leaf_pos(t: int, zero: int) -> np.ndarray:
+    """Arena rows of a TBU's 4x4 scattering matrix: ``b[2+i] = T[i, j] a[j]`` and
+    ``b[j] = T[i, j] a[2+i]`` read row ``4 t + 2 i + j`` of the transfer entries.
+    """
+    pos = np.full((4, 4), zero, dtype=np.int64)
+    for i in (0, 1):
+        for j in (0, 1):
+            pos[2 + i, j] = pos[j, 2 + i] = 4 * t + 2 * i + j
+    return pos
+
+
+def _split(nd: _Node, peer: np.ndarray) -> None:
+    """Find the cut ports of a merge and order its halves (larger first)."""
+    a, b = nd.children
+    pos_b = {g: i for i, g in enumerate(b.ports) if g >= 0}
+    ca, cb = [], []
+    for i, g in enumerate(a.ports):
+        if g >= 0 and peer[g] in pos_b:
+            ca.append(i)
+            cb.append(pos_b[peer[g]])
+    sa, sb = set(ca), set(cb)
+    ea = [i for i, g in enumerate(a.ports) if g >= 0 and i not in sa]
+    eb = [i for i, g in enumerate(b.ports) if g >= 0 and i not in sb]
+    if len(ea) < len(eb):  # larger half first: less padding across the level
+        a, b, ca, cb, ea, eb = b, a, cb, ca, eb, ea
+    nd.cut = (a, b, ca, cb, ea, eb)
+
+
+def _gather(child: _Node, c: list[int], e: list[int], k: int, ne: int, zero: int,
+            to_first: dict[int, int] | None) -> np.ndarray:
+    """Arena positions of a half's [cut, kept] x [cut, kept] block, padded to k + ne.
+
+    For a batch-first level (``to_first`` given) positions in the batch-first arena are
+    returned unshifted (>= 0), the zero as -1, and rows of the batch-last arena as
+    ``-2 - column`` of the handoff they are copied to (see :func:`_shift_first`).
+    """
+    sel = np.array(c + [-1] * (k - len(c)) + e + [-1] * (ne - len(e)), dtype=np.int64)
+    idx = child.pos[np.ix_(np.maximum(sel, 0), np.maximum(sel, 0))].copy()
+    pad = (sel[:, None] < 0) | (sel[None, :] < 0)
+    if to_first is not None and not child.first:
+        flat = idx.ravel()
+        for i, r in enumerate(flat):
+            flat[i] = -1 if r == zero else -2 - to_first.setdefault(int(r), len(to_first))
+        idx = flat.reshape(idx.shape)
+    idx[pad] = -1 if to_first is not None else zero
+    return idx
+
+
+def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
     n = mesh.n_tbus
     if (mesh.links[:, 0] // 4 == mesh.links[:, 1] // 4).any():
         return None  # a TBU looped onto itself: never cut, so never joined here
@@ -117,235 +220,287 @@ def _build_plan(mesh: Mesh) -> MergePlan | None:
     peer[mesh.links[:, 0]], peer[mesh.links[:, 1]] = mesh.links[:, 1], mesh.links[:, 0]
     link_of[mesh.links[:, 0]] = link_of[mesh.links[:, 1]] = np.arange(mesh.n_links)
 
-    root = _bisect(np.arange(n), mesh.tbu_centers(), mesh.links // 4)
-    # Depth of each node, counted from the root; a TBU above the deepest level is carried
-    # up level by level as a leaf (a 4x4 copy) until its merge.
-    by_depth: list[list[dict]] = []
-    stack = [(root, 0)]
-    while stack:
-        node, d = stack.pop()
-        while len(by_depth) <= d:
-            by_depth.append([])
-        by_depth[d].append(node)
-        stack.extend((c, d + 1) for c in node["children"])
-    for d in range(len(by_depth) - 1):
-        for node in by_depth[d]:
-            if not node["children"]:  # carry: the same leaf one level down
-                by_depth[d + 1].append(node)
-
+    nodes: list[_Node] = []
+    root = _tree(_bisect(np.arange(n), mesh.tbu_centers(), mesh.links // 4), nodes)
+    last_zero = 4 * n
+    for nd in nodes:
+        if nd.tbu >= 0:
+            nd.pos = _leaf_pos(nd.tbu, last_zero)
+    heights = sorted({nd.height for nd in nodes if nd.children})
     levels: list[_Level] = []
+    node_level = np.full(len(nodes), -1)
+    node_slot = np.full(len(nodes), -1)
+    last_base, first_base = last_zero + 1, 0
+    to_first: dict[int, int] | None = None
+    first_levels: list[tuple[_Level, list[_Node]]] = []
     joined = 0
-    prev: dict[int, tuple[int, int, list[int]]] = {}  # id(node) -> (offset, stride, ports)
-    prev_zero = 0
-    for depth in range(len(by_depth) - 1, -1, -1):
-        merges = [nd for nd in by_depth[depth] if nd["children"]]
-        leaves = [nd for nd in by_depth[depth] if not nd["children"]]
-        info = []
+    for h in heights:
+        merges = [nd for nd in nodes if nd.children and nd.height == h]
         for nd in merges:
-            a, b = (prev[id(c)] for c in nd["children"])
-            pa, pb = a[2], b[2]
-            pos_b = {g: i for i, g in enumerate(pb) if g >= 0}
-            ca, cb = [], []
-            for i, g in enumerate(pa):
-                if g >= 0 and peer[g] in pos_b:
-                    ca.append(i)
-                    cb.append(pos_b[peer[g]])
-            sa, sb = set(ca), set(cb)
-            ea = [i for i, g in enumerate(pa) if g >= 0 and i not in sa]
-            eb = [i for i, g in enumerate(pb) if g >= 0 and i not in sb]
-            if len(ea) < len(eb):  # larger half first: less padding across the level
-                a, b, ca, cb, ea, eb = b, a, cb, ca, eb, ea
-            info.append((nd, a, b, ca, cb, ea, eb))
-            joined += len(ca)
-        k = max((len(x[3]) for x in info), default=0)
-        ea_max = max((len(x[5]) for x in info), default=0)
-        eb_max = max((len(x[6]) for x in info), default=0)
-        ne = ea_max + eb_max
-        n_m = len(merges)
-        size = n_m * ne * ne + 16 * len(leaves) + 1
-        zero = size - 1
-
-        def block(
-            child: tuple[int, int, list[int]], c: list[int], e: list[int],
-            m: tuple[int, int], zero: int = prev_zero,
-        ) -> np.ndarray:
-            off, stride, _ = child
-            sel = np.array(c + [-1] * (m[0] - len(c)) + e + [-1] * (m[1] - len(e)))
-            flat = off + sel[:, None] * stride + sel[None, :]
-            flat[(sel[:, None] < 0) | (sel[None, :] < 0)] = zero
-            return flat
-
-        cur: dict[int, tuple[int, int, list[int]]] = {}
-        idx_a = np.zeros((n_m, k + ea_max, k + ea_max), dtype=np.int64)
-        idx_b = np.zeros((n_m, k + eb_max, k + eb_max), dtype=np.int64)
-        link = np.full((n_m, k, 1), -1)
-        for m, (nd, a, b, ca, cb, ea, eb) in enumerate(info):
-            idx_a[m] = block(a, ca, ea, (k, ea_max))
-            idx_b[m] = block(b, cb, eb, (k, eb_max))
-            link[m, : len(ca), 0] = link_of[np.array(a[2], dtype=np.int64)[ca]]
-            ports = [a[2][i] for i in ea] + [-1] * (ea_max - len(ea))
-            ports += [b[2][i] for i in eb] + [-1] * (eb_max - len(eb))
-            cur[id(nd)] = (m * ne * ne, ne, ports)
-        dest, ltbu, lelem = [], [], []
-        for j, nd in enumerate(leaves):
-            t = int(nd["tbus"][0])
-            off = n_m * ne * ne + 16 * j
-            cur[id(nd)] = (off, 4, [4 * t, 4 * t + 1, 4 * t + 2, 4 * t + 3])
-            # b[2+i] = T[i, j] a[j] and b[j] = T[i, j] a[2+i], elem = 2i + j
-            for i in (0, 1):
-                for jj in (0, 1):
-                    dest += [off + (2 + i) * 4 + jj, off + jj * 4 + 2 + i]
-                    ltbu += [t, t]
-                    lelem += [2 * i + jj, 2 * i + jj]
-        levels.append(_Level(
-            n_merge=n_m, k=k, ea=ea_max, ne=ne, size=size, idx_a=idx_a, idx_b=idx_b,
-            link=link, leaf_dest=np.array(dest, dtype=np.int64),
-            leaf_tbu=np.array(ltbu, dtype=np.int64), leaf_elem=np.array(lelem, dtype=np.int64),
-        ))
-        prev, prev_zero = cur, zero
+            _split(nd, peer)
+            joined += len(nd.cut[2])
+        k = max(len(nd.cut[2]) for nd in merges)
+        ea = max(len(nd.cut[4]) for nd in merges)
+        ne = ea + max(len(nd.cut[5]) for nd in merges)
+        first = to_first is not None or ne >= first_min_ne
+        if first and to_first is None:
+            to_first = {}
+        m_count = len(merges)
+        idx_a = np.stack([_gather(nd.cut[0], nd.cut[2], nd.cut[4], k, ea, last_zero,
+                                  to_first if first else None) for nd in merges])
+        idx_b = np.stack([_gather(nd.cut[1], nd.cut[3], nd.cut[5], k, ne - ea, last_zero,
+                                  to_first if first else None) for nd in merges])
+        link = np.full((k, m_count), -1)
+        for m, nd in enumerate(merges):
+            a, _, ca, _, _, _ = nd.cut
+            link[: len(ca), m] = link_of[np.array(a.ports, dtype=np.int64)[ca]]
+            node_level[nd.id], node_slot[nd.id] = len(levels), m
+            # its ports: A's kept, padding, B's kept, padding (the layout the merge writes)
+            kept_a = [a.ports[i] for i in nd.cut[4]]
+            kept_b = [nd.cut[1].ports[i] for i in nd.cut[5]]
+            nd.ports = kept_a + [-1] * (ea - len(kept_a)) + kept_b + [-1] * (ne - ea - len(kept_b))
+            ij = np.arange(ne)
+            nd.first = first
+            if first:
+                nd.pos = first_base + m * ne * ne + ij[:, None] * ne + ij[None, :]
+            else:
+                nd.pos = last_base + (ij[:, None] * ne + ij[None, :]) * m_count + m
+        if first:
+            lev = _Level(True, m_count, k, ea, ne, first_base, idx_a, idx_b, link)
+            first_levels.append((lev, merges))
+            first_base += m_count * ne * ne
+        else:
+            lev = _Level(False, m_count, k, ea, ne, last_base,
+                         np.ascontiguousarray(idx_a.transpose(1, 2, 0)),
+                         np.ascontiguousarray(idx_b.transpose(1, 2, 0)), link)
+            last_base += m_count * ne * ne
+        levels.append(lev)
     if joined != mesh.n_links:
         return None
-    off, stride, ports = prev[id(root)]
-    slot = {g: i for i, g in enumerate(ports) if g >= 0}
+    slot = {g: i for i, g in enumerate(root.ports) if g >= 0}
     if any(int(g) not in slot for g in mesh.port_tbu_ports):
         return None
     slots = np.array([slot[int(g)] for g in mesh.port_tbu_ports], dtype=np.int64)
-    return MergePlan(levels=tuple(levels), root=off, stride=stride, slots=slots,
-                     n_ports=mesh.n_ports)
-
-
-def _inverse_last(g: np.ndarray) -> np.ndarray:
-    """Inverses of a batch-last stack ``g`` (k, k, ...), Gauss-Jordan without pivoting.
-
-    Every ``g`` here is ``I - X`` with ``X`` the round trip through two passive halves,
-    and each pivot step is the same kind of matrix for a smaller cut, so the pivots are
-    as far from zero as the circuit itself is from a lossless resonance.
-    """
-    k = g.shape[0]
-    g = g.copy()
-    inv = np.zeros_like(g)
-    inv[np.arange(k), np.arange(k)] = 1.0
-    for j in range(k):
-        p = 1.0 / g[j, j]
-        g[j] *= p
-        inv[j] *= p
-        f = g[:, j].copy()
-        f[j] = 0.0
-        g -= f[:, None] * g[j][None]
-        inv -= f[:, None] * inv[j][None]
-    return inv
-
-
-def _mm_last(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Batch-last matrix product: x (..., i, l, B) @ y (..., l, j, B) -> (..., i, j, B)."""
-    if out is None:
-        out = x[..., :, 0, None, :] * y[..., None, 0, :, :]
+    handoff = np.zeros(0, dtype=np.int64)
+    first_size = 0
+    if to_first is not None:
+        n_hand = len(to_first)
+        handoff = np.array(sorted(to_first, key=to_first.get), dtype=np.int64)
+        shift = n_hand + 1  # handed-off columns, then the zero column, then the outputs
+        levels = [_shift_first(lev, shift, n_hand) if lev.first else lev for lev in levels]
+        first_size = shift + first_base
+        root_pos = root.pos + shift
     else:
-        np.multiply(x[..., :, 0, None, :], y[..., None, 0, :, :], out=out)
-    for m in range(1, x.shape[-2]):
-        out += x[..., :, m, None, :] * y[..., None, m, :, :]
+        root_pos = root.pos
+    parent = np.full(len(nodes), -1)
+    for nd in nodes:
+        for c in nd.children:
+            parent[c.id] = nd.id
+    return MergePlan(
+        levels=tuple(levels), n_tbus=n, last_size=last_base, last_zero=last_zero,
+        handoff=handoff, first_size=first_size, out_idx=root_pos[np.ix_(slots, slots)],
+        out_first=root.first, n_ports=mesh.n_ports, parent=parent,
+        node_level=node_level, node_slot=node_slot,
+    )
+
+
+def _shift_first(lev: _Level, shift: int, zero: int) -> _Level:
+    """Batch-first indices once the handoff is known (codes as in :func:`_gather`)."""
+
+    def fix(idx: np.ndarray) -> np.ndarray:
+        return np.where(idx >= 0, idx + shift, np.where(idx == -1, zero, -2 - idx))
+
+    return _Level(True, lev.n_merge, lev.k, lev.ea, lev.ne, lev.base + shift,
+                  fix(lev.idx_a), fix(lev.idx_b), lev.link)
+
+
+def _mm(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Batch-last matrix product: x (i, l, N) @ y (l, j, N) -> (i, j, N)."""
+    if out is None:
+        out = x[:, 0, None, :] * y[None, 0, :, :]
+    else:
+        np.multiply(x[:, 0, None, :], y[None, 0, :, :], out=out)
+    if x.shape[1] > 1:
+        tmp = np.empty_like(out)
+        for m in range(1, x.shape[1]):
+            np.multiply(x[:, m, None, :], y[None, m, :, :], out=tmp)
+            out += tmp
     return out
 
 
-def _merge_last(lev: _Level, prev: np.ndarray, t_ext: np.ndarray, res: np.ndarray) -> None:
-    """One level's merges on batch-last data: prev (size, B), res (M, ne, ne, B)."""
-    k, ea, ne = lev.k, lev.ea, lev.ne
-    A = prev[lev.idx_a]  # (M, k+ea, k+ea, B): rows and columns [cut ports, kept ports]
-    B = prev[lev.idx_b]
-    t = t_ext[lev.link][..., None]
-    A[:, :k] *= t  # waves leaving on a cut link arrive through it
-    B[:, :k] *= t
-    acc, ace, aec, aee = A[:, :k, :k], A[:, :k, k:], A[:, k:, :k], A[:, k:, k:]
-    bcc, bce, bec, bee = B[:, :k, :k], B[:, :k, k:], B[:, k:, :k], B[:, k:, k:]
+def _solve_last(g: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``g^-1 r`` for batch-last stacks g (k, k, N), r (k, j, N); ``g`` is overwritten.
+
+    One link: a division; two: the closed-form inverse; more: Gauss-Jordan without
+    pivoting (see the module docstring for why no pivot is needed).
+    """
+    k = g.shape[0]
+    if k == 1:
+        return r / g[0, 0]
+    if k == 2:
+        inv_det = 1.0 / (g[0, 0] * g[1, 1] - g[0, 1] * g[1, 0])
+        out = np.empty_like(r)
+        out[0] = (g[1, 1] * inv_det) * r[0] - (g[0, 1] * inv_det) * r[1]
+        out[1] = (g[0, 0] * inv_det) * r[1] - (g[1, 0] * inv_det) * r[0]
+        return out
+    r = r.copy()
+    for j in range(k):
+        p = 1.0 / g[j, j]
+        g[j] *= p
+        r[j] *= p
+        f = g[:, j].copy()
+        f[j] = 0.0
+        g -= f[:, None] * g[j][None]
+        r -= f[:, None] * r[j][None]
+    return r
+
+
+def _inverse_last(g: np.ndarray) -> np.ndarray:
+    """Inverses of a batch-last stack g (k, k, N) (``g`` is overwritten)."""
+    k = g.shape[0]
+    eye = np.zeros_like(g)
+    eye[np.arange(k), np.arange(k)] = 1.0
+    return _solve_last(g, eye)
+
+
+def _merge_last(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, batch: int) -> None:
+    """One batch-last level: halves gathered from ``arena`` (rows, B), result written in."""
+    k, ea, ne, n = lev.k, lev.ea, lev.ne, lev.n_merge * batch
+    A = arena[lev.idx_a]  # (k+ea, k+ea, M, B)
+    B = arena[lev.idx_b]
+    t = t_ext[lev.link][:, None, :, None]
+    A[:k] *= t  # waves leaving on a cut link arrive through it
+    B[:k] *= t
+    A = A.reshape(*A.shape[:2], n)
+    B = B.reshape(*B.shape[:2], n)
+    res = arena[lev.base: lev.base + lev.out_size].reshape(ne, ne, n)
+    acc, ace, aec, aee = A[:k, :k], A[:k, k:], A[k:, :k], A[k:, k:]
+    bcc, bce, bec, bee = B[:k, :k], B[:k, k:], B[k:, :k], B[k:, k:]
     if not k:
         res[...] = 0.0
     else:
-        G = -_mm_last(bcc, acc)
-        G[:, np.arange(k), np.arange(k)] += 1.0
-        R = np.empty((*acc.shape[:2], ne, acc.shape[-1]), dtype=complex)
-        _mm_last(bcc, ace, out=R[:, :, :ea])
-        R[:, :, ea:] = bce
-        if k == 1:
-            W = R / G
-        elif G.shape[0] * G.shape[-1] <= _LAPACK_MAX_COUNT:
-            W = np.linalg.solve(G.transpose(0, 3, 1, 2), R.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
-        else:
-            W = _mm_last(_inverse_last(G.transpose(1, 2, 0, 3)).transpose(2, 0, 1, 3), R)
-        ib = _mm_last(acc, W)
-        ib[:, :, :ea] += ace
-        _mm_last(aec, W, out=res[:, :ea])
-        _mm_last(bec, ib, out=res[:, ea:])
-    res[:, :ea, :ea] += aee
-    res[:, ea:, ea:] += bee
+        g = _mm(bcc, acc)
+        np.negative(g, out=g)
+        g[np.arange(k), np.arange(k)] += 1.0
+        r = np.empty((k, ne, n), dtype=complex)
+        _mm(bcc, ace, out=r[:, :ea])
+        r[:, ea:] = bce
+        w = _solve_last(g, r)
+        ib = _mm(acc, w)
+        ib[:, :ea] += ace
+        _mm(aec, w, out=res[:ea])
+        _mm(bec, ib, out=res[ea:])
+    res[:ea, :ea] += aee
+    res[ea:, ea:] += bee
 
 
-def _merge_first(lev: _Level, prev: np.ndarray, t_ext: np.ndarray, res: np.ndarray) -> None:
-    """One level's merges on batch-first data: prev (B, size), res (B, M, ne, ne)."""
-    k, ea = lev.k, lev.ea
-    A = prev.take(lev.idx_a, axis=1)  # (B, M, k+ea, k+ea)
-    B = prev.take(lev.idx_b, axis=1)
-    t = t_ext[lev.link]
+def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray) -> None:
+    """One batch-first level: halves gathered from ``arena`` (B, cols), result written in."""
+    k, ea, ne = lev.k, lev.ea, lev.ne
+    batch = arena.shape[0]
+    A = arena.take(lev.idx_a, axis=1)  # (B, M, k+ea, k+ea)
+    B = arena.take(lev.idx_b, axis=1)
+    t = t_ext[lev.link].T[None, :, :, None]
     A[:, :, :k] *= t
     B[:, :, :k] *= t
+    res = arena[:, lev.base: lev.base + lev.out_size].reshape(batch, lev.n_merge, ne, ne)
     acc, ace, aec, aee = A[..., :k, :k], A[..., :k, k:], A[..., k:, :k], A[..., k:, k:]
     bcc, bce, bec, bee = B[..., :k, :k], B[..., :k, k:], B[..., k:, :k], B[..., k:, k:]
     if not k:
         res[...] = 0.0
     else:
-        G = -(bcc @ acc)
-        G[..., np.arange(k), np.arange(k)] += 1.0
-        R = np.empty((*G.shape[:-1], lev.ne), dtype=complex)
-        np.matmul(bcc, ace, out=R[..., :ea])
-        R[..., ea:] = bce
+        g = bcc @ acc
+        np.negative(g, out=g)
+        g[..., np.arange(k), np.arange(k)] += 1.0
+        r = np.empty((*g.shape[:-1], ne), dtype=complex)
+        np.matmul(bcc, ace, out=r[..., :ea])
+        r[..., ea:] = bce
         if k == 1:
-            W = R / G
-        elif k > _GJ_MAX or G.shape[0] * G.shape[1] <= _LAPACK_MAX_COUNT:
-            W = np.linalg.solve(G, R)
-        else:
-            W = _inverse_last(G.transpose(2, 3, 0, 1)).transpose(2, 3, 0, 1) @ R
-        ib = acc @ W
+            w = r / g
+        elif batch * lev.n_merge <= _LAPACK_MAX_COUNT:
+            w = np.linalg.solve(g, r)  # one call beats k Gauss-Jordan steps of numpy calls
+        else:  # invert the small k x k on whole rows, then one matmul
+            gl = np.ascontiguousarray(g.transpose(2, 3, 0, 1)).reshape(k, k, -1)
+            inv = _inverse_last(gl).reshape(k, k, *g.shape[:2])
+            w = np.ascontiguousarray(inv.transpose(2, 3, 0, 1)) @ r
+        ib = acc @ w
         ib[..., :ea] += ace
-        np.matmul(aec, W, out=res[..., :ea, :])
+        np.matmul(aec, w, out=res[..., :ea, :])
         np.matmul(bec, ib, out=res[..., ea:, :])
     res[..., :ea, :ea] += aee
     res[..., ea:, ea:] += bee
 
 
-def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.ndarray) -> np.ndarray:
-    """Port matrices of a batch; ``T`` is (B, n_tbus, 4); returns (B, n_ports, n_inputs).
+def run_levels(
+    plan: MergePlan, last: np.ndarray, first: np.ndarray | None, t_ext: np.ndarray,
+    levels: list[tuple[int, np.ndarray | None]] | None = None,
+) -> None:
+    """Run the merges of ``plan`` over arenas already holding the TBU transfer entries.
 
-    Small levels run batch-last (long vector loops, contiguous gathers); levels with
-    large port matrices run batch-first so their products go to BLAS.
+    ``levels`` restricts the work to (level, merges) pairs (all merges when None): the
+    incremental solver re-runs only the ancestors of changed TBUs.
+    """
+    batch = last.shape[1]
+    handed = False
+    todo = levels if levels is not None else [(i, None) for i in range(len(plan.levels))]
+    for i, merges in todo:
+        lev = plan.levels[i] if merges is None else _subset(plan.levels[i], merges)
+        if not lev.first:
+            _merge_last(lev, last, t_ext, batch)
+            continue
+        if not handed:
+            first[:, : len(plan.handoff)] = last[plan.handoff].T
+            handed = True
+        _merge_first(lev, first, t_ext)
+
+
+def _subset(lev: _Level, merges: np.ndarray) -> _Level:
+    """The same level restricted to some merges (writing to the same arena positions).
+
+    Only valid for one merge at a time per level, which is all a path re-merge needs:
+    a batch-last level's output stride is its full merge count.
+    """
+    raise NotImplementedError
+
+
+_SCRATCH = threading.local()  # per thread: the last arenas, reused by the next call
+
+
+def new_arenas(plan: MergePlan, T: np.ndarray, reuse: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Arenas for a batch, the transfer entries filled in; ``T`` is (B, n_tbus, 4).
+
+    ``reuse`` hands out this thread's arenas from its previous call of the same shape
+    (their old contents are dead once a solve has read its root): the arenas are MBs,
+    and fresh ones cost a page fault per 4 kB on every chunk.
     """
     batch = T.shape[0]
-    t_ext = np.append(t_link, 0.0)
-    prev = None
-    last = batch >= _LAST_MIN_BATCH
-    for lev in plan.levels:
-        m_end = lev.n_merge * lev.ne * lev.ne
-        if last and lev.ne > _LAST_MAX_NE:
-            last = False
-            if prev is not None:
-                prev = np.ascontiguousarray(prev.T)
-        if last:
-            buf = np.empty((lev.size, batch), dtype=complex)
-            buf[m_end:] = 0.0
-            if lev.leaf_dest.size:
-                buf[lev.leaf_dest] = T[:, lev.leaf_tbu, lev.leaf_elem].T
-            if lev.n_merge:
-                res = buf[:m_end].reshape(lev.n_merge, lev.ne, lev.ne, batch)
-                _merge_last(lev, prev, t_ext, res)
-        else:
-            buf = np.empty((batch, lev.size), dtype=complex)
-            buf[:, m_end:] = 0.0
-            if lev.leaf_dest.size:
-                buf[:, lev.leaf_dest] = T[:, lev.leaf_tbu, lev.leaf_elem]
-            if lev.n_merge:
-                res = buf[:, :m_end].reshape(batch, lev.n_merge, lev.ne, lev.ne)
-                _merge_first(lev, prev, t_ext, res)
-        prev = buf
-    rows = plan.root + plan.slots * plan.stride
-    idx = rows[:, None] + plan.slots[inputs][None, :]
-    if last:
-        return np.moveaxis(prev[idx], -1, 0)
-    return np.take(prev, idx, axis=1)
+    key = (plan.last_size, plan.first_size, batch)
+    held = getattr(_SCRATCH, "arenas", None) if reuse else None
+    if held is not None and held[0] == key:
+        last, first = held[1]
+    else:
+        last = np.empty((plan.last_size, batch), dtype=complex)
+        first = np.empty((batch, plan.first_size), dtype=complex) if plan.first_size else None
+        if reuse:
+            _SCRATCH.arenas = (key, (last, first))
+    last[: 4 * plan.n_tbus] = T.reshape(batch, 4 * plan.n_tbus).T
+    last[plan.last_zero] = 0.0
+    if first is not None:
+        first[:, len(plan.handoff)] = 0.0
+    return last, first
+
+
+def root_matrix(plan: MergePlan, last: np.ndarray, first: np.ndarray | None,
+                inputs: np.ndarray) -> np.ndarray:
+    """Port matrices (B, n_ports, n_inputs) read from solved arenas."""
+    idx = plan.out_idx[:, inputs]
+    if plan.out_first:
+        return np.take(first, idx, axis=1)
+    return np.moveaxis(last[idx], -1, 0)
+
+
+def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+    """Port matrices of a batch; ``T`` is (B, n_tbus, 4); returns (B, n_ports, n_inputs)."""
+    last, first = new_arenas(plan, T, reuse=True)
+    run_levels(plan, last, first, np.append(t_link, 0.0))
+    return root_matrix(plan, last, first, inputs)
