@@ -71,6 +71,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run, events=None)
 
 
+def _outcome(report: dict[str, Any]) -> str:
+    """The spare(s) brought in, or what a TBU repair did."""
+    return report["spare"] or ("re-routed" if report["rerouted_links"] else "no link affected")
+
+
 def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str) -> Path:
     """Stacked horizontal bars: one per recovery, one segment per timing stage (ms, log-free)."""
     from lab_scripts.plots import _pyplot
@@ -86,7 +91,8 @@ def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str
             ax.barh(k, w, left=left, color=colours(i), label=s if k == 0 else None)
             left += w
         ax.text(left, k, f"  {left:.1f} ms", va="center", fontsize=8)
-    ax.set_yticks(range(len(recoveries)), [f"{r['failed']} -> {r['spare']}" for r in recoveries])
+    labels = [f"{r['failed']} -> {_outcome(r)}" for r in recoveries]
+    ax.set_yticks(range(len(recoveries)), labels)
     ax.invert_yaxis()
     ax.set_xlabel("time since the failure (ms, modelled; compute measured)")
     ax.set_title(title, pad=26)  # room for the legend between the title and the bars
@@ -226,7 +232,7 @@ def _print_text(reports: list[dict[str, Any]], plan: Any, out_path: Path | None,
         t = r["timing_ms"]
         moved = ", ".join(m["link"] for m in r["moved_links"])
         how = "hitless" if r["hitless"] else f"NOT hitless: moved {moved}"
-        print(f"{r['failed']} failed -> {r['spare'] or 're-routed'}: re-routed "
+        print(f"{r['failed']} failed -> {_outcome(r)}: re-routed "
               f"{', '.join(r['rerouted_links']) or 'nothing'}; {len(r['changed_tbus'])} TBUs and "
               f"{len(r['changed_heaters'])} heaters changed; {how}")
         stages = ("detect", "compute", "write", "settle", "relock", "verify", "total")
