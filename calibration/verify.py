@@ -78,11 +78,19 @@ def measure_route(bench: Bench, heater_map: HeaterMap, route: Route, *, compensa
     return RouteReading(route.src, route.dst, trans, leak, trans - leak)
 
 
-def sample_routes(mesh: Mesh, n: int, rng: np.random.Generator) -> list[Route]:
-    """``n`` hand-built routes: zigzags from random ports, each bent once at a random hop."""
+def sample_routes(mesh: Mesh, n: int, rng: np.random.Generator,
+                  avoid: set[int] | frozenset[int] = frozenset()) -> list[Route]:
+    """``n`` hand-built routes: zigzags from random ports, each bent once at a random hop.
+
+    Routes crossing a TBU in ``avoid`` (failed TBUs) are skipped, so fewer than ``n`` may come back.
+    """
     routes = []
-    for src in rng.choice(mesh.n_ports, size=min(n, mesh.n_ports), replace=False):
+    for src in rng.choice(mesh.n_ports, size=mesh.n_ports, replace=False):
+        if len(routes) == n:
+            break
         straight = zigzag_route(mesh, int(src))
         bend = int(rng.integers(0, len(straight.hops)))
-        routes.append(zigzag_route(mesh, int(src), bend))
+        route = zigzag_route(mesh, int(src), bend)
+        if not avoid & {h.tbu for h in route.hops}:
+            routes.append(route)
     return routes

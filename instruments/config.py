@@ -122,7 +122,8 @@ _FIELDS: dict[str, dict[str, tuple[str, Any]]] = {
     "sim": {"seed": ("an integer >= 0", lambda v: type(v) is int and v >= 0),
             "crosstalk_fraction": ("a fraction 0 <= f < 1",
                                    lambda v: _is_number(v) and math.isfinite(v) and 0 <= v < 1),
-            "heater_link": ("\"pty\" or \"url\"", lambda v: v in ("pty", "url"))},
+            "heater_link": ("\"pty\" or \"url\"", lambda v: v in ("pty", "url")),
+            "chip": ("\"realistic\" or \"ideal\"", lambda v: v in ("realistic", "ideal"))},
 }
 _TRANSCEIVER_FIELDS = {"name": _TEXT, "spec": _TEXT, "address": _TEXT}
 
@@ -217,7 +218,8 @@ def start_simulators(cfg: Mapping[str, Any], seed: int | None = None, chip: Any 
     heads = cfg["power_meter"].get("channels")
     tx = cfg.get("transceivers")
     options = {"chip": chip} if chip is not None else \
-        {"crosstalk_fraction": float(sim.get("crosstalk_fraction", 0.01))}
+        {"crosstalk_fraction": float(sim.get("crosstalk_fraction", 0.01)),
+         "model": str(sim.get("chip", "realistic"))}  # [sim] chip: docs/calibration.md
     return SimulatedBench(
         mesh, s, **options,
         switch_ports={int(k): p for p, k in _port_map(mesh, switch, "[laser.switch]").items()}

@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             "fit_rms_residual_rel": cmap.quality["fit_rms_residual_rel"],
             "worst_sigma_phase_2pi_rad": float(np.max(cmap.quality["sigma_phase_2pi_rad"])),
             "crosstalk_fraction": cmap.nearest_fraction, "crosstalk_entries": int(cmap.crosstalk.nnz),
+            "failed_tbus": cmap.failed_tbus(), "warnings": list(cmap.quality.get("warnings", [])),
         }
         errors = None
         chip = getattr(bench, "chip", None) or getattr(getattr(bench, "sim", None), "chip", None)
@@ -116,10 +117,11 @@ def run(args: argparse.Namespace) -> int:
             cmap.quality.update({k: v for k, v in errors.items() if not isinstance(v, np.ndarray)})
         cmap.save(out)
         ckpt.unlink(missing_ok=True)  # the map is written: a later run starts afresh
+        cmap.check_usable()  # a refused map is written (to inspect) but not verified or used
         if args.verify_routes > 0:
             ops0 = bench.operations
             routes = sample_routes(mesh, args.verify_routes,
-                                   np.random.default_rng(args.effective_seed))
+                                   np.random.default_rng(args.effective_seed), avoid=set(cmap.failed))
             rows = []
             for r in routes:
                 on = measure_route(bench, cmap, r, compensate=True)
@@ -147,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
           f"operations ({payload['duration_s']:.1f} s); map written to {out}")
     print(f"fit residual RMS {payload['fit_rms_residual']:.2f} sigma "
           f"({payload['fit_rms_residual_rel']:.2%} of fringe amplitude)")
+    for line in payload["warnings"]:
+        print(f"warning: {line}")
     if errors is not None:
         print(f"vs truth: self-phase RMS {errors['phase_rms_error_rad']:.4f} rad, max "
               f"{errors['phase_max_error_rad']:.4f} rad; delta RMS {errors['delta_rms_error_rad']:.4f} rad; "

@@ -24,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="source:destination, ports by number (3) or name (port:3); repeat")
     p.add_argument("--failed", action="append", default=[], metavar="TBU=dead|bar|cross",
                    help="a failed TBU (name or index): dead, or stuck in bar or cross; repeat")
+    p.add_argument("--map", metavar="MAP.json",
+                   help="calibration map: the TBUs it records as failed are avoided as with --failed")
     p.add_argument("--reserved", action="append", default=[], metavar="TBU",
                    help="a TBU to avoid unless needed (costs 10 dB extra); repeat")
     p.add_argument("--exact", action="store_true",
@@ -87,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
     pairs = [parse_connection(c) for c in args.connect]
     check_ports(mesh, pairs)
     failed = {(int(k) if k.isdigit() else k): v for k, v in parse_failed(args.failed).items()}
+    if args.map is not None:  # TBUs calibration found broken; an explicit --failed wins
+        from calibration.map import CalibrationMap
+
+        failed = {**CalibrationMap.load(args.map, mesh=mesh).failed_tbus(), **failed}
     reserved = [int(r) if r.isdigit() else r for r in args.reserved]
     params = None
     if args.fabricated is not None:

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
 from calibration.heater_map import UnreachableError, invert_cubic
+from calibration.model import heater_positions
 from instruments.sim.chip import Chip
 from photonics.configuration import Configuration
 
@@ -20,15 +21,27 @@ NONLINEAR_ITERATIONS = 30  # contraction ~0.1 per step: 30 steps reach 1e-13 rad
 
 
 class TruthMap:
-    """Currents realising a configuration exactly on ``chip``, crosstalk compensated (oracle)."""
+    """Currents realising a configuration on ``chip``, crosstalk compensated (oracle).
 
-    def __init__(self, chip: Chip) -> None:
+    Exact on the ideal chip. ``cutoff_tbu``: crosstalk between heaters farther apart than
+    this (TBU lengths) is not compensated, as a calibration map would not (it only knows K
+    within ``Options.crosstalk_cutoff_tbu``): the realistic chip's long tail moves a TBU by
+    a few mrad, and compensating it would rewrite every channel within 2.5 TBU lengths of
+    a change at the driver's 1e-4 mA resolution. ``None`` compensates all of it.
+    """
+
+    def __init__(self, chip: Chip, cutoff_tbu: float | None = 1.05) -> None:
         self.chip = chip
         self.chip_id: str | None = chip.chip_id
         h = chip.truth.heaters
         n = h.n_heaters
+        K = h.crosstalk.tocoo()
+        if cutoff_tbu is not None:
+            pos = heater_positions(chip.mesh.tbu_xy)
+            near = np.linalg.norm(pos[K.row] - pos[K.col], axis=1) <= cutoff_tbu
+            K = sp.coo_matrix((K.data[near], (K.row[near], K.col[near])), shape=K.shape)
         # total = own + K (own / eta)  =>  own = (I + K diag(1/eta))^-1 total
-        self._A = (sp.identity(n) + h.crosstalk @ sp.diags(1 / h.eta)).tocsc()
+        self._A = (sp.identity(n) + K.tocsr() @ sp.diags(1 / h.eta)).tocsc()
 
     def _solve_heat(self, target: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Cubic-law phases ``s`` (rad) with ``s + k s^2 + K s / eta = target`` (fixed point).

@@ -291,6 +291,8 @@ class SimSection(Open):
     seed: Annotated[int, Field(ge=0)] = 0
     crosstalk_fraction: float = Field(0.01, ge=0, lt=1)
     heater_link: Literal["pty", "url"] = "pty"
+    chip: Literal["realistic", "ideal"] = Field(
+        "realistic", description="simulated chip model (docs/calibration.md, 'The simulated chip')")
 
 
 class BenchFile(Open):

@@ -374,6 +374,9 @@ class CalibrateOutput(Strict):
     min_acr_uncompensated_db: DbOrNull = None
     verify_operations: Count | None = None
     plots: list[Path] | None = None
+    failed_tbus: dict[str, Literal["dead", "bar", "cross"]] = Field(
+        default_factory=dict, description="TBUs calibration found broken, by name: routing avoids them")
+    warnings: list[str] = Field(default_factory=list, description="one line per failed TBU or doubtful fit")
 
 
 class DemoChip(Strict):
@@ -440,6 +443,197 @@ class DemoOutput(Strict):
     elapsed_s: Seconds
 
 
+# -- commands of the other engineers, modelled from their --json output of 2026-11-23 ------
+# (collective, rack, serve): the lead re-checks them when those commands change.
+
+class CollectiveInfo(Strict):
+    """The collective as compiled: its pattern, ranks, chunks and steps."""
+
+    name: str
+    kind: str = Field(description="allreduce, alltoall, ...")
+    n_ranks: Count
+    n_chunks: Count
+    n_steps: Count
+    combine: bool
+    lag_ms: dict[str, Ms] = Field(description="rank -> how late it joins (ms)")
+
+
+class CollectiveCost(Strict):
+    """The cost model's parameters."""
+
+    alpha_ms: Ms = Field(description="latency per message hop (ms)")
+    gbps: float = Field(gt=0, description="circuit rate (Gb/s)")
+    relock_ms: Ms | None = Field(description="receiver re-lock per switch (ms); null: the lanes' own")
+
+
+class CollectiveConfiguration(Strict):
+    """One mesh configuration of the compiled collective."""
+
+    index: Count
+    links: list[str]
+    worst_loss_db: Db
+    worst_margin_db: Db
+
+
+class CollectiveRound(Strict):
+    """One step as scheduled: which configuration, direct or forwarded, and when (ms)."""
+
+    step: Count
+    label: str
+    config: Count
+    mode: Literal["direct", "forward"]
+    transfers: Count
+    max_hops: Count
+    switch_ms: Ms
+    start_ms: Ms
+    end_ms: Ms
+
+
+class CollectiveOutput(Strict):
+    """``lumion collective --json``: completion time on the mesh against fixed ring and torus."""
+
+    schema_name: Literal["lumion.collective"] = Field(alias="schema")
+    version: Literal[1]
+    pattern: str
+    accelerators: Count | None
+    size_mb: float = Field(ge=0, description="buffer per rank (MB = 1e6 bytes)")
+    collective: CollectiveInfo
+    fabric: str
+    mesh: MeshSpec
+    ranks: list[str]
+    size_bytes: float = Field(ge=0)
+    cost: CollectiveCost
+    completion_ms: Ms
+    first_run_ms: Ms
+    setup_ms: Ms
+    switches: Count
+    switch_ms: Ms
+    n_configurations: Count
+    n_rounds: Count
+    fixed_ms: dict[str, Ms] = Field(description="fixed topology (ring, torus) -> completion time (ms)")
+    configurations: list[CollectiveConfiguration]
+    rounds: list[CollectiveRound]
+    speedup_vs_fixed_ring: float
+
+
+class RackInfo(Strict):
+    """The rack simulated: its meshes, accelerators and fibres."""
+
+    name: str
+    meshes: dict[str, MeshSpec]
+    workers: Count
+    spares: Count
+    fibres: Count
+    lanes: Count
+
+
+class RackFailures(Strict):
+    """The failure model (hours)."""
+
+    mtbf_h: float
+    repair_h: float
+    checkpoint_h: float
+    restart_h: float
+
+
+class PolicyMetrics(Strict):
+    """One policy's metrics over the trace (docs/rack.md defines them)."""
+
+    policy: Literal["fabric", "baseline"]
+    n_jobs: Count
+    completed: Count
+    rejected: Count
+    accepted_immediately: float
+    accepted_eventually: float
+    queue_delay_mean_h: float
+    queue_delay_p95_h: float
+    fragmentation: float
+    bandwidth_per_slice: float
+    utilisation: float
+    throughput_jobs_per_h: float
+    goodput_acc_h_per_h: float
+    goodput_fraction: float
+    makespan_h: float
+    failures: Count
+    failures_in_jobs: Count
+    splices: Count
+    stalls: Count
+    lost_work_acc_h: float
+
+
+class RackOutput(Strict):
+    """``lumion rack simulate --json``: the photonic fabric against the static-ring baseline."""
+
+    schema_name: Literal["lumion.rack.simulate"] = Field(alias="schema")
+    version: Literal[1]
+    rack: RackInfo
+    trace: dict[str, str | int | None] = Field(description="source (synthetic or the file) and n_jobs")
+    seed: Count
+    queue: Literal["fifo", "backfill"]
+    failures: RackFailures
+    fabric: PolicyMetrics
+    baseline: PolicyMetrics
+    change: dict[str, float | None] = Field(description="metric -> relative change fabric vs baseline; "
+                                            "null where the baseline is 0")
+    plot: Path | None
+
+
+class ServeOutput(Strict):
+    """``lumion serve --json``: printed once the service listens (it then serves until a signal)."""
+
+    schema_name: Literal["lumion.serve"] = Field(alias="schema")
+    version: Literal[1]
+    url: str
+    api: str
+    token_file: Path
+    token_created: bool
+    db: Path
+    pid: int
+    chip_id: str
+    fabric: str
+    bench: str
+    reconciled: list[dict[str, object]] = Field(description="what the start-up reconciliation did")
+    telemetry_period_s: Seconds
+    on_dark: Literal["auto", "alert"]
+
+
+class YieldGroup(Strict):
+    """One grid point of a yield campaign."""
+
+    mesh: MeshSpec
+    loss_spread_db: Db
+    kappa_spread: float
+    n_chips: Count
+    yield_: float = Field(alias="yield", ge=0, le=1, description="fraction of chips that pass")
+
+
+class CampaignOutput(Strict):
+    """``lumion campaign --json``: a Dask campaign's summary (yield or availability keys)."""
+
+    schema_name: Literal["lumion.campaign"] = Field(alias="schema")
+    version: Literal[1]
+    kind: Literal["yield", "availability"]
+    seed: Count
+    scheduler: str
+    workers: Count
+    n_tasks: Count
+    seconds: Seconds = Field(description="wall time (s); by the suffix convention: elapsed_s")
+    out: Path | None
+    plot: Path | None
+    # kind = yield
+    yield_: float | None = Field(None, alias="yield", ge=0, le=1)
+    n_chips: Count | None = None
+    margin_db: Db | None = None
+    min_acr_db: Db | None = None
+    accelerators: Count | None = None
+    spares: Count | None = None
+    groups: list[YieldGroup] | None = None
+    # kind = availability
+    n_traces: Count | None = None
+    mean: dict[str, dict[str, float | None]] | None = Field(None, description="policy -> metric -> mean")
+    fabric_over_baseline: dict[str, float | None] | None = None
+
+
 # command -> its output model; a command missing here fails tests/lab_scripts/test_schemas.py.
 COMMAND_OUTPUTS = {
     "mesh": MeshOutput,
@@ -453,4 +647,8 @@ COMMAND_OUTPUTS = {
     "calibrate": CalibrateOutput,
     "bench": BenchOutput,
     "program": ProgramOutput,
+    "collective": CollectiveOutput,
+    "rack": RackOutput,
+    "serve": ServeOutput,
+    "campaign": CampaignOutput,
 }
