@@ -91,6 +91,7 @@ class MergePlan:
     parent: np.ndarray  # (n_nodes,) parent node of every node (-1 at the root)
     node_level: np.ndarray  # (n_nodes,) level of a merge node (-1 for a TBU)
     node_slot: np.ndarray  # (n_nodes,) index of a merge within its level
+    leaf_node: np.ndarray  # (n_tbus,) tree node of every TBU
 
 
 _PLANS: weakref.WeakKeyDictionary[Mesh, dict[bool, MergePlan | None]] = weakref.WeakKeyDictionary()
@@ -293,14 +294,17 @@ def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
     else:
         root_pos = root.pos
     parent = np.full(len(nodes), -1)
+    leaf_node = np.full(n, -1)
     for nd in nodes:
         for c in nd.children:
             parent[c.id] = nd.id
+        if nd.tbu >= 0:
+            leaf_node[nd.tbu] = nd.id
     return MergePlan(
         levels=tuple(levels), n_tbus=n, last_size=last_base, last_zero=last_zero,
         handoff=handoff, first_size=first_size, out_idx=root_pos[np.ix_(slots, slots)],
         out_first=root.first, n_ports=mesh.n_ports, parent=parent,
-        node_level=node_level, node_slot=node_slot,
+        node_level=node_level, node_slot=node_slot, leaf_node=leaf_node,
     )
 
 
@@ -363,9 +367,9 @@ def _inverse_last(g: np.ndarray) -> np.ndarray:
     return _solve_last(g, eye)
 
 
-def _merge_last(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, batch: int) -> None:
-    """One batch-last level: halves gathered from ``arena`` (rows, B), result written in."""
-    k, ea, ne, n = lev.k, lev.ea, lev.ne, lev.n_merge * batch
+def _merge_last(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, res: np.ndarray) -> None:
+    """One batch-last level: halves gathered from ``arena`` (rows, B) into ``res`` (ne, ne, M B)."""
+    k, ea, ne, n = lev.k, lev.ea, lev.ne, res.shape[-1]
     A = arena[lev.idx_a]  # (k+ea, k+ea, M, B)
     B = arena[lev.idx_b]
     t = t_ext[lev.link][:, None, :, None]
@@ -373,7 +377,6 @@ def _merge_last(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, batch: int) -
     B[:k] *= t
     A = A.reshape(*A.shape[:2], n)
     B = B.reshape(*B.shape[:2], n)
-    res = arena[lev.base: lev.base + lev.out_size].reshape(ne, ne, n)
     acc, ace, aec, aee = A[:k, :k], A[:k, k:], A[k:, :k], A[k:, k:]
     bcc, bce, bec, bee = B[:k, :k], B[:k, k:], B[k:, :k], B[k:, k:]
     if not k:
@@ -394,8 +397,8 @@ def _merge_last(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, batch: int) -
     res[ea:, ea:] += bee
 
 
-def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray) -> None:
-    """One batch-first level: halves gathered from ``arena`` (B, cols), result written in."""
+def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, res: np.ndarray) -> None:
+    """One batch-first level: halves gathered from ``arena`` (B, cols) into ``res`` (B, M, ne, ne)."""
     k, ea, ne = lev.k, lev.ea, lev.ne
     batch = arena.shape[0]
     A = arena.take(lev.idx_a, axis=1)  # (B, M, k+ea, k+ea)
@@ -403,7 +406,6 @@ def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray) -> None:
     t = t_ext[lev.link].T[None, :, :, None]
     A[:, :, :k] *= t
     B[:, :, :k] *= t
-    res = arena[:, lev.base: lev.base + lev.out_size].reshape(batch, lev.n_merge, ne, ne)
     acc, ace, aec, aee = A[..., :k, :k], A[..., :k, k:], A[..., k:, :k], A[..., k:, k:]
     bcc, bce, bec, bee = B[..., :k, :k], B[..., :k, k:], B[..., k:, :k], B[..., k:, k:]
     if not k:
@@ -433,34 +435,62 @@ def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray) -> None:
 
 def run_levels(
     plan: MergePlan, last: np.ndarray, first: np.ndarray | None, t_ext: np.ndarray,
-    levels: list[tuple[int, np.ndarray | None]] | None = None,
+    only: dict[int, np.ndarray] | None = None,
 ) -> None:
     """Run the merges of ``plan`` over arenas already holding the TBU transfer entries.
 
-    ``levels`` restricts the work to (level, merges) pairs (all merges when None): the
-    incremental solver re-runs only the ancestors of changed TBUs.
+    ``only`` restricts the work to some merges per level ({level: merge indices}; a
+    level not listed is skipped): the incremental solver re-runs only the ancestors of
+    the TBUs that changed, writing to the same arena positions as a full run.
     """
     batch = last.shape[1]
     handed = False
-    todo = levels if levels is not None else [(i, None) for i in range(len(plan.levels))]
-    for i, merges in todo:
-        lev = plan.levels[i] if merges is None else _subset(plan.levels[i], merges)
-        if not lev.first:
-            _merge_last(lev, last, t_ext, batch)
+    for i, lev in enumerate(plan.levels):
+        sel = None if only is None else only.get(i)
+        if only is not None and sel is None:
             continue
-        if not handed:
+        if lev.first and not handed:
             first[:, : len(plan.handoff)] = last[plan.handoff].T
             handed = True
-        _merge_first(lev, first, t_ext)
+        if sel is None:
+            if lev.first:
+                res = first[:, lev.base: lev.base + lev.out_size]
+                _merge_first(lev, first, t_ext, res.reshape(batch, lev.n_merge, lev.ne, lev.ne))
+            else:
+                res = last[lev.base: lev.base + lev.out_size]
+                _merge_last(lev, last, t_ext, res.reshape(lev.ne, lev.ne, lev.n_merge * batch))
+            continue
+        sub = _subset(lev, sel)
+        ne, ij = lev.ne, np.arange(lev.ne * lev.ne)
+        if lev.first:
+            res = np.empty((batch, len(sel), ne, ne), dtype=complex)
+            _merge_first(sub, first, t_ext, res)
+            first[:, lev.base + sel[:, None] * ne * ne + ij[None, :]] = res.reshape(batch, len(sel), -1)
+        else:
+            res = np.empty((ne, ne, len(sel) * batch), dtype=complex)
+            _merge_last(sub, last, t_ext, res)
+            rows = lev.base + ij[:, None] * lev.n_merge + sel[None, :]
+            last[rows] = res.reshape(ne * ne, len(sel), batch)
 
 
-def _subset(lev: _Level, merges: np.ndarray) -> _Level:
-    """The same level restricted to some merges (writing to the same arena positions).
+def _subset(lev: _Level, sel: np.ndarray) -> _Level:
+    """The same level restricted to the merges ``sel`` (output placement is the caller's)."""
+    if lev.first:
+        idx_a, idx_b = lev.idx_a[sel], lev.idx_b[sel]
+    else:
+        idx_a, idx_b = lev.idx_a[..., sel], lev.idx_b[..., sel]
+    return _Level(lev.first, len(sel), lev.k, lev.ea, lev.ne, -1, idx_a, idx_b, lev.link[:, sel])
 
-    Only valid for one merge at a time per level, which is all a path re-merge needs:
-    a batch-last level's output stride is its full merge count.
-    """
-    raise NotImplementedError
+
+def ancestors(plan: MergePlan, tbus: np.ndarray) -> dict[int, np.ndarray]:
+    """{level: merge indices} of every merge above the TBUs ``tbus`` (their paths to the root)."""
+    hit: dict[int, set[int]] = {}
+    for t in np.unique(np.asarray(tbus, dtype=np.int64)):
+        node = plan.leaf_node[t]
+        while plan.parent[node] >= 0:
+            node = plan.parent[node]
+            hit.setdefault(int(plan.node_level[node]), set()).add(int(plan.node_slot[node]))
+    return {lev: np.array(sorted(m), dtype=np.int64) for lev, m in sorted(hit.items())}
 
 
 _SCRATCH = threading.local()  # per thread: the last arenas, reused by the next call

@@ -1,0 +1,104 @@
+"""The incremental solver against full solves, and what `import photonics.circuit` loads."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from photonics.circuit import solve
+from photonics.circuit_merge import merge_plan
+from photonics.circuit_solver import CircuitSolver
+from photonics.errors import StateError
+from photonics.physics import fabricated_params
+from photonics.state import MeshState
+from photonics.topology import hexagonal, smartlight, square
+
+
+def _step(state: MeshState, tbus: np.ndarray, rng: np.random.Generator) -> MeshState:
+    top, bot = state.phi_top.copy(), state.phi_bot.copy()
+    top[tbus] = rng.uniform(0, 2 * np.pi, len(tbus))
+    if rng.random() < 0.5:
+        bot[tbus] = rng.uniform(0, 2 * np.pi, len(tbus))
+    return MeshState(top, bot)
+
+
+@pytest.mark.parametrize(("name", "n_wl"),
+                         [("smartlight", 1), ("smartlight", 20), ("hex", 3), ("square", 40)])
+def test_random_update_sequences_equal_full_solves(name, n_wl):
+    mesh = {"smartlight": smartlight, "hex": lambda: hexagonal(2, 3), "square": lambda: square(3, 3)}[name]()
+    rng = np.random.default_rng([n_wl, len(name)])
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    wl = np.linspace(1545.0, 1555.0, n_wl)
+    state = MeshState.random(mesh, rng)
+    solver = CircuitSolver(mesh, state, wl, params)
+    n_merges = sum(lev.n_merge for lev in merge_plan(mesh, all_first=n_wl < 16).levels)
+    for step in range(25):
+        # mostly one heater (plus a neighbour, as thermal crosstalk moves), sometimes none or many
+        n_changed = [0, 1, 1, 1, 2, 3, mesh.n_tbus // 2][step % 7]
+        tbus = rng.choice(mesh.n_tbus, n_changed, replace=False)
+        state = _step(state, tbus, rng)
+        solver.update(state)
+        expect = np.sort(tbus) if n_changed < mesh.n_tbus // 4 else np.arange(mesh.n_tbus)
+        np.testing.assert_array_equal(np.sort(solver.last_update_tbus), expect)
+        if 0 < n_changed <= 3:  # the path re-merge ran, not a full solve
+            assert 0 < solver.last_update_merges < n_merges
+        full = solve(mesh, state, wl, params)[0]
+        assert np.abs(solver.matrix() - full).max() <= 1e-12
+        inputs = [0, mesh.n_ports - 1]
+        np.testing.assert_array_equal(solver.matrix(inputs), solver.matrix()[..., inputs])
+
+
+def test_single_tbu_update_reruns_one_merge_per_level():
+    mesh = smartlight()
+    rng = np.random.default_rng(3)
+    state = MeshState.random(mesh, rng)
+    solver = CircuitSolver(mesh, state, [1550.0])
+    plan = merge_plan(mesh, all_first=True)
+    state = _step(state, np.array([17]), rng)
+    assert solver.update(state) == 1
+    depth, node = 0, plan.leaf_node[17]
+    while plan.parent[node] >= 0:
+        node, depth = plan.parent[node], depth + 1
+    assert solver.last_update_merges == depth
+    assert np.abs(solver.matrix() - solve(mesh, state, [1550.0])[0]).max() <= 1e-12
+
+
+def test_params_change_resolves_everything():
+    mesh = hexagonal(2, 2)
+    rng = np.random.default_rng(4)
+    state = MeshState.random(mesh, rng)
+    solver = CircuitSolver(mesh, state, [1549.0, 1551.0])
+    chip = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    assert solver.update(state, chip) == mesh.n_tbus
+    assert np.abs(solver.matrix() - solve(mesh, state, [1549.0, 1551.0], chip)[0]).max() <= 1e-12
+    assert solver.update(state) == 0  # nothing changed: nothing re-run
+    assert solver.last_update_merges == 0
+
+
+def test_bad_input_is_refused_clearly():
+    mesh = hexagonal(1, 2)
+    rng = np.random.default_rng(5)
+    with pytest.raises(StateError, match="one state"):
+        CircuitSolver(mesh, MeshState.random(mesh, rng, n_states=2))
+    solver = CircuitSolver(mesh, MeshState.random(mesh, rng))
+    with pytest.raises(StateError, match="TBUs"):
+        solver.update(MeshState(np.zeros(3), np.zeros(3)))
+    with pytest.raises(StateError, match="input ports"):
+        solver.matrix([mesh.n_ports])
+    with pytest.raises(StateError, match="wavelengths"):
+        CircuitSolver(mesh, MeshState.random(mesh, rng), [-1.0])
+
+
+def test_import_circuit_does_not_load_scipy_sparse():
+    """The sparse LU fallback imports scipy.sparse when it first runs, not at import."""
+    code = ("import sys, photonics.circuit, photonics.circuit_solver; "
+            "print(any(m.startswith('scipy.sparse') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    code = ("import sys, numpy as np; from photonics.circuit import solve_sparse; "
+            "from photonics.topology import hexagonal; from photonics.state import MeshState; "
+            "m = hexagonal(1, 1); solve_sparse(m, MeshState.uniform(m, 'bar')); "
+            "print('scipy.sparse.linalg' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"  # the check above can fail: the fallback does load it
