@@ -76,8 +76,10 @@ def to_jsonable(value: Any) -> Any:
 
 
 # A command's output is schema "lumion.<command>" version 1 unless named here: `mesh` and
-# `bench` print something else than the data files called lumion.mesh and lumion.bench.
-OUTPUT_SCHEMA_NAMES = {"mesh": "lumion.mesh-info", "bench": "lumion.bench-serve"}
+# `bench` print something else than the data files called lumion.mesh and lumion.bench;
+# `rack` is named for its action.
+OUTPUT_SCHEMA_NAMES = {"mesh": "lumion.mesh-info", "bench": "lumion.bench-serve",
+                       "rack": "lumion.rack.simulate"}
 # Raised for a command when its output changes incompatibly (a key renamed or removed).
 OUTPUT_VERSIONS: dict[str, int] = {}
 ROUTE_SCHEMA = "lumion.route"

@@ -364,6 +364,51 @@ class CollectiveStepsFile(Open):
     step: list[CollectiveStep] = Field(min_length=1)
 
 
+class RackMesh(Open):
+    """A mesh of the rack: its name and spec."""
+
+    name: str
+    spec: MeshSpec
+
+
+class RackAccelerator(Open):
+    """An accelerator: its mesh and the ports of its lanes (lane k = tx[k] -> mesh -> rx[k])."""
+
+    name: str
+    mesh: str
+    tx: list[PortName]
+    rx: list[PortName]
+    spare: bool = False
+
+
+class RackFibre(Open):
+    """A fibre between two meshes' ports (``<mesh>/port:<n>``), with its loss and amplifier gain (dB)."""
+
+    name: str
+    a: str
+    b: str
+    loss_db: float | None = None
+    coupling_db: float | None = None
+    gain_db: float | None = None
+
+
+class RackFile(Open):
+    """``lumion.rack`` v1 (TOML): meshes joined by fibres and the accelerators on them (``lumion rack``).
+
+    Written from the rack engineer's example (examples/rack-two-smartlight.toml); its
+    loader is the authority.
+    """
+
+    schema_name: Literal["lumion.rack"] = Field(alias="schema")
+    version: Literal[1]
+    name: str | None = None
+    transceiver: str | None = None
+    required_margin_db: float | None = None
+    mesh: list[RackMesh] = Field(min_length=1)
+    accelerator: list[RackAccelerator] = Field(min_length=1)
+    fibre: list[RackFibre] = Field(default_factory=list)
+
+
 # schema name (or name@version when one name has several versions) -> model
 DATA_FILES = {
     "lumion.mesh": MeshFile,
@@ -377,4 +422,5 @@ DATA_FILES = {
     "lumion.bench": BenchFile,
     "lumion.job": JobFile,
     "lumion.collective-steps": CollectiveStepsFile,
+    "lumion.rack": RackFile,
 }

@@ -50,6 +50,27 @@ class HeaterRef(Strict):
     arm: Literal["top", "bot"]
 
 
+class MeshLink(Strict):
+    """A waveguide link between two TBU ends."""
+
+    from_: str = Field(alias="from", description="<TBU>/<a0|a1|b0|b1>")
+    to: str
+
+
+class TbuEnds(Strict):
+    """A TBU's two ends in the drawing."""
+
+    a: list[float] = Field(min_length=2, max_length=2)
+    b: list[float] = Field(min_length=2, max_length=2)
+
+
+class MeshGeometry(Strict):
+    """Drawing coordinates of every TBU (unit: one TBU length)."""
+
+    unit: Literal["tbu_length"]
+    tbus: dict[str, TbuEnds]
+
+
 class MeshOutput(Strict):
     """``lumion mesh --json``: a mesh's size, names and heater channels."""
 
@@ -67,6 +88,9 @@ class MeshOutput(Strict):
     ports: list[PortName]
     tbus: list[TbuName]
     heaters: list[HeaterRef]
+    links: list[MeshLink] = Field(description="waveguide links between TBU ends")
+    port_sides: dict[str, str] = Field(description="port name -> the TBU end it is (<TBU>/<a0|a1|b0|b1>)")
+    geometry: MeshGeometry
 
 
 class SimulateOutput(Strict):
@@ -131,6 +155,7 @@ class LayoutOutput(Strict):
     pad_map: Path = Field(description="the pad map as CSV")
     pad_map_json: Path = Field(description="the pad map as lumion.padmap JSON")
     plot: Path | None = Field(description="the PNG picture of the layout, or null")
+    plot_tbu: Path | None = Field(description="the zoomed picture of one TBU beside it, or null")
     cell: str = Field(description="gdsfactory cell name")
     n_tbus: Count
     n_ports: Count
@@ -138,6 +163,13 @@ class LayoutOutput(Strict):
     n_heater_pads: Count
     size_um: list[float] = Field(min_length=2, max_length=2, description="[width, height] in µm")
     gds_bytes: Count
+    wire_width_um: float = Field(gt=0, description="heater wire width (µm)")
+    ground_width_um: float = Field(gt=0, description="ground bus width (µm)")
+    max_line_resistance_ohm: float = Field(ge=0, description="longest heater line's resistance (ohm)")
+    max_ground_drop_v: float = Field(ge=0, description="worst voltage drop on the shared ground (V)")
+    ground_current_ma: float = Field(ge=0, description="ground current at full drive (mA)")
+    routing_sheet_ohm_sq: float = Field(gt=0, description="routing metal sheet resistance (ohm/sq)")
+    ground_sheet_ohm_sq: float = Field(gt=0, description="ground metal sheet resistance (ohm/sq)")
     import_s: Seconds = Field(description="importing gdsfactory and activating its PDK (s)")
     build_s: Seconds = Field(description="drawing the cell (s)")
 
@@ -261,6 +293,11 @@ class FailoverOutput(Recovery):
     fabric: str
     failovers: list[Recovery]
     plots: list[Path]
+    plan: Path | None = Field(description="the lumion.plan file written by --out, or null")
+    worst_margin_db: Db
+    # seen in the fabric engineer's work in progress (2026-11-23); optional until it lands
+    configuration: ConfigurationFile | None = None
+    configuration_file: Path | None = None
 
 
 class Matching(Strict):
@@ -291,6 +328,7 @@ class ScheduleOutput(Strict):
     worst_loss_db: Db
     worst_acr_db: DbOrNull
     configurations: list[Matching]
+    out: Path | None = Field(description="the file written by --out, or null")
 
 
 class SwitchMs(Strict):
@@ -327,6 +365,7 @@ class PhasesOutput(Strict):
     cyclic: bool
     configurations: list[PhaseStep]
     cycle_switch_ms: Ms
+    out: Path | None = Field(description="the file written by --out, or null")
 
 
 class VerifiedRoute(Strict):

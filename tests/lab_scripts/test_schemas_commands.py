@@ -57,6 +57,12 @@ CASES = {
     "calibrate": [["calibrate", "--bench", "sim", "--mesh", "hex:1x1", "--out", "m.json",
                    "--points", "24", "--verify-routes", "2", "--quiet"]],
     "demo": [["demo", "--no-calibrate", "--out", "demo"]],
+    "collective": [["collective", "--pattern", "ring", "--accelerators", "4", "--size-mb", "1"],
+                   ["collective", "--pattern", "straggler", "--accelerators", "4", "--lag-ms", "2"],
+                   ["collective", "--pattern", str(EXAMPLES / "allreduce-ring-4.toml")]],
+    "rack": [["rack", "simulate", "--synthetic", "6", "--seed", "1", "--plot", "rack.png"]],
+    "campaign": [["campaign", "--kind", "yield", "--mesh", "hex:2x3", "--chips", "2", "--plot", "y.png"],
+                 ["campaign", "--kind", "availability", "--traces", "1", "--jobs", "4"]],
 }
 
 
@@ -88,21 +94,31 @@ def test_program_output_follows_its_schema(capsys, tmp_path, monkeypatch):
     check(d, "program")
 
 
-def test_bench_serve_output_follows_its_schema(tmp_path):
-    cmd = [sys.executable, "-m", "lab_scripts.cli", "bench", "serve", "--json", "--mesh", "hex:1x2",
-           "--write-config", str(tmp_path / "b.toml")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+def first_line_of(argv, cwd):
+    """Start a command that serves until a signal, read its first stdout line, stop it."""
+    cmd = [sys.executable, "-m", "lab_scripts.cli", *argv, "--json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        d = json.loads(proc.stdout.readline())
+        line = proc.stdout.readline()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)
-    check(d, "bench")
+    return json.loads(line)
+
+
+def test_bench_serve_output_follows_its_schema(tmp_path):
+    d = check(first_line_of(["bench", "serve", "--mesh", "hex:1x2", "--write-config", "b.toml"], tmp_path),
+              "bench")
     assert d["mesh"] == "hex:1x2"
     import tomllib
 
     schemas.validate(tomllib.loads((tmp_path / "b.toml").read_text()), "lumion.bench")
+
+
+def test_serve_output_follows_its_schema(tmp_path):
+    pytest.importorskip("fastapi")
+    check(first_line_of(["serve", "--port", "0", "--db", "cp.db"], tmp_path), "serve")
 
 
 # one failing command line per command: the lumion.error object validates too
@@ -118,6 +134,10 @@ FAILURES = {
     "calibrate": ["calibrate", "--bench", "missing.toml", "--out", "m.json"],
     "bench": ["bench", "serve", "--config", "missing.toml"],
     "program": ["program", "--configuration", "missing.json"],
+    "collective": ["collective", "--pattern", "nonsense", "--accelerators", "4"],
+    "rack": ["rack", "simulate", "--trace", "missing.csv"],
+    "serve": ["serve", "--bench", "missing.toml", "--db", "cp.db"],
+    "campaign": ["campaign", "--kind", "yield", "--chips", "0"],
 }
 
 
@@ -133,7 +153,7 @@ def test_error_output_follows_its_schema(command, capsys, tmp_path, monkeypatch)
 
 def test_every_command_is_covered():
     """A new command needs an output schema and a case here (docs/schemas.md says how)."""
-    covered = set(CASES) | {"layout", "program", "bench"}
+    covered = set(CASES) | {"layout", "program", "bench", "serve"}
     assert set(COMMANDS) <= covered
     assert set(COMMANDS) <= set(FAILURES)
     for command in COMMANDS:
