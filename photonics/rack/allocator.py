@@ -6,7 +6,11 @@ for failures) are tried in order -- first windows of neighbouring slots on one m
 that span meshes (fewest meshes first) -- at most :data:`MAX_CANDIDATES` sets. For a set,
 lane 0 of every logical link of every round is laid (all or nothing); then each further
 lane ("layer": a parallel copy of the pattern) is added while it routes and closes its
-budget, so a slice gets as much bandwidth as the mesh can give it.
+budget, so a slice gets as much bandwidth as the mesh can give it. Those extra lanes are
+lent, not owned: when a new slice (or a splice) does not fit, every running slice sheds
+its extra lanes (:meth:`FabricAllocator.shed`, hitless: lane 0 is untouched) and the
+placement is tried again; :meth:`FabricAllocator.regrow` hands lanes back when the queue is
+empty.
 
 Failures (:meth:`FabricAllocator.splice`): the failed accelerator is replaced by a free
 spare (same mesh first), else a free worker; only the circuits that touched it are
@@ -42,8 +46,10 @@ class FabricAllocator:
 
     name = "fabric"
 
-    def __init__(self, rack: Rack) -> None:
+    def __init__(self, rack: Rack, max_lanes: int | None = None) -> None:
         self.rack = rack
+        # Lanes a slice may use (1 = the pattern once, no parallel copies); all by default.
+        self.max_lanes = rack.n_lanes if max_lanes is None else max(1, min(max_lanes, rack.n_lanes))
         self.occupancy = Occupancy(rack)
         self.members: dict[str, list[str]] = {}
         self.patterns: dict[str, str] = {}
@@ -56,10 +62,46 @@ class FabricAllocator:
         workers = [a for a in free if not self.rack.accelerator(a).spare]
         if len(workers) < job.size:
             return None
+        members = self._first_fit(job, workers)
+        if members is None and self.shed():  # extra lanes of running slices give way to a new slice
+            members = self._first_fit(job, workers)
+        return members
+
+    def _first_fit(self, job: TraceJob, workers: Sequence[str]) -> list[str] | None:
         for members in self.candidates(workers, job.size):
             if self._lay_job(job.name, job.pattern, members):
                 return list(members)
         return None
+
+    def shed(self) -> bool:
+        """Drop every running slice's extra lanes (lane >= 1), keeping lane 0 as it is; any dropped?
+
+        Lane-0 circuits are untouched, so this is hitless for every job's pattern; only the
+        parallel copies go. :meth:`regrow` gives them back when nobody is waiting.
+        """
+        dropped = False
+        for name, cs in self.occupancy.circuits.items():
+            extra = [c for c in cs if c.layer > 0]
+            if extra:
+                self.occupancy.remove(name, extra)
+                self.layers[name] = 1
+                dropped = True
+        return dropped
+
+    def regrow(self) -> None:
+        """Give running slices back the extra lanes that fit now, in placement order."""
+        for name in list(self.members):
+            if self.layers[name] < self.max_lanes:
+                multi = name in self.occupancy.multi_round
+                self.layers[name] += self._add_layers(name, self._rounds(name), multi, self.layers[name])
+
+    def _rounds(self, name: str) -> Rounds:
+        """The job's rounds as laid (lane 0), in round order."""
+        by_round: dict[int, list[tuple[str, str]]] = {}
+        for c in self.occupancy.circuits.get(name, []):
+            if c.layer == 0:
+                by_round.setdefault(c.round, []).append(c.link)
+        return tuple(tuple(by_round[r]) for r in sorted(by_round))
 
     def candidates(self, workers: Sequence[str], n: int) -> list[list[str]]:
         """Accelerator sets to try, best first (see the module docstring), at most MAX_CANDIDATES."""
@@ -117,7 +159,7 @@ class FabricAllocator:
     def _add_layers(self, name: str, rounds: Rounds, multi: bool, first: int) -> int:
         """Add lanes ``first``, ``first + 1``, ... while they fit; how many were added."""
         added = 0
-        for layer in range(first, self.rack.n_lanes):
+        for layer in range(first, self.max_lanes):
             laid: list[Circuit] = []
             try:
                 for r, links in enumerate(rounds):
@@ -138,11 +180,14 @@ class FabricAllocator:
     def splice(self, name: str, failed: str, free: Sequence[str]) -> str | None:
         """Replace ``failed`` in job ``name`` by a free accelerator; the replacement, or None."""
         cands = self._replacements(failed, free)
-        for c in cands:
-            for keep_layers in (True, False):
-                if self._resplice(name, failed, c, keep_layers):
-                    self.members[name] = [c if m == failed else m for m in self.members[name]]
-                    return c
+        for attempt in range(2):  # the second time after the other slices shed their extra lanes
+            for c in cands:
+                for keep_layers in (True, False):
+                    if self._resplice(name, failed, c, keep_layers):
+                        self.members[name] = [c if m == failed else m for m in self.members[name]]
+                        return c
+            if attempt == 0 and not self.shed():
+                break
         return None
 
     def _replacements(self, failed: str, free: Sequence[str]) -> list[str]:

@@ -58,6 +58,9 @@ class BaselineAllocator:
         del name, failed, free
         return None
 
+    def regrow(self) -> None:
+        """Nothing to regrow: a static ring's lanes never change."""
+
     def neighbours(self, a: str, b: str) -> bool:
         """True when workers ``a`` and ``b`` are wired to each other."""
         d = abs(self._pos[a] - self._pos[b])

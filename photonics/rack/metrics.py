@@ -30,7 +30,7 @@ class JobRecord:
     arrival_h: float
     start_h: float | None
     end_h: float | None
-    bandwidth: float | None  # lanes per accelerator at placement
+    bandwidth: float | None  # lanes per accelerator: at placement, time-averaged once finished
     failures: int = 0
     splices: int = 0
     lost_work_acc_h: float = 0.0
@@ -66,7 +66,8 @@ class TraceMetrics:
         fragmentation: time-averaged fraction of workers that are free and healthy but
             stranded: the job at the head of the queue fits their number yet cannot be placed.
         bandwidth_per_slice: mean over started jobs of the lanes per accelerator that carry
-            the job's logical links point to point (layers x links / members, mean over rounds).
+            the job's logical links point to point (layers x links / members, mean over
+            rounds), time-averaged over the job's life (the fabric lends and sheds lanes).
         utilisation: busy accelerator-hours / healthy accelerator-hours (all accelerators,
             spares included) until the makespan.
         throughput_jobs_per_h: completed jobs / makespan.

@@ -76,7 +76,8 @@ class _Run:
     mark_h: float | None = 0.0
     waiting: set[str] = field(default_factory=set)
     epoch: int = 0
-    bandwidth: float = 0.0
+    bandwidth: float = 0.0  # lanes per accelerator now
+    lane_h: float = 0.0  # ∫ bandwidth dt since the start
     failures: int = 0
     splices: int = 0
     lost_acc_h: float = 0.0
@@ -106,13 +107,13 @@ class Simulator:
     """
 
     def __init__(self, rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str,
-                 backfill: bool, failures: FailureModel) -> None:
+                 backfill: bool, failures: FailureModel, max_lanes: int | None = None) -> None:
         if policy not in POLICIES:
             raise RackError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.rack, self.trace, self.policy = rack, list(trace), policy
         self.backfill, self.fm = backfill, failures
         self.allocator: FabricAllocator | BaselineAllocator = (
-            FabricAllocator(rack) if policy == "fabric" else BaselineAllocator(rack))
+            FabricAllocator(rack, max_lanes) if policy == "fabric" else BaselineAllocator(rack))
         self.time_h = 0.0
         self.owner: dict[str, str | None] = dict.fromkeys(rack.names)
         self.down: set[str] = set()
@@ -148,6 +149,8 @@ class Simulator:
             if not self._unfinished() or not self._heap:
                 break
             t, _, kind, who, epoch = heapq.heappop(self._heap)
+            for run in self.running.values():  # the bandwidth in force since the last event
+                run.lane_h += run.bandwidth * (t - self.time_h)
             self.time_h = t
             if kind == ARRIVE:
                 self._arrive(jobs[who])
@@ -159,6 +162,10 @@ class Simulator:
             else:
                 self._repair(who)
             self._serve_queue()
+            if not self.queue:  # lend spare lanes back to running slices only when nobody waits
+                self.allocator.regrow()
+            for name, run in self.running.items():
+                run.bandwidth = self.allocator.bandwidth(name)
             self._sample()
             if observer is not None:
                 observer(self)
@@ -180,8 +187,11 @@ class Simulator:
         for a in run.members:
             self.owner[a] = None
         self.allocator.release(name)
+        held_h = self.time_h - run.start_h
+        bandwidth = run.lane_h / held_h if held_h > 0 else run.bandwidth
         self.records[name] = replace(self.records[name], end_h=self.time_h, failures=run.failures,
-                                     splices=run.splices, lost_work_acc_h=run.lost_acc_h)
+                                     splices=run.splices, lost_work_acc_h=run.lost_acc_h,
+                                     bandwidth=bandwidth)
         self._version += 1
 
     def _fail(self, a: str) -> None:
@@ -298,18 +308,21 @@ class Simulator:
 
 def run_simulation(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str = "fabric",
                    backfill: bool = False, failures: FailureModel | None = None,
-                   observer: Callable[[Simulator], Any] | None = None) -> Simulation:
+                   observer: Callable[[Simulator], Any] | None = None,
+                   max_lanes: int | None = None) -> Simulation:
     """Simulate ``trace`` on ``rack`` under ``policy`` ("fabric" or "baseline"); metrics, records, series.
 
     ``observer(simulator)`` is called after every event (tests check invariants with it).
+    ``max_lanes`` caps the lanes the fabric gives a slice (default: all the rack's lanes).
     """
     sim = Simulator(rack, trace, seed=seed, policy=policy, backfill=backfill,
-                    failures=failures or FailureModel())
+                    failures=failures or FailureModel(), max_lanes=max_lanes)
     return sim.run(observer)
 
 
 def simulate_trace(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str = "fabric",
-                   backfill: bool = False, failures: FailureModel | None = None) -> TraceMetrics:
+                   backfill: bool = False, failures: FailureModel | None = None,
+                   max_lanes: int | None = None) -> TraceMetrics:
     """The :class:`TraceMetrics` of ``trace`` on ``rack`` under ``policy`` (same seed, same failures).
 
     Example:
@@ -319,4 +332,4 @@ def simulate_trace(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: 
         (6, 'baseline')
     """
     return run_simulation(rack, trace, seed=seed, policy=policy, backfill=backfill,
-                          failures=failures).metrics
+                          failures=failures, max_lanes=max_lanes).metrics
