@@ -146,3 +146,30 @@ def _merged(component: Any, gds_layer: Any) -> Any:
 
     gf = require_gdsfactory()
     return kdb.Region(component.begin_shapes_rec(gf.get_layer(gds_layer))).merged()
+
+
+def overlapping_paths(component: Any, exclude: tuple[str, ...] = ("tbu_", "link_")) -> list[tuple[str, str]]:
+    """Pairs of waveguide instances whose cores overlap (a crossing the design did not mean).
+
+    Every instance with waveguide shapes is compared with every other (touching at a port
+    is not an overlap: abutting shapes share no area). Instances whose names start with
+    ``exclude`` are merged into one region (the mesh core) and compared as one.
+    """
+    import itertools
+
+    import klayout.db as kdb
+
+    gf = require_gdsfactory()
+    wg = gf.get_layer(layer("waveguide"))
+    regions: list[tuple[str, Any]] = []
+    core = kdb.Region()
+    for inst in component.insts:
+        region = kdb.Region(inst.cell.begin_shapes_rec(wg)).transformed(inst.trans)
+        if region.is_empty():
+            continue
+        if inst.name.startswith(exclude):
+            core += region
+        else:
+            regions.append((inst.name, region))
+    regions.append(("mesh core", core.merged()))
+    return [(a, b) for (a, ra), (b, rb) in itertools.combinations(regions, 2) if (ra & rb).area() > 0]

@@ -16,13 +16,11 @@ MIN_SBEND_LENGTH = 40.0  # shortest S-bend before a coupler, µm (keeps the bend
 VIA_GROUND_PAD = "via_stack_m2_m3"  # ground pad landing: the M2 grid up to the pad metal
 
 
-def mesh_ports(c: Any, placement: Placement, refs: list[Any], p: LayoutParams, gc: Any,
-               at: dict[str, float]) -> None:
-    """A grating coupler per mesh port, on a row (N/S) or column (W/E) outside the mesh.
+def exit_ports(c: Any, placement: Placement, refs: list[Any], p: LayoutParams) -> dict[int, Any]:
+    """The port each mesh port leaves from, heading its exit direction (N/S/W/E).
 
-    Each port turns (one Euler bend) to its exit direction, runs straight, and an S-bend
-    near the coupler spreads the two ports of one vertex to the fiber-array pitch.
-    ``at`` gives the coupler row y (N, S) and column x (W, E), µm.
+    A TBU port that faces another way turns there with one Euler bend (instance
+    ``esc_<k>``, added to ``c``). Returns exit index -> gdsfactory port.
     """
     gf = require_gdsfactory()
     starts = {}
@@ -39,6 +37,17 @@ def mesh_ports(c: Any, placement: Placement, refs: list[Any], p: LayoutParams, g
                 raise LayoutError(f"{e.name} cannot turn {e.direction}")
             port = bend.ports["o2"]
         starts[k] = port
+    return starts
+
+
+def mesh_ports(c: Any, placement: Placement, starts: dict[int, Any], p: LayoutParams, gc: Any,
+               at: dict[str, float]) -> None:
+    """A grating coupler per mesh port, on a row (N/S) or column (W/E) outside the mesh.
+
+    From its exit port (:func:`exit_ports`) each port runs straight, and an S-bend near
+    the coupler spreads the two ports of one vertex to the fiber-array pitch.
+    ``at`` gives the coupler row y (N, S) and column x (W, E), µm.
+    """
     for direction in "NSWE":
         ks = [k for k, e in enumerate(placement.exits) if e.direction == direction]
         along = (lambda q: q.x) if direction in "NS" else (lambda q: q.y)

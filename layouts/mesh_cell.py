@@ -17,6 +17,7 @@ from typing import Any
 from layouts import draw
 from layouts.cells import link_bend_for, link_straight_length, tbu_for, vertical_half_gap
 from layouts.errors import LayoutError, require_gdsfactory
+from layouts.fiber_edge import plan_edge, route_to_edge
 from layouts.geometry import Placement, place_mesh
 from layouts.params import LayoutParams
 from layouts.pdk import lazy_cell
@@ -87,12 +88,23 @@ def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = N
     _place_links(c, mesh, placement, refs, p)
 
     gc = gf.get_component(GC_SPEC, cross_section=p.cross_section)
+    gc_len = gc.dbbox().right - gc.dbbox().left
     terminals, grounds = _terminals(placement, refs)
-    w = size_wiring(p, placement, terminals, grounds, c.dbbox(), gc.dbbox().right - gc.dbbox().left,
-                    metal_sheets(layer_map))
+    core = c.dbbox()
+    starts = draw.exit_ports(c, placement, refs, p)
+    edge = plan_edge(placement, {k: (s.x, s.y) for k, s in starts.items()}) \
+        if p.fiber_io == "grating-edge" else None
+    lanes = (len(edge.top), len(edge.bottom)) if edge else None
+    w = size_wiring(p, placement, terminals, grounds, core, gc_len, metal_sheets(layer_map), lanes)
     p = w.params
-    draw.mesh_ports(c, placement, refs, p, gc, {"N": w.y_gc_top, "S": w.y_gc_bot,
-                                                     "W": w.x_gc_left, "E": w.x_gc_right})
+    if edge is None:
+        draw.mesh_ports(c, placement, starts, p, gc, {"N": w.y_gc_top, "S": w.y_gc_bot,
+                                                       "W": w.x_gc_left, "E": w.x_gc_right})
+    else:
+        x_metal = min(x for wire in w.bands.wires for x, _ in wire.points)
+        route_to_edge(c, placement, starts, p, gc, edge, (
+            w.y_gc_top, w.y_gc_bot, max(s.x for s in starts.values()) + 2 * p.bend_radius,
+            core.left - 2 * p.bend_radius, x_metal - p.margin))
     draw.signal_wires(c, w.bands.wires, p, layer_map)
     draw.ground(c, grounds, (w.rails, w.y_rail_top, w.y_rail_bot), w.pads, p, layer_map)
     rows = [replace(r, wire_ohm=None if r.channel is None else round(w.electrical.line_ohm[r.channel], 3))

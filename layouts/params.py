@@ -7,7 +7,8 @@ from typing import Any
 
 from layouts.errors import LayoutError
 
-TEXT_FIELDS = frozenset({"cross_section"})  # parameters that are names, not dimensions
+TEXT_FIELDS = frozenset({"cross_section", "fiber_io"})  # parameters that are names, not dimensions
+FIBER_IO = ("ring", "grating-edge")  # couplers on all four sides, or one column on the west edge
 OPTIONAL_FIELDS = frozenset({"trench_width"})  # dimensions where 0 means "not drawn"
 
 
@@ -45,6 +46,7 @@ class LayoutParams:
     trench_width: float = 0.0  # thermal isolation trenches beside each heater; 0 draws none, µm
     trench_gap: float = 5.0  # trench edge to the heater's via stacks, µm
     cross_section: str = "strip"  # waveguide cross-section of the active PDK (name)
+    fiber_io: str = "ring"  # "ring": couplers on four sides; "grating-edge": one 127 µm fibre-array column
     max_tbus: int = 2000  # refuse bigger meshes (build time grows linearly)
 
     def __post_init__(self) -> None:
@@ -59,6 +61,8 @@ class LayoutParams:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
                 raise LayoutError(f"layout parameter {f.name} must be a positive number, got {value!r}")
+        if self.fiber_io not in FIBER_IO:
+            raise LayoutError(f"fiber_io must be one of {', '.join(FIBER_IO)}, not {self.fiber_io!r}")
         if self.wire_pitch <= self.wire_width:
             raise LayoutError("wire_pitch must exceed wire_width so parallel wires do not touch")
         if self.pad_pitch <= self.pad_size:

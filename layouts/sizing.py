@@ -23,6 +23,7 @@ from layouts.electrical import (
     worst_case_heater_current_ma,
 )
 from layouts.errors import LayoutError
+from layouts.fiber_edge import LANE_PITCH_UM
 from layouts.geometry import Placement
 from layouts.params import LayoutParams
 from layouts.wiring import BandPlan, Frame, PadFrame, PadPlan, Terminal, fan_out, route_bands
@@ -76,8 +77,13 @@ def _step_up(value: float) -> float:
 
 
 def _plan(p: LayoutParams, placement: Placement, terminals: list[Terminal], core: Any,
-          gc_len: float) -> Wiring:
-    """Route every heater to a pad with ``p``'s widths (no electrical figures yet)."""
+          gc_len: float, lanes: tuple[int, int] | None = None) -> Wiring:
+    """Route every heater to a pad with ``p``'s widths (no electrical figures yet).
+
+    ``lanes``: with the fibre-array edge (:mod:`layouts.fiber_edge`), the number of
+    waveguide lanes over the top and under the bottom; they take the place of the
+    north and south coupler rows, and the west side gets no pad column.
+    """
     x_mid = (core.left + core.right) / 2
     outer_start = p.arm_spacing / 2 + p.via_offset + p.via_size / 2 + p.wire_pitch + p.wire_width
     frame = Frame(placement.pitch_y, placement.n_lines, p.heater_length / 2 - p.via_size - p.wire_pitch,
@@ -94,9 +100,14 @@ def _plan(p: LayoutParams, placement: Placement, terminals: list[Terminal], core
     y_rail_bot = y_last - outer_start - bands.bottom_tracks * p.wire_pitch - widen
     y_gc_top = y_rail_top + widen + p.gc_clearance + p.gc_pitch
     y_gc_bot = y_rail_bot - widen - p.gc_clearance - p.gc_pitch
-    pads = fan_out(bands.wires, PadFrame(y_gc_top + gc_len + p.margin, y_gc_bot - gc_len - p.margin,
-                                         x_left, x_right, x_mid),
-                   p.wire_pitch, p.pad_pitch, p.pad_size, p.margin)
+    frame_top, frame_bottom = y_gc_top + gc_len + p.margin, y_gc_bot - gc_len - p.margin
+    if lanes is not None:  # lanes start gc_clearance beyond the rails; the pads go beyond them
+        y_gc_top, y_gc_bot = y_rail_top + widen + p.gc_clearance, y_rail_bot - widen - p.gc_clearance
+        frame_top = y_gc_top + lanes[0] * LANE_PITCH_UM + p.margin
+        frame_bottom = y_gc_bot - lanes[1] * LANE_PITCH_UM - p.margin
+    pads = fan_out(bands.wires, PadFrame(frame_top, frame_bottom, x_left, x_right, x_mid),
+                   p.wire_pitch, p.pad_pitch, p.pad_size, p.margin,
+                   no_column="L" if lanes is not None else "")
     rails = [-(b + 0.5) * placement.pitch_y for b in range(placement.n_lines - 1)]
     empty = Electrical({}, {}, 0.0, 0.0, 0.0)
     return Wiring(p, bands, pads, rails, y_rail_top, y_rail_bot, y_gc_top, y_gc_bot, x_gc_left, x_gc_right,
@@ -135,15 +146,15 @@ def max_ground_width(p: LayoutParams) -> float:
 
 def size_wiring(p: LayoutParams, placement: Placement, terminals: list[Terminal],
                 grounds: list[tuple[float, float, int]], core: Any, gc_len: float,
-                sheets: dict[str, float]) -> Wiring:
-    """Route and size the wiring (see module doc).
+                sheets: dict[str, float], lanes: tuple[int, int] | None = None) -> Wiring:
+    """Route and size the wiring (see module doc); ``lanes`` as for :func:`_plan`.
 
     Raises:
         LayoutError: the budgets cannot be met within the room the mesh leaves.
     """
     space = p.wire_pitch - p.wire_width
     for _ in range(MAX_SIZING_ROUNDS):
-        w = _plan(p, placement, terminals, core, gc_len)
+        w = _plan(p, placement, terminals, core, gc_len, lanes)
         w.electrical = _measure(w, grounds, sheets, placement.n_lines)
         e = w.electrical
         ok_lines = e.max_line_ohm <= p.max_line_resistance_ohm

@@ -133,8 +133,12 @@ class PadPlan:
 
 
 def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad_size: float,
-            gap: float) -> PadPlan:
-    """Step 3: extend every wire to a bond pad; pads ring the chip at ``pad_pitch``."""
+            gap: float, no_column: str = "") -> PadPlan:
+    """Step 3: extend every wire to a bond pad; pads ring the chip at ``pad_pitch``.
+
+    ``no_column``: sides ("L", "R") with no pad column, whose wires all go to the top and
+    bottom rows (the west edge keeps room for the fibre-array couplers).
+    """
     sides = {s: sorted([w for w in wires if w.side == s], key=lambda w: -w.points[-1][1]) for s in "LR"}
     x_first = gap + pad_size / 2 + pad_pitch  # first wire pad, from x_left (ground pad before it)
     row_cap = int((pf.x_mid - pf.x_left - x_first - pad_size / 2 - gap / 2) // pad_pitch) + 1
@@ -142,7 +146,7 @@ def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad
         y_pt = pf.y_top + gap + k * pitch + gap + pad_size / 2
         y_pb = pf.y_bottom - gap - k * pitch - gap - pad_size / 2
         col_cap = int((y_pt - y_pb) // pad_pitch) + 1
-        if all(len(v) - 2 * k <= col_cap for v in sides.values()):
+        if all(len(v) - 2 * k <= (0 if s in no_column else col_cap) for s, v in sides.items()):
             break
     else:  # pragma: no cover - the loop always ends with k large enough for the column
         k = 0

@@ -1,0 +1,134 @@
+"""Optical I/O on one edge: every mesh port routed to one column of couplers at the fibre-array pitch.
+
+With ``fiber_io="grating-edge"`` all mesh ports reach a single column of grating couplers
+on the chip's west edge, ``gc_pitch`` (127 µm, a standard fibre array) apart, so one
+fibre array reaches every port. (The default ``"ring"`` puts couplers on all four sides.)
+
+Planar by construction. Cut the mesh boundary at the middle of its east side and walk it
+counter-clockwise: east ports above the cut (bottom to top), north ports (east to west),
+west ports (top to bottom), south ports (west to east), east ports below the cut (bottom
+to top). The couplers take the ports in that order, top to bottom. Paths that go over
+the top (east-upper and north ports) climb to a lane of their own, the first in the
+order on the outermost lane, and run west; paths that go under the bottom do the
+mirror; west ports run straight west. So every path reaches the vertical line
+``x_strip`` (west of the mesh) in the couplers' order, with no two crossing, and
+gdsfactory's bundle router (``route_bundle``) takes the bundle from there to the
+couplers (a river route: same order at both ends). Lengths in µm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from layouts.errors import LayoutError, require_gdsfactory
+from layouts.geometry import Placement
+from layouts.params import LayoutParams
+from layouts.pdk import layer, snap
+
+LANE_PITCH_UM = 10.0  # waveguide-to-waveguide spacing of the bundles: no evanescent coupling for strip WGs
+
+
+@dataclass(frozen=True)
+class EdgePlan:
+    """Which port takes which lane, and the room the lanes need (µm)."""
+
+    order: tuple[int, ...]  # exit indices, in coupler order top to bottom
+    top: tuple[int, ...]  # exits going over the top, outermost first
+    bottom: tuple[int, ...]  # exits going under the bottom, innermost first
+    east_upper: frozenset[int]
+    east_lower: frozenset[int]
+
+    @property
+    def top_room(self) -> float:
+        """Height above the mesh's top wiring the top lanes need."""
+        return (len(self.top) + 1) * LANE_PITCH_UM
+
+    @property
+    def bottom_room(self) -> float:
+        """Depth below the mesh's bottom wiring the bottom lanes need."""
+        return (len(self.bottom) + 1) * LANE_PITCH_UM
+
+
+def plan_edge(placement: Placement, exit_xy: dict[int, tuple[float, float]]) -> EdgePlan:
+    """Order the exits along the boundary (see module doc); ``exit_xy`` = exit port positions."""
+    by = {d: [k for k, e in enumerate(placement.exits) if e.direction == d] for d in "NSWE"}
+    y_mid = sum(y for _, y in exit_xy.values()) / max(len(exit_xy), 1)
+    east = sorted(by["E"], key=lambda k: exit_xy[k][1])  # bottom to top
+    east_upper = [k for k in east if exit_xy[k][1] >= y_mid]
+    east_lower = [k for k in east if exit_xy[k][1] < y_mid]
+    north = sorted(by["N"], key=lambda k: -exit_xy[k][0])  # east to west
+    west = sorted(by["W"], key=lambda k: -exit_xy[k][1])  # top to bottom
+    south = sorted(by["S"], key=lambda k: exit_xy[k][0])  # west to east
+    order = (*east_upper, *north, *west, *south, *east_lower)
+    return EdgePlan(order, (*east_upper, *north), (*south, *east_lower), frozenset(east_upper),
+                    frozenset(east_lower))
+
+
+def _perimeter_points(k: int, start: Any, plan: EdgePlan, frame: tuple[float, ...],
+                      x_strip: float) -> list[tuple[float, float]]:
+    """Manhattan points from an exit port to ``x_strip`` (heading west), per the lane plan.
+
+    ``frame = (y_top, y_bottom, x_east, _)``: the first top lane, the first bottom lane, and
+    the first east lane (µm).
+    """
+    y_top, y_bottom, x_east = frame[:3]
+    x0, y0 = start.x, start.y
+    if k in plan.top:
+        j = len(plan.top) - 1 - plan.top.index(k)  # outermost (first) gets the highest lane
+        y_lane = y_top + j * LANE_PITCH_UM
+        if k in plan.east_upper:
+            x_lane = x_east + (len(plan.east_upper) - 1 - plan.top.index(k)) * LANE_PITCH_UM
+            return [(x0, y0), (x_lane, y0), (x_lane, y_lane), (x_strip, y_lane)]
+        return [(x0, y0), (x0, y_lane), (x_strip, y_lane)]
+    if k in plan.bottom:
+        j = plan.bottom.index(k)  # innermost (first) gets the shallowest lane
+        y_lane = y_bottom - j * LANE_PITCH_UM
+        if k in plan.east_lower:
+            x_lane = x_east + (plan.bottom.index(k) - (len(plan.bottom) - len(plan.east_lower))) \
+                * LANE_PITCH_UM
+            return [(x0, y0), (x_lane, y0), (x_lane, y_lane), (x_strip, y_lane)]
+        return [(x0, y0), (x0, y_lane), (x_strip, y_lane)]
+    return [(x0, y0), (x_strip, y0)]  # a west port runs straight to the strip
+
+
+def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: LayoutParams, gc: Any,
+                  plan: EdgePlan, frame: tuple[float, float, float, float, float]) -> None:
+    """Route every exit to one coupler column on the west edge (see module doc).
+
+    ``starts``: exit index -> the port each exit leaves from (after its escape bend);
+    ``frame = (y_top, y_bottom, x_east, x_strip, x_column)``: first top lane, first bottom
+    lane, first east lane, the strip line west of the mesh, and the couplers' waveguide
+    ends (west of every metal shape), µm.
+    """
+    gf = require_gdsfactory()
+    x_strip, x_gc = frame[3], frame[4]
+    strip_ports = []
+    for k in plan.order:
+        points = _perimeter_points(k, starts[k], plan, frame, x_strip)
+        pts = [(snap(x), snap(y)) for x, y in points]
+        path = gf.path.smooth(pts, radius=p.bend_radius) if len(pts) > 2 else gf.Path(pts)
+        route = gf.path.extrude(path, cross_section=p.cross_section)
+        ref = c.add_ref(route, name=f"io_{placement.exits[k].name.split(':')[1]}")
+        _attach(ref, starts[k])
+        strip_ports.append(ref.ports["o2"])
+    n = len(plan.order)
+    y_centre = (strip_ports[0].y + strip_ports[-1].y) / 2
+    gc_ports = []
+    for i, k in enumerate(plan.order):
+        name = placement.exits[k].name
+        coupler = c.add_ref(gc, name=f"gc_port_{name.split(':')[1]}")
+        coupler.drotate(180)  # waveguide port o1 faces east, towards the mesh
+        coupler.dmove((x_gc - coupler.ports["o1"].x, snap(y_centre + ((n - 1) / 2 - i) * p.gc_pitch)
+                       - coupler.ports["o1"].y))
+        gc_ports.append(coupler.ports["o1"])
+        c.add_port(name, port=coupler.ports["o2"])
+        c.add_label(name, position=(coupler.ports["o2"].x, coupler.ports["o2"].y), layer=layer("text"))
+    gf.routing.route_bundle(c, strip_ports, gc_ports, cross_section=p.cross_section,
+                            separation=LANE_PITCH_UM)
+
+
+def _attach(ref: Any, start: Any) -> None:
+    """Place the extruded path so its o1 sits on ``start`` (the path was drawn in chip coordinates)."""
+    if abs(ref.ports["o1"].x - start.x) > 1e-3 or abs(ref.ports["o1"].y - start.y) > 1e-3:
+        raise LayoutError("an edge I/O path does not start at its mesh port; the plan is inconsistent")
