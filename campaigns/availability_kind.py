@@ -31,23 +31,28 @@ class TraceTask:
     policy: str
     n_jobs: int
     seed: np.random.SeedSequence
+    mtbf_h: float | None = None  # per-accelerator mean time between failures; None: the rack's default
 
 
 def trace_task(task: TraceTask) -> dict[str, Any]:
     """Simulate one trace under one policy; one table row (TraceMetrics.to_dict())."""
-    from photonics.rack import default_rack, simulate_trace, synthetic_trace
+    from photonics.rack import FailureModel, default_rack, simulate_trace, synthetic_trace
 
     trace = synthetic_trace(task.n_jobs, seed=int_seed(task.seed, 0))
-    metrics = simulate_trace(default_rack(), trace, seed=int_seed(task.seed, 1), policy=task.policy)
+    failures = None if task.mtbf_h is None else FailureModel(mtbf_h=task.mtbf_h)
+    metrics = simulate_trace(default_rack(), trace, seed=int_seed(task.seed, 1), policy=task.policy,
+                             failures=failures)
     return {"trace": task.trace, **metrics.to_dict()}
 
 
-def availability_tasks(*, traces: int, jobs: int, seed: int) -> list[TraceTask]:
+def availability_tasks(*, traces: int, jobs: int, seed: int, mtbf_h: float | None = None) -> list[TraceTask]:
     """Traces x policies; trace t seeded by spawn index t (both policies share it)."""
     if traces < 1 or jobs < 1:
         raise CampaignError(f"give at least 1 trace and 1 job per trace, not {traces} and {jobs}")
+    if mtbf_h is not None and not mtbf_h > 0:
+        raise CampaignError(f"the mean time between failures is a number of hours > 0, not {mtbf_h!r}")
     seeds = task_seeds(seed, traces)
-    return [TraceTask(t, p, jobs, seeds[t]) for t in range(traces) for p in POLICIES]
+    return [TraceTask(t, p, jobs, seeds[t], mtbf_h) for t in range(traces) for p in POLICIES]
 
 
 def availability_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

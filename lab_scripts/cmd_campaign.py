@@ -57,6 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a = p.add_argument_group("availability")
     a.add_argument("--traces", type=positive, default=8, help="synthetic traces (default 8)")
     a.add_argument("--jobs", type=positive, default=10, help="jobs per trace (default 10)")
+    a.add_argument("--mtbf-h", type=float, default=None,
+                   help="mean time between failures per accelerator, hours (default: the rack model's, 500)")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -86,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         from campaigns.availability_kind import availability_tasks, trace_task
 
-        fn, tasks = trace_task, availability_tasks(traces=args.traces, jobs=args.jobs, seed=args.seed)
+        fn, tasks = trace_task, availability_tasks(traces=args.traces, jobs=args.jobs, seed=args.seed,
+                                                   mtbf_h=args.mtbf_h)
     t0 = time.perf_counter()
     rows = run_tasks(fn, tasks, scheduler=args.scheduler, workers=args.workers, label=f"campaign {args.kind}")
     seconds = time.perf_counter() - t0
@@ -127,7 +130,8 @@ def _availability_payload(rows: list[dict[str, Any]], plot: Any) -> dict[str, An
         from campaigns.plots import availability_figure, save
 
         save(availability_figure(rows, HEADLINE[:4]), plot)
-    return {"n_traces": len({r["trace"] for r in rows}), **availability_summary(rows)}
+    return {"n_traces": len({r["trace"] for r in rows}), "failures": sum(r["failures"] for r in rows),
+            **availability_summary(rows)}
 
 
 def _print_human(args: argparse.Namespace, payload: dict[str, Any]) -> None:
