@@ -22,7 +22,7 @@ from photonics.routing.plan import (
     route,
     route_many,
 )
-from photonics.routing.single import conflicts, route_loss_db, shortest_path
+from photonics.routing.single import conflicts, route_loss_db, shortest_path, shortest_trees
 from photonics.routing.verify import RouteCheck, check_routes
 
 __all__ = [
@@ -45,5 +45,6 @@ __all__ = [
     "route_loss_db",
     "route_many",
     "shortest_path",
+    "shortest_trees",
     "solve_exact",
 ]

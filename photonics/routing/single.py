@@ -23,9 +23,11 @@ def shortest_path(
     """Cheapest route from mesh port ``src`` to mesh port ``dst``, or None if none exists.
 
     ``csr`` overrides the graph's costs (same sparsity, e.g. from
-    :meth:`RoutingGraph.with_costs`). Without it, the shortest-path tree of each source is
-    computed once per graph and reused (one csgraph Dijkstra per source port). The route is
-    not checked for revisiting a TBU in another state; :func:`conflicts` does that.
+    :meth:`RoutingGraph.with_costs`) and is searched afresh. Without it the graph is
+    immutable, and so are its answers: the shortest-path tree of each source port is
+    computed once (one csgraph Dijkstra, or :func:`shortest_trees` for many at once) and
+    each route once per (source, destination), then returned from the graph's cache. The
+    route is not checked for revisiting a TBU in another state; :func:`conflicts` does that.
 
     Example:
         >>> from photonics.routing.graph import build_graph
@@ -34,24 +36,47 @@ def shortest_path(
         >>> (r.src, r.dst, len(r.hops))
         (5, 28, 11)
     """
-    s, t = graph.source(src), graph.sink(dst)
-    if csr is None:  # the graph is immutable, so are its shortest-path trees: keep them
-        trees = graph.__dict__.setdefault("_trees", {})
-        if s not in trees:
-            trees[s] = dijkstra(graph.csr, directed=True, indices=s, return_predecessors=True)
-        dist, pred = trees[s]
-    else:
+    if csr is not None:
+        s, t = graph.source(src), graph.sink(dst)
         dist, pred = dijkstra(csr, directed=True, indices=s, return_predecessors=True)
-    if not np.isfinite(dist[t]):
-        return None
-    return _walk(pred, s, t, src, dst)
+        return _walk(pred, s, t, src, dst) if np.isfinite(dist[t]) else None
+    routes = graph.__dict__.setdefault("_routes", {})
+    key = (src, dst)
+    try:
+        return routes[key]
+    except KeyError:
+        pass
+    s, t = graph.source(src), graph.sink(dst)
+    trees = graph.__dict__.setdefault("_trees", {})
+    if s not in trees:
+        trees[s] = dijkstra(graph.csr, directed=True, indices=s, return_predecessors=True)
+    dist, pred = trees[s]
+    route = _walk(pred, s, t, src, dst) if np.isfinite(dist[t]) else None
+    routes[key] = route
+    return route
+
+
+def shortest_trees(graph: RoutingGraph, ports: Sequence[int]) -> None:
+    """Compute and cache the shortest-path trees of many source ports in one csgraph call
+    (Dijkstra's loop over the sources runs in C); later :func:`shortest_path` calls from
+    those ports only walk their tree.
+    """
+    trees = graph.__dict__.setdefault("_trees", {})
+    todo = sorted({graph.source(p) for p in ports} - set(trees))
+    if not todo:
+        return
+    dist, pred = dijkstra(graph.csr, directed=True, indices=todo, return_predecessors=True)
+    for i, s in enumerate(todo):
+        trees[s] = (dist[i], pred[i])
 
 
 def _walk(pred: np.ndarray, s: int, t: int, src: int, dst: int) -> Route:
     """Hops of the predecessor chain ``s -> ... -> t`` (node = 2 * TBU port + is_out)."""
     nodes = [t]
-    while nodes[-1] != s:
-        nodes.append(int(pred[nodes[-1]]))
+    node = t
+    while node != s:
+        node = int(pred[node])
+        nodes.append(node)
     nodes.reverse()
     # Nodes alternate in, out, in, out ...: every (in, out) pair is one TBU crossing.
     hops = tuple(Hop(a // 8, (a // 2) % 4, (b // 2) % 4) for a, b in zip(nodes[::2], nodes[1::2],
