@@ -22,7 +22,13 @@ from photonics.routing.plan import (
     route,
     route_many,
 )
-from photonics.routing.single import conflicts, route_loss_db, shortest_path, shortest_trees
+from photonics.routing.single import (
+    conflicts,
+    route_loss_db,
+    shortest_path,
+    shortest_paths,
+    shortest_trees,
+)
 from photonics.routing.verify import RouteCheck, check_routes
 
 __all__ = [
@@ -45,6 +51,7 @@ __all__ = [
     "route_loss_db",
     "route_many",
     "shortest_path",
+    "shortest_paths",
     "shortest_trees",
     "solve_exact",
 ]

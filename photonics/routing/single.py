@@ -56,6 +56,29 @@ def shortest_path(
     return route
 
 
+def shortest_paths(
+    graph: RoutingGraph, pairs: Sequence[tuple[int, int]], csr: sp.csr_matrix | None = None
+) -> list[Route | None]:
+    """Cheapest route of each (source, destination) port pair, each found independently.
+
+    With ``csr`` (new costs), one csgraph Dijkstra call searches from every distinct
+    source of the batch (its loop over sources runs in C) and nothing is cached; without
+    it, as :func:`shortest_path` pair by pair, the missing source trees first in one call.
+    """
+    if csr is None:
+        shortest_trees(graph, [src for src, _ in pairs])
+        return [shortest_path(graph, src, dst) for src, dst in pairs]
+    sources = sorted({graph.source(src) for src, _ in pairs})
+    row = {s: i for i, s in enumerate(sources)}
+    dist, pred = dijkstra(csr, directed=True, indices=sources, return_predecessors=True)
+    out: list[Route | None] = []
+    for src, dst in pairs:
+        s, t = graph.source(src), graph.sink(dst)
+        i = row[s]
+        out.append(_walk(pred[i], s, t, src, dst) if np.isfinite(dist[i, t]) else None)
+    return out
+
+
 def shortest_trees(graph: RoutingGraph, ports: Sequence[int]) -> None:
     """Compute and cache the shortest-path trees of many source ports in one csgraph call
     (Dijkstra's loop over the sources runs in C); later :func:`shortest_path` calls from
