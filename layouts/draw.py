@@ -194,15 +194,20 @@ def pads(c: Any, mesh: Mesh, wires: list[Wire], plan: PadPlan, p: LayoutParams,
     return rows
 
 
-def die(c: Any, p: LayoutParams, layer_map: dict[str, str] | None = None) -> Any:
+def die(c: Any, p: LayoutParams, layer_map: dict[str, str] | None = None,
+        facet_x: float | None = None) -> Any:
     """The die outline ``die_margin`` outside everything drawn, and the saw lane around it.
 
     Returns the die box (µm, a klayout DBox). The lane is a ring ``dicing_lane`` wide on
     the dicing role, the outline a rectangle on the die role (the floorplan layer).
+    ``facet_x``: the west edge is a cleaved or polished facet at this x (the edge
+    couplers' tips), with no margin.
     """
     import klayout.db as kdb
 
     box = c.dbbox().enlarged(p.die_margin, p.die_margin)
+    if facet_x is not None:
+        box = kdb.DBox(facet_x, box.bottom, box.right, box.top)
     c.add_polygon([(box.left, box.bottom), (box.right, box.bottom), (box.right, box.top),
                    (box.left, box.top)], layer=layer("die", layer_map))
     outer = box.enlarged(p.dicing_lane, p.dicing_lane)

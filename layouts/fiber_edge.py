@@ -2,7 +2,9 @@
 
 With ``fiber_io="grating-edge"`` all mesh ports reach a single column of grating couplers
 on the chip's west edge, ``gc_pitch`` (127 µm, a standard fibre array) apart, so one
-fibre array reaches every port. (The default ``"ring"`` puts couplers on all four sides.)
+fibre array reaches every port; with ``"edge-coupler"`` the column is of inverse-taper
+edge couplers whose tips form the west facet (the die edge there has no margin), for a
+V-groove array at the same pitch. (The default ``"ring"`` puts couplers on all four sides.)
 
 Planar by construction. Cut the mesh boundary at the middle of its east side and walk it
 counter-clockwise: east ports above the cut (bottom to top), north ports (east to west),
@@ -92,16 +94,20 @@ def _perimeter_points(k: int, start: Any, plan: EdgePlan, frame: tuple[float, ..
     return [(x0, y0), (x_strip, y0)]  # a west port runs straight to the strip
 
 
-def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: LayoutParams, gc: Any,
-                  plan: EdgePlan, frame: tuple[float, float, float, float, float]) -> None:
+def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: LayoutParams,
+                  coupler_cell: tuple[Any, str], plan: EdgePlan,
+                  frame: tuple[float, float, float, float, float]) -> None:
     """Route every exit to one coupler column on the west edge (see module doc).
 
     ``starts``: exit index -> the port each exit leaves from (after its escape bend);
     ``frame = (y_top, y_bottom, x_east, x_strip, x_column)``: first top lane, first bottom
     lane, first east lane, the strip line west of the mesh, and the couplers' waveguide
-    ends (west of every metal shape), µm.
+    ends (west of every metal shape), µm. ``coupler_cell = (cell, prefix)``: the coupler
+    (waveguide port ``o1`` facing west in the cell, fibre or facet port ``o2``) and its
+    instance name prefix (``gc`` or ``ec``: instances ``<prefix>_port_<n>``).
     """
     gf = require_gdsfactory()
+    gc, prefix = coupler_cell
     x_strip, x_gc = frame[3], frame[4]
     strip_ports = []
     for k in plan.order:
@@ -117,7 +123,7 @@ def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: Layou
     gc_ports = []
     for i, k in enumerate(plan.order):
         name = placement.exits[k].name
-        coupler = c.add_ref(gc, name=f"gc_port_{name.split(':')[1]}")
+        coupler = c.add_ref(gc, name=f"{prefix}_port_{name.split(':')[1]}")
         coupler.drotate(180)  # waveguide port o1 faces east, towards the mesh
         coupler.dmove((x_gc - coupler.ports["o1"].x, snap(y_centre + ((n - 1) / 2 - i) * p.gc_pitch)
                        - coupler.ports["o1"].y))

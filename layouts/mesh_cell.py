@@ -26,6 +26,7 @@ from layouts.wiring import Terminal
 from photonics.topology import PORT_LABELS, Mesh, mesh_from_spec
 
 GC_SPEC = "grating_coupler_elliptical_te"
+EC_SPEC = "edge_coupler_silicon"  # inverse taper to a cleaved facet (fiber_io="edge-coupler")
 
 
 def instance_name(tbu_name: str) -> str:
@@ -93,7 +94,7 @@ def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = N
     core = c.dbbox()
     starts = draw.exit_ports(c, placement, refs, p)
     edge = plan_edge(placement, {k: (s.x, s.y) for k, s in starts.items()}) \
-        if p.fiber_io == "grating-edge" else None
+        if p.fiber_io != "ring" else None
     lanes = (len(edge.top), len(edge.bottom)) if edge else None
     w = size_wiring(p, placement, terminals, grounds, core, gc_len, metal_sheets(layer_map), lanes)
     p = w.params
@@ -102,14 +103,17 @@ def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = N
                                                        "W": w.x_gc_left, "E": w.x_gc_right})
     else:
         x_metal = min(x for wire in w.bands.wires for x, _ in wire.points)
-        route_to_edge(c, placement, starts, p, gc, edge, (
+        grating = p.fiber_io == "grating-edge"
+        coupler = gc if grating else gf.get_component(EC_SPEC, cross_section=p.cross_section)
+        route_to_edge(c, placement, starts, p, (coupler, "gc" if grating else "ec"), edge, (
             w.y_gc_top, w.y_gc_bot, max(s.x for s in starts.values()) + 2 * p.bend_radius,
             core.left - 2 * p.bend_radius, x_metal - p.margin))
     draw.signal_wires(c, w.bands.wires, p, layer_map)
     draw.ground(c, grounds, (w.rails, w.y_rail_top, w.y_rail_bot), w.pads, p, layer_map)
     rows = [replace(r, wire_ohm=None if r.channel is None else round(w.electrical.line_ohm[r.channel], 3))
             for r in draw.pads(c, mesh, w.bands.wires, w.pads, p, layer_map)]
-    die = draw.die(c, p, layer_map)
+    facet = min(q.x for q in c.ports if q.name.startswith("port:")) if p.fiber_io == "edge-coupler" else None
+    die = draw.die(c, p, layer_map, facet_x=facet)
     c.info["die_um"] = [round(die.width(), 3), round(die.height(), 3)]
     c.info["trench_crossings"] = draw.trench_crossings(c, layer_map) if p.trench_width else 0
     c.info["pads"] = [r.__dict__ for r in rows]

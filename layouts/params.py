@@ -8,7 +8,7 @@ from typing import Any
 from layouts.errors import LayoutError
 
 TEXT_FIELDS = frozenset({"cross_section", "fiber_io"})  # parameters that are names, not dimensions
-FIBER_IO = ("ring", "grating-edge")  # couplers on all four sides, or one column on the west edge
+FIBER_IO = ("ring", "grating-edge", "edge-coupler")  # four sides; one west column; a west facet
 OPTIONAL_FIELDS = frozenset({"trench_width"})  # dimensions where 0 means "not drawn"
 
 
@@ -46,7 +46,7 @@ class LayoutParams:
     trench_width: float = 0.0  # thermal isolation trenches beside each heater; 0 draws none, µm
     trench_gap: float = 5.0  # trench edge to the heater's via stacks, µm
     cross_section: str = "strip"  # waveguide cross-section of the active PDK (name)
-    fiber_io: str = "ring"  # "ring": couplers on four sides; "grating-edge": one 127 µm fibre-array column
+    fiber_io: str = "ring"  # four-sided couplers; "grating-edge"/"edge-coupler": one 127 µm west column
     max_tbus: int = 2000  # refuse bigger meshes (build time grows linearly)
 
     def __post_init__(self) -> None:

@@ -69,6 +69,24 @@ def test_the_crossing_check_sees_a_crossing():
     assert overlapping_paths(c) == [("a", "b")]
 
 
+def test_edge_couplers_make_the_west_facet():
+    cell = mesh_cell("hex:1x2", fiber_io="edge-coupler")
+    assert layout_vs_model(cell, "hex:1x2").ok
+    tips = [q.x for q in cell.ports if q.name.startswith("port:")]
+    assert len({round(x, 3) for x in tips}) == 1  # every tip on one line: the facet
+    ys = sorted(q.y for q in cell.ports if q.name.startswith("port:"))
+    assert {round(b - a, 3) for a, b in itertools.pairwise(ys)} == {127.0}
+    import klayout.db as kdb
+
+    from layouts.errors import require_gdsfactory
+    from layouts.pdk import layer
+
+    gf = require_gdsfactory()
+    die = kdb.Region(cell.begin_shapes_rec(gf.get_layer(layer("die")))).bbox().to_dtype(cell.kcl.dbu)
+    assert die.left == pytest.approx(tips[0], abs=1e-3)  # the die's west edge is the facet: no margin
+    assert all(i.name.startswith("ec_port_") for i in cell.insts if "_port_" in i.name)
+
+
 def test_unknown_fiber_io_is_refused():
-    with pytest.raises(LayoutError, match="fiber_io must be one of ring, grating-edge"):
+    with pytest.raises(LayoutError, match="fiber_io must be one of ring, grating-edge, edge-coupler"):
         LayoutParams(fiber_io="edge")
