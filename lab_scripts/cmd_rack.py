@@ -86,6 +86,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"progress between checkpoints, hours (default {CHECKPOINT_H:g})")
     p.add_argument("--restart-h", type=hours_or_zero, default=RESTART_H,
                    help=f"time to resume from a checkpoint, hours (default {RESTART_H:g})")
+    p.add_argument("--baseline", metavar="SPEC", help="the fixed topology to compare with: ring (the "
+                   "workers' two lanes as a 1-D torus) or torus:RxC (four links each, R x C = workers); "
+                   "default: the rack file's, else ring")
+    p.add_argument("--max-lanes", type=positive, metavar="N", help="lanes the fabric may give a slice "
+                   "(default: all the accelerators' lanes)")
     p.add_argument("--plot", metavar="FILE.png", help="busy accelerators and queue length over simulated "
                    "time, both policies")
     add_json_flag(p)
@@ -107,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         run_simulation,
         synthetic_trace,
     )
+    from photonics.rack.baseline import baseline_shape
 
     plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
     if args.rack:
@@ -122,8 +128,12 @@ def run(args: argparse.Namespace) -> int:
         trace = synthetic_trace(args.synthetic, seed=args.seed)
         source = "synthetic"
     failures = FailureModel(args.mtbf_h, args.repair_h, args.checkpoint_h, args.restart_h)
+    baseline = args.baseline or rack.baseline
+    with reading("--baseline", baseline):
+        baseline_shape(baseline, len(rack.workers))
     sims = {p: run_simulation(rack, trace, seed=args.seed, policy=p, backfill=args.backfill,
-                              failures=failures) for p in ("fabric", "baseline")}
+                              failures=failures, max_lanes=args.max_lanes, baseline=baseline)
+            for p in ("fabric", "baseline")}
     metrics = {p: s.metrics.to_dict() for p, s in sims.items()}
     if plot is not None:
         plot = timeline_plot(plot, sims, f"{rack.name}: {len(trace)} jobs, seed {args.seed}")
@@ -134,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
                  "spares": len(rack.spares), "fibres": len(rack.fibres), "lanes": rack.n_lanes},
         "trace": {"source": source, "n_jobs": len(trace)},
         "seed": args.seed, "queue": "backfill" if args.backfill else "fifo",
+        "baseline_topology": baseline, "max_lanes": args.max_lanes or rack.n_lanes,
         "failures": {"mtbf_h": args.mtbf_h, "repair_h": args.repair_h, "checkpoint_h": args.checkpoint_h,
                      "restart_h": args.restart_h},
         "fabric": metrics["fabric"], "baseline": metrics["baseline"],
@@ -147,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
           f"{len(rack.workers)} workers + {len(rack.spares)} spares, {rack.n_lanes} lanes each, "
           f"{len(rack.fibres)} fibres")
     print(f"trace {source}: {len(trace)} jobs, seed {args.seed}, queue {payload['queue']}, "
-          f"MTBF {args.mtbf_h:g} h, repair {args.repair_h:g} h")
+          f"MTBF {args.mtbf_h:g} h, repair {args.repair_h:g} h; baseline {baseline}")
     rows = []
     for key, label, unit in ROWS:
         c = payload["change"].get(key)

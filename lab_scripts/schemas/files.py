@@ -404,6 +404,7 @@ class RackFile(Open):
     name: str | None = None
     transceiver: str | None = None
     required_margin_db: float | None = None
+    baseline: str | None = Field(None, description="the fixed topology compared with: ring or torus:RxC")
     mesh: list[RackMesh] = Field(min_length=1)
     accelerator: list[RackAccelerator] = Field(min_length=1)
     fibre: list[RackFibre] = Field(default_factory=list)

@@ -609,6 +609,8 @@ class RackOutput(Strict):
     trace: dict[str, str | int | None] = Field(description="source (synthetic or the file) and n_jobs")
     seed: Count
     queue: Literal["fifo", "backfill"]
+    baseline_topology: str = Field(description="the fixed topology compared with: ring or torus:RxC")
+    max_lanes: Count = Field(description="lanes the fabric may give a slice")
     failures: RackFailures
     fabric: PolicyMetrics
     baseline: PolicyMetrics

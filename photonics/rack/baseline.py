@@ -1,51 +1,98 @@
-"""The fixed electrical-style baseline: a static bidirectional ring (1-D torus) over the same workers.
+"""The fixed electrical-style baseline: a static torus over the same workers, contiguous slices.
 
-Each worker's lane 0 is wired to its clockwise neighbour and lane 1 to its anticlockwise
-neighbour, in the rack's worker order (a two-lane accelerator has exactly the degree of a
-1-D torus). The wiring never changes, so:
+Two topologies (``baseline`` in the rack file, ``--baseline`` on the command line):
 
-* a slice must be a **contiguous arc** of free workers (first fit, clockwise from the first
-  worker); the whole ring when the job asks for every worker;
-* traffic between two slice members that are not ring neighbours is relayed through the
-  members between them: only neighbour pairs get a point-to-point lane (what
-  :meth:`BaselineAllocator.bandwidth` counts);
-* spares cannot be spliced in (there is no switch): :meth:`BaselineAllocator.splice` always
-  says no, and a failed member stalls its job until it is repaired.
+* ``ring`` (default): a bidirectional ring (1-D torus) in the rack's worker order. Each
+  worker's lane 0 goes to its clockwise neighbour and lane 1 to its anticlockwise one: a
+  two-lane accelerator has exactly the degree of a 1-D torus, so the baseline has the same
+  optics per accelerator as the fabric.
+* ``torus:RxC``: a 2-D torus, workers row by row (``R * C`` must equal the number of
+  workers). Each worker has four wired links, one per neighbour: twice the fabric's two
+  lanes -- the comparison Morphlux makes (a TPU-like torus), not an equal-hardware one.
+
+The wiring never changes, so:
+
+* a slice must be a **contiguous sub-block**: an arc of the ring, or an ``h x w`` rectangle
+  of the torus (wrapping around; first fit: the squarest shape first, then row-major
+  anchors); a job whose size has no such shape never runs;
+* traffic between slice members that are not wired neighbours is relayed through other
+  members: only neighbour pairs get a point-to-point lane (what :meth:`bandwidth` counts);
+  members are ordered along the block (boustrophedon) so a ring uses wired links;
+* spares cannot be spliced in (there is no switch): :meth:`splice` always says no, and a
+  failed member stalls its job until it is repaired.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from photonics.rack.model import Rack
+from photonics.rack.model import Rack, RackError
 from photonics.rack.patterns import logical_rounds
 from photonics.rack.traces import TraceJob
 
+BASELINES = ("ring", "torus:RxC")
+_TORUS = re.compile(r"^torus:(\d+)x(\d+)$")
+
+
+def baseline_shape(spec: str, n_workers: int) -> tuple[int, int]:
+    """``(rows, cols)`` of a baseline spec over ``n_workers``; RackError naming the fix otherwise.
+
+    Example:
+        >>> baseline_shape("ring", 16), baseline_shape("torus:4x4", 16)
+        ((1, 16), (4, 4))
+    """
+    if spec == "ring":
+        return 1, n_workers
+    m = _TORUS.match(spec)
+    if not m:
+        raise RackError(f"baseline must be 'ring' or 'torus:RxC' (e.g. torus:4x4), not {spec!r}")
+    rows, cols = int(m.group(1)), int(m.group(2))
+    if rows * cols != n_workers:
+        raise RackError(f"baseline {spec}: {rows} x {cols} = {rows * cols} positions for {n_workers} "
+                        f"workers; choose R x C = {n_workers}")
+    return rows, cols
+
 
 class BaselineAllocator:
-    """Contiguous-arc slices of a static ring; no circuits to route, no spares."""
+    """Contiguous sub-block slices of a static torus (a ring by default); no circuits, no spares."""
 
     name = "baseline"
 
-    def __init__(self, rack: Rack) -> None:
+    def __init__(self, rack: Rack, topology: str = "ring") -> None:
         self.rack = rack
-        self.ring = list(rack.workers)
-        self._pos = {a: i for i, a in enumerate(self.ring)}
+        self.topology = topology
+        self.workers = list(rack.workers)
+        self.rows, self.cols = baseline_shape(topology, len(self.workers))
+        self._pos = {a: divmod(i, self.cols) for i, a in enumerate(self.workers)}
         self.members: dict[str, list[str]] = {}
         self.patterns: dict[str, str] = {}
 
+    def shapes(self, n: int) -> list[tuple[int, int]]:
+        """Block shapes ``(h, w)`` of ``n`` positions that fit the torus, squarest first."""
+        out = [(h, n // h) for h in range(1, self.rows + 1) if n % h == 0 and n // h <= self.cols]
+        return sorted(out, key=lambda s: (abs(s[0] - s[1]), s))
+
+    def block(self, r0: int, c0: int, h: int, w: int) -> list[str]:
+        """Workers of the ``h x w`` block anchored at ``(r0, c0)``, boustrophedon order (wrapping)."""
+        out = []
+        for i in range(h):
+            cols = range(w) if i % 2 == 0 else range(w - 1, -1, -1)
+            out += [self.workers[((r0 + i) % self.rows) * self.cols + (c0 + j) % self.cols] for j in cols]
+        return out
+
     def place(self, job: TraceJob, free: Sequence[str]) -> list[str] | None:
-        """The first clockwise arc of ``job.size`` free workers, or None."""
-        n, size = len(self.ring), job.size
-        ok = [a in set(free) for a in self.ring]
-        if size > n:
-            return None
-        starts = [0] if size == n else range(n)
-        for s in starts:
-            if all(ok[(s + i) % n] for i in range(size)):
-                members = [self.ring[(s + i) % n] for i in range(size)]
-                self.members[job.name], self.patterns[job.name] = members, job.pattern
-                return members
+        """The first free block of ``job.size`` workers (squarest shape, row-major anchor), or None."""
+        ok = set(free)
+        for h, w in self.shapes(job.size):
+            rows = [0] if h == self.rows else range(self.rows)
+            cols = [0] if w == self.cols else range(self.cols)
+            for r0 in rows:
+                for c0 in cols:
+                    members = self.block(r0, c0, h, w)
+                    if all(a in ok for a in members):
+                        self.members[job.name], self.patterns[job.name] = members, job.pattern
+                        return members
         return None
 
     def release(self, name: str) -> None:
@@ -59,17 +106,18 @@ class BaselineAllocator:
         return None
 
     def regrow(self) -> None:
-        """Nothing to regrow: a static ring's lanes never change."""
+        """Nothing to regrow: static links never change."""
 
     def neighbours(self, a: str, b: str) -> bool:
         """True when workers ``a`` and ``b`` are wired to each other."""
-        d = abs(self._pos[a] - self._pos[b])
-        return d in (1, len(self.ring) - 1)
+        (ra, ca), (rb, cb) = self._pos[a], self._pos[b]
+        dr, dc = (rb - ra) % self.rows, (cb - ca) % self.cols
+        return (dr == 0 and dc in (1, self.cols - 1)) or (dc == 0 and dr in (1, self.rows - 1))
 
     def bandwidth(self, name: str) -> float:
         """Lanes per accelerator carrying the job's logical links point to point, mean over rounds.
 
-        A logical link ``a -> b`` has one direct lane when a and b are ring neighbours, none
+        A logical link ``a -> b`` has one direct lane when a and b are wired neighbours, none
         otherwise (it is relayed).
         """
         members = self.members[name]

@@ -7,6 +7,7 @@ File format (``lumion.rack`` version 1, TOML; see docs/rack.md)::
     name = "two-smartlight-16+2"
     transceiver = "dwdm-10g-zr"      # every lane; a profile of photonics.budget
     required_margin_db = 3.0
+    baseline = "ring"                # the fixed topology compared with: ring or torus:RxC
 
     [[mesh]]
     name = "m0"
@@ -122,6 +123,8 @@ class Rack:
         fibres: in file order.
         transceiver: the lane declared on every bound port.
         required_margin_db: margin every link keeps above the receiver sensitivity (dB).
+        baseline: the fixed topology the fabric is compared with: ``ring`` or ``torus:RxC``
+            over the workers (:mod:`photonics.rack.baseline`).
     """
 
     name: str
@@ -130,6 +133,7 @@ class Rack:
     fibres: tuple[Fibre, ...]
     transceiver: Transceiver = field(default_factory=lambda: TRANSCEIVER_PROFILES[DEFAULT_TRANSCEIVER])
     required_margin_db: float = REQUIRED_MARGIN_DB
+    baseline: str = "ring"
     _meshes: dict[str, Mesh] = field(default_factory=dict, repr=False)
     _by_name: dict[str, RackAccelerator] = field(default_factory=dict, repr=False)
 
@@ -142,6 +146,9 @@ class Rack:
                 raise RackError(f"mesh {m!r}: {exc}") from None
         object.__setattr__(self, "_meshes", meshes)
         object.__setattr__(self, "_by_name", _check(self, meshes))
+        from photonics.rack.baseline import baseline_shape  # baseline imports this module
+
+        baseline_shape(self.baseline, len(self.workers))
 
     def mesh(self, name: str) -> Mesh:
         """The topology of mesh ``name``."""
@@ -189,6 +196,7 @@ class Rack:
         return {
             "schema": SCHEMA, "version": SCHEMA_VERSION, "name": self.name,
             "transceiver": self.transceiver.name, "required_margin_db": self.required_margin_db,
+            "baseline": self.baseline,
             "mesh": [{"name": m, "spec": s} for m, s in self.mesh_specs.items()],
             "accelerator": [{"name": a.name, "mesh": a.mesh, "tx": [port(a.mesh, p) for p in a.tx],
                              "rx": [port(a.mesh, p) for p in a.rx], "spare": a.spare}
@@ -251,7 +259,8 @@ def _check(rack: Rack, meshes: dict[str, Mesh]) -> dict[str, RackAccelerator]:
 # ---------------------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------------------
-_TOP = {"schema", "version", "name", "transceiver", "required_margin_db", "mesh", "accelerator", "fibre"}
+_TOP = {"schema", "version", "name", "transceiver", "required_margin_db", "baseline", "mesh", "accelerator",
+        "fibre"}
 _ACC = {"name", "mesh", "tx", "rx", "spare"}
 _FIBRE = {"name", "a", "b", "loss_db", "coupling_db", "gain_db"}
 
@@ -304,9 +313,12 @@ def rack_from_dict(data: Any, source: str = "rack") -> Rack:
     accs = [_accelerator(a, k, topo, source) for k, a in enumerate(_tables(data, "accelerator", source))]
     fibres = [_fibre(f, k, topo, source) for k, f in enumerate(_tables(data, "fibre", source, False))]
     margin = _number(data, "required_margin_db", source, REQUIRED_MARGIN_DB)
+    baseline = data.get("baseline", "ring")
+    if not isinstance(baseline, str):
+        raise RackError(f"{source}: baseline must be \"ring\" or \"torus:RxC\", not {baseline!r}")
     try:
         return Rack(str(data.get("name", Path(source).stem)), meshes, tuple(accs), tuple(fibres),
-                    TRANSCEIVER_PROFILES[tname], margin)
+                    TRANSCEIVER_PROFILES[tname], margin, baseline)
     except RackError as exc:
         raise RackError(f"{source}: {exc}") from None
 

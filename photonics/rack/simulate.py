@@ -107,13 +107,15 @@ class Simulator:
     """
 
     def __init__(self, rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str,
-                 backfill: bool, failures: FailureModel, max_lanes: int | None = None) -> None:
+                 backfill: bool, failures: FailureModel, max_lanes: int | None = None,
+                 baseline: str | None = None) -> None:
         if policy not in POLICIES:
             raise RackError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.rack, self.trace, self.policy = rack, list(trace), policy
         self.backfill, self.fm = backfill, failures
         self.allocator: FabricAllocator | BaselineAllocator = (
-            FabricAllocator(rack, max_lanes) if policy == "fabric" else BaselineAllocator(rack))
+            FabricAllocator(rack, max_lanes) if policy == "fabric"
+            else BaselineAllocator(rack, baseline or rack.baseline))
         self.time_h = 0.0
         self.owner: dict[str, str | None] = dict.fromkeys(rack.names)
         self.down: set[str] = set()
@@ -309,20 +311,21 @@ class Simulator:
 def run_simulation(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str = "fabric",
                    backfill: bool = False, failures: FailureModel | None = None,
                    observer: Callable[[Simulator], Any] | None = None,
-                   max_lanes: int | None = None) -> Simulation:
+                   max_lanes: int | None = None, baseline: str | None = None) -> Simulation:
     """Simulate ``trace`` on ``rack`` under ``policy`` ("fabric" or "baseline"); metrics, records, series.
 
     ``observer(simulator)`` is called after every event (tests check invariants with it).
-    ``max_lanes`` caps the lanes the fabric gives a slice (default: all the rack's lanes).
+    ``max_lanes`` caps the lanes the fabric gives a slice (default: all the rack's lanes);
+    ``baseline`` overrides the rack's baseline topology (``ring`` or ``torus:RxC``).
     """
     sim = Simulator(rack, trace, seed=seed, policy=policy, backfill=backfill,
-                    failures=failures or FailureModel(), max_lanes=max_lanes)
+                    failures=failures or FailureModel(), max_lanes=max_lanes, baseline=baseline)
     return sim.run(observer)
 
 
 def simulate_trace(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str = "fabric",
                    backfill: bool = False, failures: FailureModel | None = None,
-                   max_lanes: int | None = None) -> TraceMetrics:
+                   max_lanes: int | None = None, baseline: str | None = None) -> TraceMetrics:
     """The :class:`TraceMetrics` of ``trace`` on ``rack`` under ``policy`` (same seed, same failures).
 
     Example:
@@ -332,4 +335,4 @@ def simulate_trace(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: 
         (6, 'baseline')
     """
     return run_simulation(rack, trace, seed=seed, policy=policy, backfill=backfill,
-                          failures=failures, max_lanes=max_lanes).metrics
+                          failures=failures, max_lanes=max_lanes, baseline=baseline).metrics
