@@ -34,7 +34,7 @@ def chip_margin_db(row: dict[str, Any]) -> float:
 def yield_figure(rows: Sequence[dict[str, Any]], required_margin_db: float) -> Any:
     """Yield vs required margin, one curve per grid point; the campaign's margin as a line."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 6))
     groups: dict[tuple[str, float, float], list[float]] = {}
     for r in rows:
         groups.setdefault((r["mesh"], r["loss_spread_db"], r["kappa_spread"]), []).append(chip_margin_db(r))
@@ -46,8 +46,8 @@ def yield_figure(rows: Sequence[dict[str, Any]], required_margin_db: float) -> A
     ax.set_xlabel("required link margin (dB)")
     ax.set_ylabel("yield (fraction of chips)")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title("Chips carrying the job and every single-failure spare splice")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.set_title("Chips carrying the ring and every single-failure spare splice", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8)
     fig.tight_layout()
     return fig
 
