@@ -14,6 +14,7 @@ from photonics.rack import (
     BaselineAllocator,
     FabricAllocator,
     FailureModel,
+    RackError,
     TraceJob,
     crossing_loss_db,
     default_rack,
@@ -242,3 +243,28 @@ def test_failures_splice_on_the_fabric_and_stall_the_baseline():
     assert base.splices == 0
     assert base.stalls >= 1
     assert fab.makespan_h < base.makespan_h
+
+
+def test_torus_baseline_rectangles_and_wired_neighbours():
+    alloc = BaselineAllocator(RACK, "torus:4x4")
+    w = list(RACK.workers)  # row-major: w[4 r + c] sits at (r, c)
+    assert alloc.shapes(4) == [(2, 2), (1, 4), (4, 1)]
+    assert alloc.shapes(6) == [(2, 3), (3, 2)]
+    assert alloc.shapes(5) == []  # no 5-block in a 4 x 4 torus: such a job never runs there
+    a = alloc.place(TraceJob("a", 0, 4, "ring", 1), w)
+    assert a == [w[0], w[1], w[5], w[4]]  # a 2 x 2 block in ring (boustrophedon) order
+    assert alloc.bandwidth("a") == 1.0  # every ring link is a wired torus link
+    assert alloc.neighbours(w[0], w[3])  # the torus wraps
+    assert not alloc.neighbours(w[0], w[5])
+    b = alloc.place(TraceJob("b", 0, 6, "line", 1), [x for x in w if x not in a])
+    assert b is not None
+    assert len({divmod(w.index(x), 4)[0] for x in b}) in (2, 3)  # a 2 x 3 or 3 x 2 rectangle
+    assert alloc.place(TraceJob("c", 0, 5, "ring", 1), w) is None
+
+
+def test_torus_baseline_runs_and_refuses_a_bad_shape():
+    trace = synthetic_trace(8, seed=2)
+    m = simulate_trace(RACK, trace, seed=2, policy="baseline", baseline="torus:4x4")
+    assert m.completed + m.rejected == 8
+    with pytest.raises(RackError, match="R x C = 16"):
+        simulate_trace(RACK, trace, seed=2, policy="baseline", baseline="torus:3x5")
