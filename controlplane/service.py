@@ -161,7 +161,7 @@ class ControlPlane:
             for it in self.store.open_intents(self.chip_id):
                 target, previous = np.array(it["target"]), np.array(it["previous"])
                 if _same(chip, target):
-                    self.store.commit_intent(it["id"], ROLLED_FORWARD, "chip held the target")
+                    self.store.commit_intent(it["id"], ROLLED_FORWARD, "chip held the target", chip.tolist())
                     action = ROLLED_FORWARD
                 elif _same(chip, previous):
                     self.store.close_intent(it["id"], ROLLED_BACK, "chip held the previous currents")
@@ -303,7 +303,7 @@ class ControlPlane:
             )
         t3 = time.time()
         self.crasher.point("verified", kind)
-        self.store.commit_intent(intent, outcome=f"{len(program)} channels written")
+        self.store.commit_intent(intent, outcome=f"{len(program)} channels written", currents=chip.tolist())
         self.crasher.point("committed", kind)
         stages += [
             {"stage": "write", "start_s": t0, "end_s": t1},

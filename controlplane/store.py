@@ -387,15 +387,23 @@ class Store:
             raise StoreError(f"no intent {intent_id}")
         return _intent(rows[0])
 
-    def commit_intent(self, intent_id: int, status: str = DONE, outcome: str = "") -> None:
-        """Apply a verified intent: its plan, currents and state change become the truth."""
+    def commit_intent(
+        self, intent_id: int, status: str = DONE, outcome: str = "", currents: Sequence[float] | None = None
+    ) -> None:
+        """Apply a verified intent: its plan, currents and state change become the truth.
+
+        ``currents`` is what the chip read back (the driver quantises a setting to its DAC
+        step, so the read-back, within tolerance of the target, is what the chip holds);
+        default: the intent's target.
+        """
         it = self.intent(intent_id)
+        held = list(currents) if currents is not None else it["target"]
         chip, change, t = it["chip_id"], it["change"], now_iso()
         with self.transaction() as db:
             _require_open(db, intent_id)
             db.execute(
                 "INSERT OR REPLACE INTO currents VALUES (?, ?, ?, ?)",
-                (chip, intent_id, change.get("unit", "mA"), _dumps(it["target"])),
+                (chip, intent_id, change.get("unit", "mA"), _dumps([float(x) for x in held])),
             )
             db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (chip, intent_id, _dumps(it["plan"])))
             db.execute(
