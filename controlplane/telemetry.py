@@ -146,6 +146,7 @@ class Telemetry:
                 next_t = time.monotonic() + ERROR_BACKOFF_S
             next_t = max(next_t + self.period_s, time.monotonic())
             self._stop.wait(max(0.0, next_t - time.monotonic()))
+        self.monitor.close()
 
     def step(self) -> Poll:
         """One poll: watch the service's links, read every lane, act on what went dark.

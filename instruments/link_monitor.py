@@ -189,7 +189,7 @@ def read_lanes(module: TransceiverModule, name: str, rx_ports: Sequence[int | No
         los = module.rx_los()
         rx = module.rx_power_dbm()
         error = None
-    except InstrumentError as exc:  # unreachable or not ready: no verdict, say why
+    except (InstrumentError, OSError) as exc:  # bridge error, I2C NACK, not ready: no verdict, say why
         los, rx, error = None, None, str(exc)
     t1 = clock()
     out = []
