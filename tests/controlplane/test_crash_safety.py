@@ -1,0 +1,244 @@
+"""Crash safety: kill -9 the service at random points of a recovery, restart it, check db == chip.
+
+One simulated bench (heater driver on a pty, SCPI on loopback sockets) lives in this test
+process and outlives every service process, as a real bench outlives a crashed server:
+each trial is one `lumion serve` start on the same database and bench. A trial arms a
+crash step (``LUMION_CRASH_AT``: after the intent commit, after the K-th heater command,
+after the write, after the verify, after the commit) or a SIGKILL from a timer at a random
+instant, reports a failed accelerator, and lets the process die. The next start must
+reconcile: no intent left open, the chip (read from the simulator's own state, not through
+the service) holding exactly the committed currents, the plan of record loading and
+matching the running jobs, every job a ring over accelerators that belong to it alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from instruments.controller import MEND_TOLERANCE_MA
+from instruments.sim.bench import SimulatedBench
+from photonics.fabric import default_fabric
+from photonics.fabric.plan_io import plan_from_dict
+from photonics.topology import smartlight
+from tests.controlplane.conftest import ROOT, START_TIMEOUT_S, Service
+
+TRIALS = 100
+STEPS = ("intent", "write:1", "write:2", "write:3", "written", "verified", "committed", "timer")
+# The outcome the next start must find for the recovery's intent, per crash step. A
+# write:K past the program's last command never fires: the recovery completes ("done").
+EXPECTED = {
+    "intent": {"rolled-back"},
+    "write:1": {"reverted", "rolled-forward", "done"},
+    "write:2": {"reverted", "rolled-forward", "done"},
+    "write:3": {"reverted", "rolled-forward", "done"},
+    "written": {"rolled-forward"},
+    "verified": {"rolled-forward"},
+    "committed": {"done"},
+    "timer": {"rolled-back", "reverted", "rolled-forward", "done"},
+}
+TIMER_MAX_S = 0.15  # a recovery through the API takes ~20-100 ms here: the timer lands before, in or after it
+
+
+class Zygote:
+    """The forking parent (tests/controlplane/zygote.py) in a subprocess."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "controlplane" / "zygote.py")],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def fork(self, argv: list[str], env: dict[str, str], out: str) -> int:
+        self.proc.stdin.write(json.dumps({"argv": argv, "env": env, "out": out}) + "\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+class ForkedService(Service):
+    """`lumion serve` forked from the zygote: same checks as :class:`Service`, no interpreter start."""
+
+    def __init__(self, zygote: Zygote, db, *args: str, env: dict[str, str]) -> None:
+        self.db = db
+        self.out = f"{db}.{time.monotonic_ns()}.out"
+        argv = ["serve", "--db", str(db), "--port", "0", "--json", "--telemetry-period-s", "0", *args]
+        self.pid = zygote.fork(argv, env, self.out)
+        self.proc = None
+        self.info = self._announce_file()
+        self.api = self.info["api"]
+        self.token = Path(self.info["token_file"]).read_text().strip()
+        self.client = httpx.Client(
+            base_url=self.api, headers={"Authorization": f"Bearer {self.token}"}, timeout=60.0
+        )
+        self._wait_healthy()
+
+    def _announce_file(self) -> dict:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if os.path.exists(self.out):
+                with open(self.out) as handle:
+                    line = handle.readline()
+                if line.endswith("\n"):
+                    return json.loads(line)
+            if not self.alive():
+                break
+            time.sleep(0.02)
+        err_file = Path(self.out + ".err")
+        err = err_file.read_text() if err_file.exists() else ""
+        raise AssertionError(f"forked lumion serve did not announce itself: {err[-2000:]}")
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def kill9(self) -> None:
+        with contextlib.suppress(ProcessLookupError):  # it may have killed itself a moment ago
+            os.kill(self.pid, signal.SIGKILL)
+        while self.alive():  # the zygote reaps it
+            time.sleep(0.005)
+        self.client.close()
+
+    def stop(self) -> int:
+        os.kill(self.pid, signal.SIGTERM)
+        while self.alive():
+            time.sleep(0.01)
+        self.client.close()
+        return 0 if "stopped" in Path(self.out + ".err").read_text() else 1
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    z = Zygote()
+    yield z
+    z.close()
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    sim = SimulatedBench(smartlight(), seed=5)
+    path = tmp_path_factory.mktemp("bench") / "bench.toml"
+    path.write_text(sim.client_config("smartlight"))
+    yield sim, path
+    sim.close()
+
+
+def _db_state(db_path) -> dict:
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    try:
+        return {
+            "open": db.execute("SELECT COUNT(*) FROM intents WHERE status='open'").fetchone()[0],
+            "currents": json.loads(db.execute("SELECT body FROM currents").fetchone()[0]),
+            "plan": json.loads(db.execute("SELECT body FROM plans").fetchone()[0]),
+            "jobs": [dict(r) for r in db.execute("SELECT * FROM jobs WHERE state != 'deleted' ORDER BY seq")],
+            "alloc": [dict(r) for r in db.execute("SELECT * FROM allocations")],
+            "failed": [r[0] for r in db.execute("SELECT accelerator FROM failed_accelerators")],
+            "last_failover": db.execute(
+                "SELECT status FROM intents WHERE kind='failover' ORDER BY id DESC LIMIT 1"
+            ).fetchone(),
+        }
+    finally:
+        db.close()
+
+
+def check_agree(db_path, sim, fabric) -> dict:
+    """The database and the chip agree, and the database is consistent with itself."""
+    st = _db_state(db_path)
+    assert st["open"] == 0, "an intent was left open after the restart"
+    chip = sim.heater.currents()[: sim.mesh.n_heaters]
+    committed = np.array(st["currents"])
+    assert np.abs(chip - committed).max() <= MEND_TOLERANCE_MA, "chip and committed currents differ"
+    plan = plan_from_dict(st["plan"], fabric)  # validates routes, lanes, collisions
+    assert all(s == "running" for s in (j["state"] for j in st["jobs"])), "a pending job survived"
+    jobs = [json.loads(j["body"]) for j in st["jobs"]]
+    assert [tuple(lk) for j in jobs for lk in j["links"]] == list(plan.job.links)
+    assert all(a["pending"] == 0 for a in st["alloc"]), "a reservation survived its intent"
+    owner = {a["accelerator"]: a["job_id"] for a in st["alloc"]}
+    for row, job in zip(st["jobs"], jobs, strict=True):
+        accs = job["accelerators"]
+        assert {a for a, j in owner.items() if j == row["id"]} == set(accs)
+        n = len(accs)
+        assert [tuple(lk) for lk in job["links"]] == [(accs[i], accs[(i + 1) % n]) for i in range(n)]
+    assert not set(st["failed"]) & set(owner), "a failed accelerator still runs a job"
+    return st
+
+
+def _ensure_job(svc: Service) -> tuple[str, list[str]]:
+    """A running ring with a free spare (deleting, repairing and placing as needed)."""
+    c = svc.client
+    status = c.get("/status").json()
+    if not status["jobs"] or not status["spares_free"]:
+        for job in status["jobs"]:
+            assert c.delete(f"/jobs/{job['id']}").status_code == 200
+        for acc in status["failed_accelerators"]:
+            assert c.post(f"/accelerators/{acc}/repair").status_code == 200
+        r = c.post("/jobs", json={"count": 4})
+        assert r.status_code == 201, r.text
+        return r.json()["id"], r.json()["accelerators"]
+    job = status["jobs"][0]
+    return job["id"], job["accelerators"]
+
+
+def test_kill9_during_recoveries_then_restart(bench, zygote, tmp_path):
+    sim, config = bench
+    fabric = default_fabric()
+    db = tmp_path / "cp.db"
+    rng = random.Random(14)
+    outcomes: Counter[str] = Counter()
+    previous_step = None
+    for trial in range(TRIALS):
+        step = rng.choice(STEPS)
+        env = {"LUMION_CRASH_AT": step} if step != "timer" else {"LUMION_CRASH_AT": ""}
+        svc = ForkedService(zygote, db, "--bench", str(config), env=env)
+        try:
+            st = check_agree(db, sim, fabric)
+            if previous_step is not None and st["last_failover"] is not None:
+                outcome = st["last_failover"][0]
+                assert outcome in EXPECTED[previous_step], (trial, previous_step, outcome)
+                outcomes[outcome] += 1
+            job_id, members = _ensure_job(svc)
+            victim = rng.choice(members)
+            if step == "timer":
+                timer = threading.Timer(rng.uniform(0, TIMER_MAX_S), os.kill, (svc.pid, signal.SIGKILL))
+                timer.start()
+            with contextlib.suppress(httpx.TransportError):  # the service dies under the request
+                svc.client.post(f"/jobs/{job_id}/failures", json={"accelerator": victim})
+            if step == "timer":
+                timer.join()
+        finally:
+            svc.kill9()
+        previous_step = step
+    svc = ForkedService(zygote, db, "--bench", str(config), env={"LUMION_CRASH_AT": ""})
+    try:
+        check_agree(db, sim, fabric)
+        assert svc.client.get("/status").json()["chips"][0]["open_intents"] == []
+    finally:
+        assert svc.stop() == 0
+    # every reconciliation rule was exercised, not only the easy ones
+    assert {"rolled-back", "reverted", "rolled-forward", "done"} <= set(outcomes), outcomes
