@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lumion",
         description="LUMION bench software: model, route, calibrate, program and lay out "
         "a programmable photonic MZI mesh. Exit codes: 0 ok, 2 bad input, 3 impossible "
-        "request, 4 instrument fault, 64 usage, 70 internal bug (docs/cli.md).",
+        "request, 4 instrument fault, 64 usage, 69 optional package missing, 70 internal bug "
+        "(docs/cli.md).",
     )
     parser.add_argument("--version", action="version", version=f"lumion {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -39,6 +39,7 @@ EXIT_INPUT = 2
 EXIT_IMPOSSIBLE = 3
 EXIT_INSTRUMENT = 4
 EXIT_USAGE = 64
+EXIT_UNAVAILABLE = 69  # sysexits EX_UNAVAILABLE: an optional package this command needs is missing
 EXIT_BUG = 70
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
@@ -65,10 +66,30 @@ KINDS: dict[str, Kind] = {
                                         "(other ports or accelerators, fewer links, wider limits)"),
     "instrument": Kind(EXIT_INSTRUMENT, "check the instrument is on and connected and that the bench "
                                         "config's address is right (docs/instruments.md)"),
+    "unavailable": Kind(EXIT_UNAVAILABLE, "install the extra named above (or everything: "
+                                          "pip install 'lumion[all]')"),
     "bug": Kind(EXIT_BUG, f"this is a bug: please report it to {REPORT_TO} with the command line "
                           f"and the traceback {DEBUG_ENV}=1 prints"),
     "interrupted": Kind(EXIT_INTERRUPTED, "run the command again to start over or resume"),
 }
+
+
+# Optional packages (top-level import name) and the extra of pyproject.toml that installs each.
+EXTRAS = {
+    "matplotlib": "plot",
+    "serial": "instruments", "pyvisa": "instruments", "pyvisa_py": "instruments", "smbus2": "instruments",
+    "gdsfactory": "layout", "kfactory": "layout", "klayout": "layout",
+    "fastapi": "serve", "uvicorn": "serve",
+    "dask": "campaign", "distributed": "campaign",
+}
+
+
+def missing_extra(exc: BaseException) -> tuple[str, str] | None:
+    """(package, extra) when ``exc`` is the import of an optional package that is not installed."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    package = exc.name.split(".")[0]
+    return (package, EXTRAS[package]) if package in EXTRAS else None
 
 
 class CliError(LumionError):
@@ -143,6 +164,8 @@ def classify(exc: BaseException) -> str:
 
     if isinstance(exc, CliError):
         return exc.kind
+    if missing_extra(exc):
+        return "unavailable"
     if isinstance(exc, UsageError):
         return "usage"
     if isinstance(exc, BenchConfigError):
@@ -165,6 +188,10 @@ def explain(exc: BaseException) -> str:
     """A one-line reason for ``exc`` (OS and decoding errors in plain words)."""
     if isinstance(exc, LumionError):
         return one_line(str(exc))
+    missing = missing_extra(exc)
+    if missing:
+        package, extra = missing
+        return f"this needs the optional package {package}, not installed: pip install 'lumion[{extra}]'"
     if isinstance(exc, RecursionError):
         return "nested too deeply to read"
     if isinstance(exc, UnicodeDecodeError):

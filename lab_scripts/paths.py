@@ -92,3 +92,21 @@ def output_folder(value: str, option: str) -> Path:
 def sibling(path: Path, tag: str) -> Path:
     """A file next to ``path`` with ``-tag`` added to its stem (``m.png`` -> ``m-timeline.png``)."""
     return path.with_name(f"{path.stem}-{tag}{path.suffix}")
+
+
+EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
+
+
+def example(name: str) -> Path:
+    """The shipped example file ``name`` (``tp4-dp2.toml``): ``examples/`` of a checkout,
+    ``lab_scripts/examples/`` of an installed wheel (the same files).
+
+    Example:
+        >>> example("tp4-dp2.toml").is_file()
+        True
+    """
+    path = EXAMPLES_DIR / name
+    if not path.is_file():
+        known = ", ".join(sorted(p.name for p in EXAMPLES_DIR.glob("*") if p.is_file()))
+        raise CliError(f"no example {name!r}; the examples are {known}", "input")
+    return path
