@@ -1,0 +1,199 @@
+"""Control-plane service: API throughput under 50 concurrent clients, failover latency through the API.
+
+Starts `lumion serve` (simulated bench over its real transports: heater driver on a pty,
+SCPI on loopback sockets; rate limit off, telemetry off) and measures, in one run:
+
+1. throughput of GET /api/v1/status with 50 concurrent clients (keep-alive connections),
+   against GET /api/v1/health (no auth, no state: the framework's own floor) as the peer;
+2. throughput of POST /api/v1/failures with 50 concurrent clients over three running ring
+   jobs (the first reports take the two spares, the rest are refused with a 409 or 404
+   after taking the chip's lock: the path a failure storm exercises);
+3. end-to-end failover latency through the API: place a 4-ring, report one member failed,
+   time the POST as the client sees it and each stage the service measured (compute,
+   write, settle, verify); delete the job and repair the accelerator; repeat.
+
+Usage: .venv/bin/python benchmarks/bench_controlplane.py [--seconds 5] [--cycles 40] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIENTS = 50
+
+
+def start_service(db: Path) -> tuple[subprocess.Popen, str, str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "lab_scripts.cli",
+        "serve",
+        "--db",
+        str(db),
+        "--port",
+        "0",
+        "--json",
+        "--telemetry-period-s",
+        "0",
+        "--rate-limit-per-s",
+        "0",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    info = json.loads(proc.stdout.readline())
+    token = Path(info["token_file"]).read_text().strip()
+    for _ in range(600):
+        try:
+            if httpx.get(f"{info['api']}/health").status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    return proc, info["api"], token
+
+
+def hammer(api: str, token: str, method: str, path: str, seconds: float, body_for=None) -> dict:
+    """CLIENTS threads, each its own keep-alive client, for ``seconds``; counts by status."""
+    stop = time.monotonic() + seconds
+    counts: dict[int, int] = {}
+    lock = threading.Lock()
+    latencies: list[float] = []
+
+    def client(k: int) -> None:
+        with httpx.Client(base_url=api, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
+            n = 0
+            while time.monotonic() < stop:
+                t0 = time.perf_counter()
+                r = c.request(method, path, json=body_for(k, n) if body_for else None)
+                dt = time.perf_counter() - t0
+                n += 1
+                with lock:
+                    counts[r.status_code] = counts.get(r.status_code, 0) + 1
+                    latencies.append(dt)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        list(pool.map(client, range(CLIENTS)))
+    elapsed = time.monotonic() - t0
+    total = sum(counts.values())
+    lat = np.array(latencies) * 1e3
+    return {
+        "requests": total,
+        "seconds": elapsed,
+        "requests_per_s": total / elapsed,
+        "by_status": counts,
+        "latency_p50_ms": float(np.percentile(lat, 50)),
+        "latency_p99_ms": float(np.percentile(lat, 99)),
+    }
+
+
+def failure_storm(api: str, token: str, seconds: float) -> dict:
+    c = httpx.Client(base_url=api, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    groups = [["gpu0", "gpu1", "gpu2"], ["gpu3", "gpu4", "gpu5"], ["gpu6", "gpu7"]]
+    for g in groups:
+        c.post("/jobs", json={"accelerators": g}).raise_for_status()
+    names = [a for g in groups for a in g]
+    out = hammer(
+        api, token, "POST", "/failures", seconds, lambda k, n: {"accelerator": names[(k + n) % len(names)]}
+    )
+    status = c.get("/status").json()
+    for job in status["jobs"]:
+        c.delete(f"/jobs/{job['id']}").raise_for_status()
+    for acc in status["failed_accelerators"]:
+        c.post(f"/accelerators/{acc}/repair").raise_for_status()
+    c.close()
+    return out
+
+
+def failover_latency(api: str, token: str, cycles: int) -> dict:
+    c = httpx.Client(base_url=api, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    client_ms, stages, modelled = [], {s: [] for s in ("compute", "write", "settle", "verify")}, []
+    for k in range(cycles):
+        job = c.post("/jobs", json={"count": 4}).json()
+        victim = job["accelerators"][k % 4]
+        t0 = time.perf_counter()
+        r = c.post(f"/jobs/{job['id']}/failures", json={"accelerator": victim})
+        client_ms.append((time.perf_counter() - t0) * 1e3)
+        rec = r.json()
+        assert r.status_code == 200, rec
+        for s, values in stages.items():
+            values.append(rec["measured_ms"][s])
+        modelled.append(rec["timing_ms"]["total"])
+        c.delete(f"/jobs/{job['id']}").raise_for_status()
+        c.post(f"/accelerators/{victim}/repair").raise_for_status()
+    c.close()
+
+    def pct(xs: list[float]) -> dict:
+        return {"p50_ms": float(np.percentile(xs, 50)), "p99_ms": float(np.percentile(xs, 99))}
+
+    return {
+        "cycles": cycles,
+        "client": pct(client_ms),
+        **{s: pct(v) for s, v in stages.items()},
+        "modelled_total": pct(modelled),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput run")
+    ap.add_argument("--cycles", type=int, default=40, help="failovers timed through the API")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, api, token = start_service(Path(tmp) / "cp.db")
+        try:
+            health = hammer(api, token, "GET", "/health", args.seconds)
+            c = httpx.Client(base_url=api, headers={"Authorization": f"Bearer {token}"})
+            c.post("/jobs", json={"count": 4}).raise_for_status()  # status has a job and links to show
+            status = hammer(api, token, "GET", "/status", args.seconds)
+            for job in c.get("/status").json()["jobs"]:
+                c.delete(f"/jobs/{job['id']}")
+            c.close()
+            storm = failure_storm(api, token, args.seconds)
+            latency = failover_latency(api, token, args.cycles)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    out = {
+        "schema": "lumion.bench_controlplane",
+        "version": 1,
+        "clients": CLIENTS,
+        "cpus": os.cpu_count(),
+        "health": health,
+        "status": status,
+        "failure_reports": storm,
+        "failover": latency,
+        "status_vs_health": status["requests_per_s"] / health["requests_per_s"],
+    }
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"{CLIENTS} concurrent clients, {args.seconds:g} s each, {os.cpu_count()} CPUs")
+    print("| endpoint | requests/s | p50 ms | p99 ms | statuses |\n|---|---|---|---|---|")
+    for name, r in (("GET /health (peer floor)", health), ("GET /status", status), ("POST /failures", storm)):
+        print(
+            f"| {name} | {r['requests_per_s']:.0f} | {r['latency_p50_ms']:.1f} | {r['latency_p99_ms']:.1f} | "
+            f"{dict(sorted(r['by_status'].items()))} |"
+        )
+    print(f"status/health throughput ratio: {out['status_vs_health']:.2f}")
+    print(f"\nfailover through the API, {latency['cycles']} cycles (ms)")
+    print("| stage | p50 | p99 |\n|---|---|---|")
+    for s in ("compute", "write", "settle", "verify", "client", "modelled_total"):
+        print(f"| {s} | {latency[s]['p50_ms']:.2f} | {latency[s]['p99_ms']:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
