@@ -27,14 +27,24 @@ DEBIAN_DRIVER = "/usr/bin/chromedriver"  # chromium-driver's path; never let Sel
 CHROMEDRIVER = shutil.which("chromedriver") or (DEBIAN_DRIVER if os.path.exists(DEBIAN_DRIVER) else None)
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
-    reason="no chromium/chromedriver: `apt-get install -y chromium chromium-driver` (make test does it)")
+    reason="no chromium/chromedriver: `apt-get install -y chromium chromium-driver` (make test does it)",
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "img" / "dashboard.png"
 TOKEN = "browser-test-token-0123456789abcdef"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage", "--window-size=1500,1250")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1500,1250",
+)
 
 
 def _free_port() -> int:
@@ -103,13 +113,15 @@ def _count(driver, selector: str) -> int:
 def _routes(driver) -> dict[str, str]:
     return driver.execute_script(
         "return Object.fromEntries([...document.querySelectorAll('#routes polyline.route')]"
-        ".map(p => [p.dataset.link, p.getAttribute('points')]))")
+        ".map(p => [p.dataset.link, p.getAttribute('points')]))"
+    )
 
 
 def _roles(driver) -> dict[str, str]:
     return driver.execute_script(
         "return Object.fromEntries([...document.querySelectorAll('#accelerators-layer text.acc-label')]"
-        ".map(t => [t.dataset.accelerator, t.dataset.role]))")
+        ".map(t => [t.dataset.accelerator, t.dataset.role]))"
+    )
 
 
 def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_path):
@@ -119,7 +131,8 @@ def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_pa
     routes = wait_for(lambda: (r := _routes(browser)) and set(r) == ring and r, what="the ring's routes")
     assert len(set(routes.values())) == 8  # eight different paths
     colours = browser.execute_script(
-        "return [...document.querySelectorAll('#routes polyline.route')].map(p => p.getAttribute('stroke'))")
+        "return [...document.querySelectorAll('#routes polyline.route')].map(p => p.getAttribute('stroke'))"
+    )
     assert len(set(colours)) == 8  # each link its own colour
     assert "#token=" not in browser.current_url  # the token leaves the address bar (and history)
     roles = _roles(browser)
@@ -129,14 +142,25 @@ def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_pa
     assert _count(browser, "#ports circle.port") == 40
     connection = browser.find_element("css selector", "#connection")
     wait_for(lambda: connection.get_attribute("data-state") == "live", what="the page connected")
-    wait_for(lambda: "lit" in browser.execute_script(
-        "return [...document.querySelectorAll('#links tbody td:last-child')].map(t => t.textContent)"),
-        what="live readings in the links table")
+    wait_for(
+        lambda: (
+            "lit"
+            in browser.execute_script(
+                "return [...document.querySelectorAll('#links tbody td:last-child')].map(t => t.textContent)"
+            )
+        ),
+        what="live readings in the links table",
+    )
 
     rack.sim.kill_transmitter("gpu2")
-    recovery = wait_for(lambda: _js(browser, "const g = document.querySelector('#timeline g.recovery');"
-                                    "return g && [...g.querySelectorAll('rect')].map(r => r.dataset.stage)"),
-                        what="the recovery on the timeline")
+    recovery = wait_for(
+        lambda: _js(
+            browser,
+            "const g = document.querySelector('#timeline g.recovery');"
+            "return g && [...g.querySelectorAll('rect')].map(r => r.dataset.stage)",
+        ),
+        what="the recovery on the timeline",
+    )
     assert recovery[:2] == ["detect", "compute"]
     assert {"write", "verify"} <= set(recovery)
     (rec,) = rack.events("recovery")
@@ -151,8 +175,13 @@ def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_pa
     assert _count(browser, "#accelerators-layer path.acc-mark.failed") >= 1
     kinds = _js(browser, "return [...document.querySelectorAll('#events li')].map(l => l.dataset.kind)")
     assert {"accelerator_dark", "recovery"} <= set(kinds)
-    wait_for(lambda: "dark (LOS)" not in browser.execute_script(
-        "return document.querySelector('#links tbody').textContent"), what="the recovered ring lit again")
+    wait_for(
+        lambda: (
+            "dark (LOS)"
+            not in browser.execute_script("return document.querySelector('#links tbody').textContent")
+        ),
+        what="the recovered ring lit again",
+    )
     shot = SCREENSHOT if os.environ.get("LUMION_UPDATE_SCREENSHOT") == "1" else tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -161,7 +190,38 @@ def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_pa
 def test_dashboard_without_a_valid_token_says_so(served, browser):
     _, srv = served
     browser.get(f"{srv.url}/#token=not-the-token")
-    conn = wait_for(lambda: (c := browser.find_element("css selector", "#connection")).get_attribute(
-        "data-state") == "error" and c.text, what="the refusal shown")
+    conn = wait_for(
+        lambda: (
+            (c := browser.find_element("css selector", "#connection")).get_attribute("data-state") == "error"
+            and c.text
+        ),
+        what="the refusal shown",
+    )
     assert "token was refused" in conn
     assert browser.execute_script("return document.querySelectorAll('#routes polyline').length") == 0
+
+
+def _through(rack, tbu: str) -> set[str]:
+    links = rack.cp.status()["links"]
+    return {lk["link"] for lk in links if any(h["tbu"] == tbu for h in lk["route"]["tbus"])}
+
+
+def test_a_failed_tbu_is_marked_and_its_link_moved(served, browser):
+    rack, srv = served
+    browser.get(f"{srv.url}/#token={TOKEN}")
+    routes = wait_for(lambda: (r := _routes(browser)) and len(r) == 8 and r, what="the ring's routes")
+    link = next(lk for lk in rack.cp.status()["links"] if lk["link"] == "gpu3->gpu4")
+    tbu = link["route"]["tbus"][len(link["route"]["tbus"]) // 2]["tbu"]
+    sharing = _through(rack, tbu)
+    assert "gpu3->gpu4" in sharing
+    rack.cp.report_failure(None, tbu=tbu, state="dead")
+    wait_for(lambda: _js(browser, f"return document.querySelector('#chip .tbu[data-tbu=\"{tbu}\"]')"
+                                  ".classList.contains('failed')"), what=f"{tbu} marked failed")
+    assert _count(browser, "#chip .tbu.failed") == 1
+    moved = wait_for(lambda: (r := _routes(browser)) and r["gpu3->gpu4"] != routes["gpu3->gpu4"] and r,
+                     what="gpu3->gpu4 re-routed around the dead TBU")
+    assert set(moved) == set(routes)  # same links, one of them on another path
+    assert _through(rack, tbu) == set()  # nothing routes through the dead TBU any more
+    for name in set(routes) - sharing:
+        assert moved[name] == routes[name]  # links that did not use it are drawn where they were
+    assert _roles(browser)["gpu3"] == "worker"
