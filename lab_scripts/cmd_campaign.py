@@ -138,7 +138,7 @@ def _print_human(args: argparse.Namespace, payload: dict[str, Any]) -> None:
     print(f"campaign {args.kind}: {payload['n_tasks']} tasks on {payload['scheduler']} in "
           f"{payload['seconds']:.1f} s (seed {args.seed})")
     if args.kind == "yield":
-        rows = [(g["mesh"], g["loss_spread_db"], g["kappa_spread"], g["n_chips"], g["yield"])
+        rows = [(g["mesh"], f"{g['loss_spread_db']:g}", f"{g['kappa_spread']:g}", g["n_chips"], g["yield"])
                 for g in payload["groups"]]
         print(table(rows, ["mesh", "loss sd dB", "kappa sd", "chips", "yield"]))
         print(f"yield {payload['yield']:.3f} over {payload['n_chips']} chips "

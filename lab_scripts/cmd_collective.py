@@ -57,6 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="latency per message hop, us (default 10)")
     p.add_argument("--relock-ms", type=_non_negative_float, default=None,
                    help="receiver re-lock per switch, ms (default: the lanes' own, 5 ms)")
+    p.add_argument("--fixed-gbps", type=_positive_float, default=None,
+                   help="the fixed ring/torus links' rate, Gb/s (default: --gbps)")
+    p.add_argument("--fixed-alpha-us", type=_non_negative_float, default=None,
+                   help="the fixed topology's latency per hop, us (default: --alpha-us)")
     p.add_argument("--straggler", type=count, default=None, metavar="RANK",
                    help="the late rank (default: the last rank, for --pattern straggler)")
     p.add_argument("--lag-ms", type=_non_negative_float, default=0.0,
@@ -100,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
         fabric = slot_fabric(args.mesh, coll.n_ranks)
         names = rank_names(fabric, coll.n_ranks)
         cost = CostModel(alpha_ms=args.alpha_us / 1e3, gbps=args.gbps, relock_ms=args.relock_ms)
-        result = compile_collective(coll, fabric, names, size_bytes=args.size_mb * 1e6, cost=cost)
+        fixed_alpha_us = args.alpha_us if args.fixed_alpha_us is None else args.fixed_alpha_us
+        fixed = CostModel(alpha_ms=fixed_alpha_us / 1e3,
+                          gbps=args.gbps if args.fixed_gbps is None else args.fixed_gbps)
+        result = compile_collective(coll, fabric, names, size_bytes=args.size_mb * 1e6, cost=cost,
+                                    fixed_cost=fixed)
     ring = result.fixed_ms.get("ring")
     payload = {"schema": SCHEMA, "version": VERSION, "pattern": args.pattern, "accelerators": coll.n_ranks,
                "size_mb": args.size_mb, **result.to_dict(),

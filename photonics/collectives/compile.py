@@ -387,8 +387,12 @@ def compile_collective(
     timing: TimingModel | None = None,
     params: TBUParams | None = None,
     required_margin_db: float = 3.0,
+    fixed_cost: CostModel | None = None,
 ) -> CompiledCollective:
     """Compile ``coll`` onto ``fabric`` with rank i on accelerator ``ranks[i]``.
+
+    ``fixed_cost`` is the fixed topologies' own alpha-beta (e.g. an electrical switch's
+    latency and rate); the mesh's ``cost`` when omitted.
 
     Raises:
         CollectiveError: wrong number of ranks, an unknown accelerator, or a circuit that
@@ -414,7 +418,7 @@ def compile_collective(
     fixed: dict[str, float | None] = {}
     for topo in FIXED_TOPOLOGIES:
         try:
-            fixed[topo] = fixed_time_ms(coll, topo, size_bytes, cost)
+            fixed[topo] = fixed_time_ms(coll, topo, size_bytes, fixed_cost or cost)
         except CollectiveError:
             fixed[topo] = None  # e.g. no 2-D torus of a prime number of ranks
     return CompiledCollective(coll, fabric, tuple(ranks), float(size_bytes), cost, tuple(router.sets),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from lab_scripts.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -56,3 +58,11 @@ def test_refusals_are_one_line(capsys):
     assert "cannot be routed" in d["error"]
     err = capsys.readouterr().err
     assert err.count("\n") <= 1
+
+
+def test_fixed_topology_has_its_own_alpha_beta(capsys):
+    base = ["collective", "--pattern", "ring", "--accelerators", "4", "--size-mb", "8"]
+    _, same = run_json(capsys, base)
+    _, faster = run_json(capsys, [*base, "--fixed-gbps", "20", "--fixed-alpha-us", "0"])
+    assert faster["fixed_ms"]["ring"] == pytest.approx(6 * 0.8)
+    assert faster["completion_ms"] == same["completion_ms"]
