@@ -103,7 +103,7 @@ class Telemetry:
             modules = getattr(bench, "transceivers", None) or {}
             if not modules:
                 raise TelemetryError("the bench has no transceivers to watch; add [[transceivers]] to its "
-                                     "config or run without telemetry")
+                                     "config, or turn telemetry off (lumion serve --telemetry-period-s 0)")
             monitor = LinkMonitor(modules, bench_rx_ports(bench))
         self.monitor = monitor
         self.dark_dbm = dict(dark_dbm or {})
