@@ -8,5 +8,6 @@
 """
 
 from campaigns.engine import CampaignError, int_seed, run_tasks, task_seeds
+from photonics import __version__
 
-__all__ = ["CampaignError", "int_seed", "run_tasks", "task_seeds"]
+__all__ = ["CampaignError", "__version__", "int_seed", "run_tasks", "task_seeds"]

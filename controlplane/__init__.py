@@ -10,3 +10,7 @@
 
 Heavy modules (fastapi, uvicorn) are imported only by :mod:`controlplane.app`.
 """
+
+from photonics import __version__
+
+__all__ = ["__version__"]

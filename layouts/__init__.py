@@ -4,3 +4,7 @@
 writes the GDS, pad map and PNG (``lumion layout``). Importing this package does not
 import gdsfactory: every function that draws imports it when called. See docs/layout.md.
 """
+
+from photonics import __version__
+
+__all__ = ["__version__"]

@@ -1,0 +1,62 @@
+"""The wheel builds without warnings and holds what the docs use; every package has __version__."""
+
+import importlib
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ["photonics", "calibration", "instruments", "layouts", "controlplane", "campaigns", "lab_scripts"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_top_level_package_has_the_version(package):
+    from lab_scripts import __version__
+
+    assert importlib.import_module(package).__version__ == __version__
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    pytest.importorskip("build")
+    out = tmp_path_factory.mktemp("wheel")
+    # PYTHONDONTWRITEBYTECODE (set in some shells) makes setuptools warn that it skips byte-compiling
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    log = proc.stdout + proc.stderr
+    warnings = [line for line in log.splitlines() if "warn" in line.lower()]
+    assert not warnings, warnings
+    (path,) = out.glob("lumion-*.whl")
+    with zipfile.ZipFile(path) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def test_the_wheel_holds_every_package_and_its_data(wheel):
+    for package in PACKAGES:
+        assert f"{package}/__init__.py" in wheel
+    committed = {p.name for p in (ROOT / "lab_scripts/schemas/json").glob("*.schema.json")}
+    assert {Path(n).name for n in wheel if n.startswith("lab_scripts/schemas/json/")} == committed
+    examples = {p.name for p in (ROOT / "examples").iterdir() if p.is_file()}
+    assert {Path(n).name for n in wheel if n.startswith("lab_scripts/examples/")} == examples
+    assert wheel["lab_scripts/examples/tp4-dp2.toml"] == (ROOT / "examples/tp4-dp2.toml").read_bytes()
+    assert "controlplane/static/index.html" in wheel
+    assert "lab_scripts/py.typed" in wheel
+
+
+def test_the_wheel_declares_the_command_and_no_pytest_plugin(wheel):
+    (entry_points,) = [v.decode() for n, v in wheel.items() if n.endswith(".dist-info/entry_points.txt")]
+    assert "lumion = lab_scripts.cli:main" in entry_points
+    # the simulated-bench fixtures are opt-in: -p instruments.sim.pytest_plugin
+    assert "pytest11" not in entry_points
+    (metadata,) = [v.decode() for n, v in wheel.items() if n.endswith(".dist-info/METADATA")]
+    for extra in ("plot", "instruments", "layout", "serve", "campaign", "all", "dev"):
+        assert f"Provides-Extra: {extra}" in metadata
+    requires = [line for line in metadata.splitlines()
+                if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    assert not [r for r in requires if any(p in r for p in ("matplotlib", "pyvisa", "pyserial", "smbus2"))]
