@@ -31,6 +31,9 @@ from photonics.errors import LumionError
 # A cluster's progress line is rewritten at most this often (s): often enough to see it
 # move, rarely enough not to flood a log file that captures stderr.
 PROGRESS_EVERY_S = 0.5
+# A cluster without a worker would queue the tasks forever; wait this long (s) for one,
+# enough for a `dask worker` started at the same time to import its packages.
+WORKER_WAIT_S = 30.0
 # How the local processes scheduler starts its workers (see run_tasks); "spawn" where fork
 # is unavailable.
 MP_CONTEXT = "fork" if sys.platform.startswith("linux") else "spawn"
@@ -86,6 +89,11 @@ def _on_cluster(fn: Callable[[Any], Any], payloads: Sequence[Any], address: str,
         raise CampaignError(f"cannot reach the Dask scheduler at {address}: {exc}; start one with "
                             "`dask scheduler` and at least one `dask worker ADDRESS`") from None
     try:
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except TimeoutError:
+            raise CampaignError(f"the Dask scheduler at {address} has no workers after {WORKER_WAIT_S:g} s; "
+                                f"start one with `dask worker {address}`") from None
         futures = client.map(fn, payloads, pure=False)
         index = {f.key: k for k, f in enumerate(futures)}
         last = 0.0

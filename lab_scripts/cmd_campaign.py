@@ -117,7 +117,7 @@ def _yield_payload(args: argparse.Namespace, rows: list[dict[str, Any]], plot: A
     if plot:
         from campaigns.plots import save, yield_figure
 
-        save(yield_figure(rows, args.margin_db), plot)
+        save(yield_figure(rows, args.margin_db, args.min_acr_db), plot)
     return {"yield": sum(r["ok"] for r in rows) / len(rows), "n_chips": len(rows),
             "margin_db": args.margin_db, "min_acr_db": args.min_acr_db, "accelerators": args.accelerators,
             "spares": args.spares, "groups": yield_summary(rows)}
