@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint docs bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,11 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: lint
+# the docs site and the API reference from the docstrings (mkdocs.yml); warnings are errors
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir build/site
+
+test: lint docs
 	@# the dashboard's browser test needs Debian's chromium + chromedriver (installed once, as root)
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver)
 	$(BIN)/python -m pytest

@@ -98,7 +98,8 @@ class MeshController:
         max_current_ma: per-channel limit (mA), at most the driver's full scale.
         max_total_power_mw: limit on the summed electrical heater power (mW), estimated
             with the nominal heater ``R(I) = r0 (1 + gamma I)``.
-        r0_kohm, gamma_per_ma: nominal heater used for the power estimate.
+        r0_kohm: nominal heater resistance at zero current (kohm), for the power estimate.
+        gamma_per_ma: nominal heater's resistance rise per mA (1/mA), for the power estimate.
         sync: read the driver's currents at start (``IALL?``) instead of assuming zeros.
     """
 

@@ -584,9 +584,12 @@ class TunableLaser(ScpiInstrument):
     Args:
         transport: VISA transport.
         source: laser slot (``SOUR<n>``), 0 for the 8164B's back-loadable laser.
-        switch_slot, switch_channel: the switch module (``ROUT<slot>:CHAN<ch>``).
+        switch_slot: the switch module's slot (``ROUT<slot>:CHAN<ch>``).
+        switch_channel: the switch module's channel (``ROUT<slot>:CHAN<ch>``).
         switch_outputs: number of switch outputs (1..N).
-        expected_idn, retries, name: see :class:`ScpiInstrument`.
+        expected_idn: see :class:`ScpiInstrument`.
+        retries: see :class:`ScpiInstrument`.
+        name: see :class:`ScpiInstrument`.
 
     After a restart the driver re-applies wavelength, power, switch output **and the output
     state** it set: an output the user switched on through this driver is switched on again.

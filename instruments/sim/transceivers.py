@@ -61,9 +61,11 @@ class SimTransceiver:
 
     Args:
         kind: "sff8636" (QSFP28, 4 lanes) or "cmis" (QSFP-DD, 8 lanes).
-        tx_ports, rx_ports: mesh port index per lane (None for an unconnected lane).
+        tx_ports: mesh port index per TX lane (None for an unconnected lane).
+        rx_ports: mesh port index per RX lane (None for an unconnected lane).
         tx_power_dbm: launch power per lane (dBm).
-        temperature_c, vcc_v: module monitors (degC, V).
+        temperature_c: module temperature monitor (degC).
+        vcc_v: module supply monitor (V).
         los_dbm: RX LOS threshold (dBm).
         bias_multiplier: CMIS TX bias scale (1, 2, 4).
         unsupported: monitors/controls the module does not advertise (their bytes stay 0).

@@ -28,9 +28,9 @@ class TimingModel:
             channels as one DEXT vector) or ``"ascii"`` (``I<ch>=<mA>`` / ``IVEC<first>=...``).
         channels_per_module: a vector command addresses one module of the daisy chain.
         turnaround_ms: the module's and the USB-serial adapter's reply latency, paid once per
-            exchange (instruments.heater_driver.REPLY_TURNAROUND_S).
-        Every exchange is the setting plus the read-back of its last channel, answered by
-        ``OK`` and the value (``+1.2500 mA``): what the heater driver really sends.
+            exchange (instruments.heater_driver.REPLY_TURNAROUND_S). Every exchange is the
+            setting plus the read-back of its last channel, answered by ``OK`` and the value
+            (``+1.2500 mA``): what the heater driver really sends.
         thermal_tau_ms: time constant of a heater's first-order step response, the phase
             approaching its final value as ``1 - exp(-t / tau)`` (DESIGN.md: 10 us; 2-150 us
             depending on heater and trenches, under-etched heaters at the slow end: Liu et
