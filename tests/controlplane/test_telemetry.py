@@ -52,8 +52,10 @@ def test_auto_policy_recovers_a_killed_accelerator_with_the_measured_detect_stag
         assert f"gpu1->{spare}" in names
         assert f"{spare}->gpu3" in names
         # the spare's new links come up and are watched; nothing else is declared dark
-        wait_for(lambda: f"{spare}->gpu3" in handle.snapshot()["links"] and _lit(handle),
-                 what="the recovered ring lit")
+        wait_for(
+            lambda: f"{spare}->gpu3" in handle.snapshot()["links"] and _lit(handle),
+            what="the recovered ring lit",
+        )
         time.sleep(10 * PERIOD_S)
         assert [e["accelerator"] for e in rack.events("accelerator_dark")] == ["gpu2"]
         assert len(rack.events("recovery")) == 1
@@ -100,9 +102,14 @@ def test_live_receiver_readings_reach_the_status(rack):
     handle = telemetry.start(rack.cp, PERIOD_S, "alert")
     try:
         wait_for(lambda: _lit(handle), what="every ring link lit")
-        links = wait_for(lambda: [lk for lk in rack.cp.status()["links"] if "live_rx_power_dbm" in lk]
-                         if all("live_rx_power_dbm" in lk for lk in rack.cp.status()["links"]) else None,
-                         what="live readings in the status")
+        links = wait_for(
+            lambda: (
+                [lk for lk in rack.cp.status()["links"] if "live_rx_power_dbm" in lk]
+                if all("live_rx_power_dbm" in lk for lk in rack.cp.status()["links"])
+                else None
+            ),
+            what="live readings in the status",
+        )
         snap = handle.snapshot()
         for lk in links:
             assert lk["live_rx_power_dbm"] == pytest.approx(snap["links"][lk["link"]]["rx_dbm"], abs=0.5)
@@ -121,8 +128,10 @@ def test_no_spare_left_is_logged_and_the_loop_goes_on(rack):
             wait_for(lambda k=k: len(rack.events("recovery")) == k + 1, what=f"recovery of {name}")
             wait_for(lambda: _lit(handle), what="the recovered ring lit")
         rack.sim.kill_transmitter("gpu4")  # no spare left
-        err = wait_for(lambda: [e for e in rack.events("telemetry_error") if e.get("accelerator") == "gpu4"],
-                       what="the refused recovery")
+        err = wait_for(
+            lambda: [e for e in rack.events("telemetry_error") if e.get("accelerator") == "gpu4"],
+            what="the refused recovery",
+        )
         assert "spare" in err[0]["error"]
         polls = handle.polls
         wait_for(lambda: handle.polls > polls + 3, what="more polls")
