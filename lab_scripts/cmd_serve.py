@@ -124,6 +124,9 @@ def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: a response goes out as headers then body, and with
+    # Nagle on, the body waits for the client's delayed ACK (40 ms per keep-alive request).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host.strip("[]"), port))
     except OSError as exc:
