@@ -5,7 +5,7 @@ One module per concern:
 - :mod:`~photonics.rack.model`: meshes, accelerators with lanes, fibres; the ``lumion.rack`` file;
 - :mod:`~photonics.rack.traces`: job traces (CSV / JSON lines) and seeded synthetic ones;
 - :mod:`~photonics.rack.patterns`: ring / line / all-to-all as rounds of logical links;
-- :mod:`~photonics.rack.circuits`: routes over one mesh or two (through a fibre), budgets, occupancy;
+- :mod:`~photonics.rack.circuits`: routes over one mesh or several (through fibres), budgets, occupancy;
 - :mod:`~photonics.rack.allocator`: the photonic-fabric allocator (placement, spare splicing);
 - :mod:`~photonics.rack.baseline`: the static-ring baseline (contiguous slices, no splicing);
 - :mod:`~photonics.rack.simulate`: the event-driven simulation;

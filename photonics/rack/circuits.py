@@ -1,10 +1,12 @@
-"""Circuits across a rack: routes over one or two meshes (through a fibre), and who holds what.
+"""Circuits across a rack: routes over one mesh or several (through fibres), and who holds what.
 
 A :class:`Circuit` carries one logical link ``a -> b`` of one job on one lane: a route
 from a's TX port to b's RX port on their mesh, or -- when they sit on different meshes --
-a route from a's TX port to a fibre's end, the fibre, and a route from its other end to
-b's RX port. Its budget is priced over the whole path: the meshes' TBU and link losses
-plus :func:`~photonics.rack.model.crossing_loss_db` for the fibre, checked with
+a route from a's TX port to a fibre's end, the fibre, (through any transit mesh, a route
+from one fibre's end to the next fibre's) and a route from the last fibre's end to b's RX
+port. The mesh path has the fewest crossings over free fibres (breadth first, fibres in
+file order). Its budget is priced over the whole path: the meshes' TBU and link losses
+plus :func:`~photonics.rack.model.crossing_loss_db` per fibre, checked with
 :func:`photonics.budget.link_budget` (two facets and one access routing already in it).
 
 :class:`Occupancy` records the circuits of every job and routes new ones around them with
@@ -56,9 +58,9 @@ class Circuit:
     Attributes:
         job: the job holding it.
         round, layer, link: as requested.
-        segments: ``(mesh name, route)`` in light order (one, or two through a fibre).
-        fibre: the fibre crossed, or None.
-        loss_db: mesh losses plus the fibre crossing's loss (what the link budget prices).
+        segments: ``(mesh name, route)`` in light order (one per mesh crossed).
+        fibres: the fibres crossed, in light order (empty on one mesh).
+        loss_db: mesh losses plus the fibre crossings' losses (what the link budget prices).
         margin_db: received power above the receiver's sensitivity.
     """
 
@@ -67,7 +69,7 @@ class Circuit:
     layer: int
     link: tuple[str, str]
     segments: tuple[tuple[str, Route], ...]
-    fibre: str | None
+    fibres: tuple[str, ...]
     loss_db: float
     margin_db: float
 
@@ -95,7 +97,7 @@ class Occupancy:
     # -- queries ------------------------------------------------------------------------
     def fibre_owner(self) -> dict[str, str]:
         """``{fibre: job}`` for every fibre some job's circuit crosses."""
-        return {c.fibre: j for j, cs in self.circuits.items() for c in cs if c.fibre is not None}
+        return {f: j for j, cs in self.circuits.items() for c in cs for f in c.fibres}
 
     def _segments(self, jobs: Sequence[str], mesh: str) -> list[Route]:
         return [r for j in jobs for c in self.circuits.get(j, []) for m, r in c.segments if m == mesh]
@@ -126,46 +128,42 @@ class Occupancy:
         own = [c for c in self.circuits.get(job, []) if c.round == rnd]
         fibres = self._assign_fibres(job, requests, own)
         per_mesh: dict[str, list[tuple[int, int, int, int]]] = {}  # mesh -> (request, segment, src, dst)
-        for k, (req, f) in enumerate(zip(requests, fibres, strict=True)):
+        for k, (req, path) in enumerate(zip(requests, fibres, strict=True)):
             a, b = self.rack.accelerator(req.link[0]), self.rack.accelerator(req.link[1])
             if req.layer >= min(a.n_lanes, b.n_lanes):
                 raise PlacementError(f"{req.link[0]}->{req.link[1]}: no lane {req.layer}")
-            tx, rx = a.tx[req.layer], b.rx[req.layer]
-            if f is None:
-                per_mesh.setdefault(a.mesh, []).append((k, 0, tx, rx))
-            else:
-                out_port, _, in_port = f.ends(a.mesh)
-                per_mesh.setdefault(a.mesh, []).append((k, 0, tx, out_port))
-                per_mesh.setdefault(b.mesh, []).append((k, 1, in_port, rx))
+            mesh, src = a.mesh, a.tx[req.layer]
+            for seg, f in enumerate(path):
+                out_port, nxt, in_port = f.ends(mesh)
+                per_mesh.setdefault(mesh, []).append((k, seg, src, out_port))
+                mesh, src = nxt, in_port
+            per_mesh.setdefault(mesh, []).append((k, len(path), src, b.rx[req.layer]))
         segs: dict[tuple[int, int], tuple[str, Route]] = {}
         for mesh, items in per_mesh.items():
             routes = self._route_on(job, mesh, [(s, d) for _, _, s, d in items], own, multi_round)
             for (k, seg, _, _), r in zip(items, routes, strict=True):
                 segs[(k, seg)] = (mesh, r)
-        laid = [self._circuit(job, req, f, [segs[(k, s)] for s in (0, 1) if (k, s) in segs])
-                for k, (req, f) in enumerate(zip(requests, fibres, strict=True))]
+        laid = [self._circuit(job, req, path, [segs[(k, s)] for s in range(len(path) + 1)])
+                for k, (req, path) in enumerate(zip(requests, fibres, strict=True))]
         self.circuits.setdefault(job, []).extend(laid)
         if multi_round:
             self.multi_round.add(job)
         return laid
 
     def _assign_fibres(self, job: str, requests: Sequence[Request],
-                       own: Sequence[Circuit]) -> list[Fibre | None]:
-        """A free fibre for each cross-mesh request (None for same-mesh ones), in file order."""
+                       own: Sequence[Circuit]) -> list[list[Fibre]]:
+        """Free fibres for each request, in light order (empty when both ends share a mesh)."""
         taken = {f for f, j in self.fibre_owner().items() if j != job}
-        taken |= {c.fibre for c in own if c.fibre is not None}
-        out: list[Fibre | None] = []
+        taken |= {f for c in own for f in c.fibres}
+        out: list[list[Fibre]] = []
         for req in requests:
             a, b = self.rack.accelerator(req.link[0]), self.rack.accelerator(req.link[1])
-            if a.mesh == b.mesh:
-                out.append(None)
-                continue
-            free = [f for f in self.rack.fibres_between(a.mesh, b.mesh) if f.name not in taken]
-            if not free:
-                raise PlacementError(f"no free fibre between {a.mesh} and {b.mesh} for "
+            path = mesh_path(self.rack, a.mesh, b.mesh, taken)
+            if path is None:
+                raise PlacementError(f"no free fibre path from {a.mesh} to {b.mesh} for "
                                      f"{req.link[0]}->{req.link[1]}")
-            taken.add(free[0].name)
-            out.append(free[0])
+            taken |= {f.name for f in path}
+            out.append(path)
         return out
 
     def _route_on(self, job: str, mesh: str, pairs: list[tuple[int, int]], own: Sequence[Circuit],
@@ -184,15 +182,42 @@ class Occupancy:
         except RoutingError as exc:
             raise PlacementError(f"mesh {mesh}: {exc}") from None
 
-    def _circuit(self, job: str, req: Request, fibre: Fibre | None,
+    def _circuit(self, job: str, req: Request, path: Sequence[Fibre],
                  segments: list[tuple[str, Route]]) -> Circuit:
         loss = sum(route_loss_db(_nominal_graph(self.rack.mesh_specs[m]), r) for m, r in segments)
-        if fibre is not None:
-            loss += crossing_loss_db(fibre)
+        loss += sum(crossing_loss_db(f) for f in path)
         lane = self.rack.transceiver
         budget = link_budget(loss, lane, lane, required_margin_db=self.rack.required_margin_db)
         if not budget.ok:
             raise PlacementError(f"{req.link[0]}->{req.link[1]} refused: {budget.reason}")
-        name = fibre.name if fibre is not None else None
-        return Circuit(job, req.round, req.layer, req.link, tuple(segments), name, float(loss),
-                       float(budget.margin_db))
+        return Circuit(job, req.round, req.layer, req.link, tuple(segments), tuple(f.name for f in path),
+                       float(loss), float(budget.margin_db))
+
+
+def mesh_path(rack: Rack, start: str, goal: str, taken: set[str]) -> list[Fibre] | None:
+    """Fibres (not in ``taken``) from mesh ``start`` to mesh ``goal`` with the fewest crossings.
+
+    Breadth first over meshes, fibres in file order; ``[]`` when start is goal, None when no
+    path of free fibres exists.
+    """
+    previous: dict[str, tuple[str, Fibre] | None] = {start: None}
+    frontier = [start]
+    while frontier and goal not in previous:
+        nxt = []
+        for m in frontier:
+            for f in rack.fibres:
+                if f.name in taken or m not in (f.a_mesh, f.b_mesh):
+                    continue
+                other = f.ends(m)[1]
+                if other not in previous:
+                    previous[other] = (m, f)
+                    nxt.append(other)
+        frontier = nxt
+    if goal not in previous:
+        return None
+    path: list[Fibre] = []
+    m = goal
+    while previous[m] is not None:
+        m, f = previous[m]  # type: ignore[misc]
+        path.append(f)
+    return path[::-1]

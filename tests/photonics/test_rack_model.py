@@ -21,6 +21,7 @@ from photonics.rack import (
     parse_rack,
     rack_from_dict,
 )
+from photonics.rack.circuits import mesh_path
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rack-two-smartlight.toml"
 
@@ -129,7 +130,7 @@ def test_cross_mesh_circuits_pay_the_fibre_and_close_their_budget():
     alloc = FabricAllocator(rack)
     members = alloc.place(TraceJob("all", 0.0, 16, "ring", 1.0), rack.names)
     assert members is not None
-    crossing = [c for c in alloc.circuits("all") if c.fibre is not None]
+    crossing = [c for c in alloc.circuits("all") if c.fibres]
     assert len(crossing) >= 2  # a ring over both meshes crosses there and back
     f = {x.name: x for x in rack.fibres}
     for c in alloc.circuits("all"):
@@ -140,12 +141,13 @@ def test_cross_mesh_circuits_pay_the_fibre_and_close_their_budget():
         assert len(c.segments) == 2
         assert c.segments[0][0] != c.segments[1][0]
         a, b = rack.accelerator(c.link[0]), rack.accelerator(c.link[1])
-        out_port, _, in_port = f[c.fibre].ends(a.mesh)
+        assert len(c.fibres) == 1
+        out_port, _, in_port = f[c.fibres[0]].ends(a.mesh)
         assert c.segments[0][1].src == a.tx[c.layer]
         assert c.segments[0][1].dst == out_port
         assert c.segments[1][1].src == in_port
         assert c.segments[1][1].dst == b.rx[c.layer]
-        assert c.loss_db > crossing_loss_db(f[c.fibre])
+        assert c.loss_db > crossing_loss_db(f[c.fibres[0]])
 
 
 def test_without_amplifiers_no_cross_mesh_link_closes():
@@ -158,3 +160,73 @@ def test_without_amplifiers_no_cross_mesh_link_closes():
 @pytest.mark.parametrize("module", [photonics.rack.patterns, photonics.rack.simulate])
 def test_docstring_examples(module):
     assert doctest.testmod(module).failed == 0
+
+
+CHAIN = """
+schema = "lumion.rack"
+version = 1
+name = "chain"
+
+[[mesh]]
+name = "m0"
+spec = "smartlight"
+
+[[mesh]]
+name = "m1"
+spec = "smartlight"
+
+[[mesh]]
+name = "m2"
+spec = "smartlight"
+
+[[accelerator]]
+name = "a0"
+mesh = "m0"
+tx = ["port:1"]
+rx = ["port:0"]
+
+[[accelerator]]
+name = "a1"
+mesh = "m0"
+tx = ["port:5"]
+rx = ["port:4"]
+
+[[accelerator]]
+name = "c0"
+mesh = "m2"
+tx = ["port:1"]
+rx = ["port:0"]
+
+[[accelerator]]
+name = "c1"
+mesh = "m2"
+tx = ["port:5"]
+rx = ["port:4"]
+""" + "".join(f"""
+[[fibre]]
+name = "{n}"
+a = "{a}"
+b = "{b}"
+gain_db = 12.0
+""" for n, a, b in [("x0", "m0/port:36", "m1/port:21"), ("x1", "m0/port:37", "m1/port:33"),
+                    ("y0", "m1/port:25", "m2/port:36"), ("y1", "m1/port:29", "m2/port:37")])
+
+
+def test_a_path_through_a_transit_mesh():
+    rack = parse_rack(CHAIN, "chain.toml")
+    alloc = FabricAllocator(rack)
+    assert alloc.place(TraceJob("r", 0.0, 4, "ring", 1.0), rack.names) == ["a0", "a1", "c0", "c1"]
+    f = {x.name: x for x in rack.fibres}
+    crossing = [c for c in alloc.circuits("r") if c.fibres]
+    assert {c.link for c in crossing} == {("a1", "c0"), ("c1", "a0")}
+    for c in crossing:
+        assert [m for m, _ in c.segments] in (["m0", "m1", "m2"], ["m2", "m1", "m0"])
+        assert len(c.fibres) == 2  # m0 - m1 - m2: no direct fibre
+        fixed = sum(crossing_loss_db(f[n]) for n in c.fibres)
+        assert c.loss_db > fixed
+    # each fibre carries one circuit: with all four in use, no third crossing has a path
+    held = set(alloc.occupancy.fibre_owner())
+    assert held == {"x0", "x1", "y0", "y1"}
+    assert mesh_path(rack, "m0", "m2", held) is None
+    assert [x.name for x in mesh_path(rack, "m0", "m2", set())] == ["x0", "y0"]
+    assert mesh_path(rack, "m1", "m1", held) == []

@@ -42,10 +42,14 @@ def check_fabric_state(sim):
             # the circuit starts at a's TX lane and ends at b's RX lane, through a fibre if needed
             assert c.segments[0][1].src == a.tx[c.layer]
             assert c.segments[-1][1].dst == b.rx[c.layer]
-            assert (c.fibre is not None) == (a.mesh != b.mesh)
+            assert bool(c.fibres) == (a.mesh != b.mesh)
+            assert len(c.segments) == len(c.fibres) + 1
+            assert c.segments[0][0] == a.mesh
+            assert c.segments[-1][0] == b.mesh
+            for (m1, r1), (m2, r2), f in zip(c.segments, c.segments[1:], c.fibres, strict=False):
+                assert fibres[f].ends(m1) == (r1.dst, m2, r2.src)  # the fibre joins the segments
             loss = sum(route_loss_db(_nominal_graph(RACK.mesh_specs[m]), r) for m, r in c.segments)
-            if c.fibre is not None:
-                loss += crossing_loss_db(fibres[c.fibre])
+            loss += sum(crossing_loss_db(fibres[f]) for f in c.fibres)
             assert c.loss_db == pytest.approx(loss)
             assert link_budget(loss, RACK.transceiver, RACK.transceiver).margin_db >= RACK.required_margin_db
     # no fibre in two jobs, nor twice in one round
@@ -53,10 +57,10 @@ def check_fabric_state(sim):
     for name, cs in occ.circuits.items():
         seen = set()
         for c in cs:
-            if c.fibre is not None:
-                users[c.fibre].add(name)
-                assert (c.round, c.fibre) not in seen
-                seen.add((c.round, c.fibre))
+            for f in c.fibres:
+                users[f].add(name)
+                assert (c.round, f) not in seen
+                seen.add((c.round, f))
     assert all(len(u) == 1 for u in users.values())
     # no TBU arm in two jobs; what is lit together obeys the routing rules on every mesh
     for mesh in RACK.mesh_specs:
