@@ -68,6 +68,7 @@ class _Level:
     idx_a: np.ndarray  # half A as [cut, kept] x [cut, kept] arena positions
     idx_b: np.ndarray
     link: np.ndarray  # (k, M) link index of each cut row, -1 on padding
+    shapes: np.ndarray  # (M, 3) unpadded (cut, kept from A, kept from B) of every merge
 
     @property
     def out_size(self) -> int:
@@ -247,6 +248,7 @@ def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
         if first and to_first is None:
             to_first = {}
         m_count = len(merges)
+        shapes = np.array([[len(nd.cut[2]), len(nd.cut[4]), len(nd.cut[5])] for nd in merges])
         idx_a = np.stack([_gather(nd.cut[0], nd.cut[2], nd.cut[4], k, ea, last_zero,
                                   to_first if first else None) for nd in merges])
         idx_b = np.stack([_gather(nd.cut[1], nd.cut[3], nd.cut[5], k, ne - ea, last_zero,
@@ -267,13 +269,13 @@ def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
             else:
                 nd.pos = last_base + (ij[:, None] * ne + ij[None, :]) * m_count + m
         if first:
-            lev = _Level(True, m_count, k, ea, ne, first_base, idx_a, idx_b, link)
+            lev = _Level(True, m_count, k, ea, ne, first_base, idx_a, idx_b, link, shapes)
             first_levels.append((lev, merges))
             first_base += m_count * ne * ne
         else:
             lev = _Level(False, m_count, k, ea, ne, last_base,
                          np.ascontiguousarray(idx_a.transpose(1, 2, 0)),
-                         np.ascontiguousarray(idx_b.transpose(1, 2, 0)), link)
+                         np.ascontiguousarray(idx_b.transpose(1, 2, 0)), link, shapes)
             last_base += m_count * ne * ne
         levels.append(lev)
     if joined != mesh.n_links:
@@ -315,7 +317,7 @@ def _shift_first(lev: _Level, shift: int, zero: int) -> _Level:
         return np.where(idx >= 0, idx + shift, np.where(idx == -1, zero, -2 - idx))
 
     return _Level(True, lev.n_merge, lev.k, lev.ea, lev.ne, lev.base + shift,
-                  fix(lev.idx_a), fix(lev.idx_b), lev.link)
+                  fix(lev.idx_a), fix(lev.idx_b), lev.link, lev.shapes)
 
 
 def _mm(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -479,7 +481,24 @@ def _subset(lev: _Level, sel: np.ndarray) -> _Level:
         idx_a, idx_b = lev.idx_a[sel], lev.idx_b[sel]
     else:
         idx_a, idx_b = lev.idx_a[..., sel], lev.idx_b[..., sel]
-    return _Level(lev.first, len(sel), lev.k, lev.ea, lev.ne, -1, idx_a, idx_b, lev.link[:, sel])
+    return _Level(lev.first, len(sel), lev.k, lev.ea, lev.ne, -1, idx_a, idx_b, lev.link[:, sel],
+                  lev.shapes[sel])
+
+
+def merge_macs(plan: MergePlan) -> tuple[int, int]:
+    """Complex multiply-adds per (state, wavelength) block: (as padded, unpadded).
+
+    Per merge: ``B_cc A_cc`` (k^3), ``B_cc A_ce`` (k^2 ea), the cut solve (k^3 + k^2 ne),
+    ``A_cc W`` (k^2 ne) and the two output products (ne k ne); ``ne = ea + eb``.
+    """
+    def macs(k: np.ndarray, ea: np.ndarray, eb: np.ndarray) -> int:
+        ne = ea + eb
+        return int(np.sum(2 * k**3 + k * k * ea + 2 * k * k * ne + ne * k * ne))
+
+    padded = sum(macs(np.array(lev.k), np.array(lev.ea), np.array(lev.ne - lev.ea)) * lev.n_merge
+                 for lev in plan.levels)
+    real = sum(macs(*lev.shapes.T) for lev in plan.levels)
+    return padded, real
 
 
 def ancestors(plan: MergePlan, tbus: np.ndarray) -> dict[int, np.ndarray]:

@@ -1,0 +1,76 @@
+"""Heater-step sequences: full re-solve against the incremental solver, in one run.
+
+Calibration changes one heater per step (its neighbours move a little with thermal
+crosstalk). On `smartlight` with seeded fabrication errors, a sequence of steps each
+changing 1 TBU (or 3: one and two neighbours) is solved two ways, interleaved step by
+step so both see the same machine: `photonics.circuit.solve` of every new state, and
+`CircuitSolver.update` + `matrix`. Reported: best-of-3 time per step over the sequence
+and the largest difference between the two.
+
+Run (one core): taskset -c 0 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+    python benchmarks/bench_circuit_incremental.py
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from photonics.circuit import solve
+from photonics.circuit_solver import CircuitSolver
+from photonics.physics import fabricated_params
+from photonics.state import MeshState
+from photonics.topology import smartlight
+
+STEPS = 200  # heater steps per sequence
+
+
+def _sequence(mesh, rng, per_step: int) -> list[MeshState]:
+    """States that each differ from the previous one in ``per_step`` neighbouring TBUs."""
+    centers = mesh.tbu_centers()
+    state = MeshState.random(mesh, rng)
+    out = []
+    for _ in range(STEPS):
+        t = rng.integers(mesh.n_tbus)
+        near = np.argsort(np.linalg.norm(centers - centers[t], axis=1))[:per_step]
+        top = state.phi_top.copy()
+        top[near] = rng.uniform(0, 2 * np.pi, per_step)
+        state = MeshState(top, state.phi_bot.copy())
+        out.append(state)
+    return out
+
+
+def main() -> None:
+    mesh = smartlight()
+    rng = np.random.default_rng(2024)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    print("| wavelengths | TBUs changed per step | inputs | full solve (ms/step) | incremental (ms/step) "
+          "| speed-up | merges re-run per step (of 70) | max abs difference |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n_wl, per_step, inputs in ((1, 1, [0]), (1, 1, None), (1, 3, [0]), (100, 1, None), (100, 3, None)):
+        wl = np.linspace(1545.0, 1555.0, n_wl)
+        states = _sequence(mesh, rng, per_step)
+        full_t = inc_t = float("inf")
+        diff, merges = 0.0, []
+        for _ in range(3):
+            solver = CircuitSolver(mesh, MeshState.random(mesh, rng), wl, params)
+            tf = ti = 0.0
+            for st in states:
+                t0 = time.perf_counter()
+                ref = solve(mesh, st, wl, params, inputs=inputs)[0]
+                t1 = time.perf_counter()
+                solver.update(st)
+                got = solver.matrix(inputs)
+                t2 = time.perf_counter()
+                tf, ti = tf + t1 - t0, ti + t2 - t1
+                diff = max(diff, float(np.abs(got - ref).max()))
+                merges.append(solver.last_update_merges)
+            full_t, inc_t = min(full_t, tf / STEPS), min(inc_t, ti / STEPS)
+        merges_per_step = np.mean(merges[1:])
+        print(f"| {n_wl} | {per_step} | {'all' if inputs is None else len(inputs)} | {full_t * 1e3:.3f} "
+              f"| {inc_t * 1e3:.3f} | {full_t / inc_t:.1f}x | {merges_per_step:.1f} | {diff:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
