@@ -23,14 +23,16 @@ import itertools
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from instruments.sim.chip import Chip
 from instruments.sim.heater_device import HeaterDeviceSim, PtyLink, register, unregister
 from instruments.sim.scpi_devices import ScpiServer, SimLaser, SimPowerMeter
 from instruments.sim.transceivers import BridgeDeviceSim, SimI2CBus, SimTransceiver, TransceiverBench
-from photonics.fabric import Fabric
 from photonics.topology import Mesh
+
+if TYPE_CHECKING:  # only annotated: the simulators do not need the fabric package loaded
+    from photonics.fabric import Fabric
 
 _names = itertools.count()
 SFF8636_LANES, CMIS_LANES = 4, 8  # lanes per module: QSFP28 (SFF-8636) and QSFP-DD (CMIS)
