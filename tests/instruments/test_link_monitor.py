@@ -226,3 +226,18 @@ def test_kill_transmitter_names(ring):
         ring.sim.kill_transmitter("port:0")
     with pytest.raises(ValueError, match="not a lane"):
         ring.sim.kill_transmitter("gpu1:7")
+
+
+def test_fabric_transceivers_one_module_per_accelerator():
+    fabric = default_fabric()
+    specs = fabric_transceivers(fabric)
+    assert [s["name"] for s in specs] == list(fabric.names)
+    gpu0 = specs[0]
+    assert gpu0 == {"name": "gpu0", "spec": "sff8636", "address": "sim", "tx_ports": ["port:1"],
+                    "rx_ports": ["port:0"]}
+    wide = make_fabric(smartlight(), [Accelerator("w", tuple(range(1, 11, 2)), tuple(range(0, 10, 2))),
+                                      Accelerator("x", tuple(range(11, 29, 2)), tuple(range(12, 30, 2)))])
+    with pytest.raises(ValueError, match="x has 9 lanes"):
+        fabric_transceivers(wide)
+    five = make_fabric(smartlight(), [Accelerator("w", tuple(range(1, 11, 2)), tuple(range(0, 10, 2)))])
+    assert fabric_transceivers(five)[0]["spec"] == "cmis"  # 5 lanes: a QSFP-DD
