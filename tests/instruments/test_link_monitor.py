@@ -241,3 +241,23 @@ def test_fabric_transceivers_one_module_per_accelerator():
         fabric_transceivers(wide)
     five = make_fabric(smartlight(), [Accelerator("w", tuple(range(1, 11, 2)), tuple(range(0, 10, 2)))])
     assert fabric_transceivers(five)[0]["spec"] == "cmis"  # 5 lanes: a QSFP-DD
+
+
+def test_cmis_modules_are_read_too():
+    with SimulatedBench(smartlight(), 1) as sim:  # default bench: qsfp0 (SFF-8636) and qsfp1 (CMIS)
+        addresses = sim.addresses()["transceivers"]
+        specs = sim.transceiver_specs
+        modules = {s["name"]: open_transceiver({"name": s["name"], "address": addresses[s["name"]]})
+                   for s in specs}
+        try:
+            assert modules["qsfp1"].map.NAME != modules["qsfp0"].map.NAME
+            mon = LinkMonitor(modules, {s["name"]: s["rx_ports"] for s in specs})
+            readings = mon.read()
+            lanes = [(m, k) for m in ("qsfp0", "qsfp1") for k in range(4)]
+            assert [(r.module, r.lane) for r in readings] == lanes
+            assert all(r.error is None for r in readings)
+            assert all(r.rx_dbm is not None for r in readings)
+            mon.close()
+        finally:
+            for m in modules.values():
+                m.close()
