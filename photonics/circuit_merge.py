@@ -234,50 +234,54 @@ def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
     node_slot = np.full(len(nodes), -1)
     last_base, first_base = last_zero + 1, 0
     to_first: dict[int, int] | None = None
-    first_levels: list[tuple[_Level, list[_Node]]] = []
     joined = 0
     for h in heights:
         merges = [nd for nd in nodes if nd.children and nd.height == h]
         for nd in merges:
             _split(nd, peer)
             joined += len(nd.cut[2])
-        k = max(len(nd.cut[2]) for nd in merges)
-        ea = max(len(nd.cut[4]) for nd in merges)
-        ne = ea + max(len(nd.cut[5]) for nd in merges)
-        first = to_first is not None or ne >= first_min_ne
+        ne_all = max(len(nd.cut[4]) for nd in merges) + max(len(nd.cut[5]) for nd in merges)
+        first = to_first is not None or ne_all >= first_min_ne
         if first and to_first is None:
             to_first = {}
-        m_count = len(merges)
-        shapes = np.array([[len(nd.cut[2]), len(nd.cut[4]), len(nd.cut[5])] for nd in merges])
-        idx_a = np.stack([_gather(nd.cut[0], nd.cut[2], nd.cut[4], k, ea, last_zero,
-                                  to_first if first else None) for nd in merges])
-        idx_b = np.stack([_gather(nd.cut[1], nd.cut[3], nd.cut[5], k, ne - ea, last_zero,
-                                  to_first if first else None) for nd in merges])
-        link = np.full((k, m_count), -1)
-        for m, nd in enumerate(merges):
-            a, _, ca, _, _, _ = nd.cut
-            link[: len(ca), m] = link_of[np.array(a.ports, dtype=np.int64)[ca]]
-            node_level[nd.id], node_slot[nd.id] = len(levels), m
-            # its ports: A's kept, padding, B's kept, padding (the layout the merge writes)
-            kept_a = [a.ports[i] for i in nd.cut[4]]
-            kept_b = [nd.cut[1].ports[i] for i in nd.cut[5]]
-            nd.ports = kept_a + [-1] * (ea - len(kept_a)) + kept_b + [-1] * (ne - ea - len(kept_b))
-            ij = np.arange(ne)
-            nd.first = first
+        # Batch-last levels pay for every padded entry elementwise: one group per cut size
+        # (padding to the largest cut of a height doubled the work of the small levels).
+        groups = [merges] if first else [[nd for nd in merges if len(nd.cut[2]) == c]
+                                          for c in sorted({len(nd.cut[2]) for nd in merges})]
+        for merges in groups:  # one group of the height at a time
+            k = max(len(nd.cut[2]) for nd in merges)
+            ea = max(len(nd.cut[4]) for nd in merges)
+            ne = ea + max(len(nd.cut[5]) for nd in merges)
+            m_count = len(merges)
+            shapes = np.array([[len(nd.cut[2]), len(nd.cut[4]), len(nd.cut[5])] for nd in merges])
+            idx_a = np.stack([_gather(nd.cut[0], nd.cut[2], nd.cut[4], k, ea, last_zero,
+                                      to_first if first else None) for nd in merges])
+            idx_b = np.stack([_gather(nd.cut[1], nd.cut[3], nd.cut[5], k, ne - ea, last_zero,
+                                      to_first if first else None) for nd in merges])
+            link = np.full((k, m_count), -1)
+            for m, nd in enumerate(merges):
+                a, _, ca, _, _, _ = nd.cut
+                link[: len(ca), m] = link_of[np.array(a.ports, dtype=np.int64)[ca]]
+                node_level[nd.id], node_slot[nd.id] = len(levels), m
+                # its ports: A's kept, padding, B's kept, padding (the layout the merge writes)
+                kept_a = [a.ports[i] for i in nd.cut[4]]
+                kept_b = [nd.cut[1].ports[i] for i in nd.cut[5]]
+                nd.ports = kept_a + [-1] * (ea - len(kept_a)) + kept_b + [-1] * (ne - ea - len(kept_b))
+                ij = np.arange(ne)
+                nd.first = first
+                if first:
+                    nd.pos = first_base + m * ne * ne + ij[:, None] * ne + ij[None, :]
+                else:
+                    nd.pos = last_base + (ij[:, None] * ne + ij[None, :]) * m_count + m
             if first:
-                nd.pos = first_base + m * ne * ne + ij[:, None] * ne + ij[None, :]
+                lev = _Level(True, m_count, k, ea, ne, first_base, idx_a, idx_b, link, shapes)
+                first_base += m_count * ne * ne
             else:
-                nd.pos = last_base + (ij[:, None] * ne + ij[None, :]) * m_count + m
-        if first:
-            lev = _Level(True, m_count, k, ea, ne, first_base, idx_a, idx_b, link, shapes)
-            first_levels.append((lev, merges))
-            first_base += m_count * ne * ne
-        else:
-            lev = _Level(False, m_count, k, ea, ne, last_base,
-                         np.ascontiguousarray(idx_a.transpose(1, 2, 0)),
-                         np.ascontiguousarray(idx_b.transpose(1, 2, 0)), link, shapes)
-            last_base += m_count * ne * ne
-        levels.append(lev)
+                lev = _Level(False, m_count, k, ea, ne, last_base,
+                             np.ascontiguousarray(idx_a.transpose(1, 2, 0)),
+                             np.ascontiguousarray(idx_b.transpose(1, 2, 0)), link, shapes)
+                last_base += m_count * ne * ne
+            levels.append(lev)
     if joined != mesh.n_links:
         return None
     slot = {g: i for i, g in enumerate(root.ports) if g >= 0}
