@@ -3,10 +3,11 @@
 A chip is drawn per task from ``photonics.physics.fabricated_params`` (per-TBU loss spread
 ``loss_spread_db``, coupler spread ``kappa_spread`` -- which sets the extinction ratio
 spread -- and random phase offsets), seeded by its own ``SeedSequence``. On it the job (a
-ring over the fabric's workers) is placed, and for every single worker failure the ring
-with each spare in the failed worker's place (the best spare counts). The chip **yields**
-when the job and every failure's best substitute close every link with margin >=
-``margin_db`` and ACR >= ``min_acr_db``. Chip k has the same random draws at every grid
+ring over the fabric's workers) is placed, and every single worker failure is recovered
+by the hitless failover (``photonics.fabric.failover``: a spare spliced in, only the
+failed worker's links re-routed, every other route kept). The chip **yields** when the
+job and every recovery close every link with margin >= ``margin_db`` and ACR >=
+``min_acr_db``. Chip k has the same random draws at every grid
 point (common random numbers: the spreads scale the same normal deviates), so a row's
 change along the grid is the spread's effect, not a new chip.
 """
@@ -41,34 +42,51 @@ class ChipTask:
     seed: np.random.SeedSequence
 
 
-def _ring_figures(fabric: Any, members: Sequence[str], params: Any) -> tuple[float, float]:
-    """(worst margin dB, worst ACR dB) of a ring over ``members``; -inf when it cannot route."""
-    from photonics.fabric import FabricError, place_job, ring_job
-
-    try:
-        plan = place_job(fabric, ring_job(list(members)), params=params, required_margin_db=MEASURE_FLOOR_DB)
-    except FabricError:
-        return -math.inf, -math.inf
+def _figures(plan: Any) -> tuple[float, float]:
+    """(worst margin dB, worst ACR dB) of a placed job."""
     return plan.worst_margin_db, min(lk.acr_db for lk in plan.links)
+
+
+def _splice(fabric: Any, job: Any, plan: Any, worker: str, params: Any,
+            margin_db: float) -> tuple[float, float]:
+    """Figures after the hitless failover of ``worker`` (-inf when no spare can be spliced in).
+
+    Asked first for ``margin_db`` (the failover then picks a spare that keeps it, if any);
+    when none does, asked again without a floor so the table still records the margin of
+    the spare it would use.
+    """
+    from photonics.fabric import FabricError, failover
+
+    for floor in (margin_db, MEASURE_FLOOR_DB):
+        try:
+            return _figures(failover(fabric, job, worker, plan, params=params, required_margin_db=floor).plan)
+        except FabricError:
+            continue
+    return -math.inf, -math.inf
 
 
 def chip_task(task: ChipTask) -> dict[str, Any]:
     """Measure one chip (see module docstring); one table row."""
     from photonics.collectives import slot_fabric
+    from photonics.fabric import FabricError, place_job, ring_job
     from photonics.physics import fabricated_params
 
     fabric = slot_fabric(task.mesh, task.workers, task.spares)
     rng = np.random.default_rng(task.seed)
     params = fabricated_params(fabric.mesh.n_tbus, fabric.mesh.n_links, rng,
                                loss_spread_db=task.loss_spread_db, kappa_spread=task.kappa_spread)
-    workers = list(fabric.workers)
-    job_margin, job_acr = _ring_figures(fabric, workers, params)
+    job = ring_job(list(fabric.workers))
     spare_margin, spare_acr = math.inf, math.inf
-    for w in (workers if fabric.spares else []):
-        # the best spare for this failure: one that passes, then the largest margin
-        subs = [_ring_figures(fabric, [s if x == w else x for x in workers], params) for s in fabric.spares]
-        m, a = max(subs, key=lambda f: (f[0] >= task.margin_db and f[1] >= task.min_acr_db, f[0]))
-        spare_margin, spare_acr = min(spare_margin, m), min(spare_acr, a)
+    try:
+        plan = place_job(fabric, job, params=params, required_margin_db=MEASURE_FLOOR_DB)
+    except FabricError:
+        plan = None
+        job_margin = job_acr = spare_margin = spare_acr = -math.inf
+    if plan is not None:
+        job_margin, job_acr = _figures(plan)
+        for w in (fabric.workers if fabric.spares else ()):
+            m, a = _splice(fabric, job, plan, w, params, task.margin_db)
+            spare_margin, spare_acr = min(spare_margin, m), min(spare_acr, a)
     ok = (job_margin >= task.margin_db and job_acr >= task.min_acr_db
           and spare_margin >= task.margin_db and spare_acr >= task.min_acr_db)
     return {"mesh": task.mesh, "workers": task.workers, "spares": task.spares,
