@@ -61,9 +61,15 @@ class FailureRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     accelerator: str | None = Field(None, min_length=1, max_length=64)
+    accelerators: list[str] | None = Field(
+        None, min_length=1, max_length=64, description="several that failed together: one recovery"
+    )
     tbu: str | None = Field(None, min_length=1, max_length=64, description="e.g. tbu:0.4.3")
     state: Literal["dead", "bar", "cross"] = "dead"
     detected_s: float | None = Field(None, description="epoch s when the failure was detected (detect stage)")
+    policy: Literal["hitless", "fewest-moves"] | None = Field(
+        None, description="recovery policy (default: the fabric's, docs/fabric.md)"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -306,14 +312,26 @@ def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
     def report_failure(job_id: str, req: FailureRequest) -> dict[str, Any]:
         """Recover from a failed accelerator or TBU; the recovery (``lumion failover --json`` keys)."""
         return cp.report_failure(
-            job_id, accelerator=req.accelerator, tbu=req.tbu, state=req.state, detected_s=req.detected_s
+            job_id,
+            accelerator=req.accelerator,
+            tbu=req.tbu,
+            state=req.state,
+            detected_s=req.detected_s,
+            accelerators=req.accelerators,
+            policy=req.policy,
         )
 
     @app.post(f"{API}/failures", tags=["failures"], dependencies=auth)
     def report_failure_anywhere(req: FailureRequest) -> dict[str, Any]:
         """Like the per-job report, for whichever job holds the accelerator (or every job a TBU cuts)."""
         return cp.report_failure(
-            None, accelerator=req.accelerator, tbu=req.tbu, state=req.state, detected_s=req.detected_s
+            None,
+            accelerator=req.accelerator,
+            tbu=req.tbu,
+            state=req.state,
+            detected_s=req.detected_s,
+            accelerators=req.accelerators,
+            policy=req.policy,
         )
 
     @app.post(f"{API}/accelerators/{{name}}/repair", tags=["failures"], dependencies=auth)

@@ -507,29 +507,40 @@ class ControlPlane:
         state: str = "dead",
         source: str = "api",
         detected_s: float | None = None,
+        accelerators: Sequence[str] | None = None,
+        policy: str | None = None,
     ) -> dict[str, Any]:
-        """Recover from a failed accelerator (splice in a spare) or TBU (re-route around it).
+        """Recover from failed accelerators (splice in spares) or a failed TBU (re-route around it).
 
         ``job_id`` None: the job that holds ``accelerator`` (for a TBU: every job it cuts).
+        ``accelerators``: several that failed together, recovered in one reconfiguration
+        (they may belong to different jobs; then ``job_id`` stays None). ``policy``: the
+        fabric's recovery policy (``hitless`` or ``fewest-moves``; None: the fabric's default).
         ``detected_s`` (epoch s): when the failure was detected, for the ``detect`` stage.
         Answers the recovery with the keys of ``lumion failover --json`` plus ``job_id``,
         ``intent``, ``stages`` (measured, epoch s) and ``measured_ms``.
         """
         t_report = time.time()
-        if (accelerator is None) == (tbu is None):
-            raise ServiceError("report exactly one of 'accelerator' or 'tbu'")
+        names = [accelerator] if accelerator is not None else [str(a) for a in accelerators or []]
+        if bool(names) == (tbu is not None) or (accelerator is not None and accelerators):
+            raise ServiceError("report exactly one of 'accelerator', 'accelerators' or 'tbu'")
+        if len(set(names)) != len(names):
+            raise ServiceError(f"'accelerators' lists one twice: {', '.join(names)}")
         if tbu is not None and state not in ("dead", "bar", "cross"):
             raise ServiceError(f"a TBU's state is dead, bar or cross, not {state!r}")
+        options = {} if policy is None else {"policy": policy}
         with self._lock:
             st = self._state()
             if job_id is not None:
                 self._job(st, job_id)
-            if accelerator is not None:
-                job_id = self._holder(st, job_id, accelerator)
+            if names:
+                holders = {self._holder(st, job_id, a) for a in names}
+                job_id = holders.pop() if len(holders) == 1 else None
             else:
                 self._check_tbu(tbu)
+            failed = names[0] if len(names) == 1 else (names or None)
             self.log_event(
-                "failure-reported", job=job_id, accelerator=accelerator, tbu=tbu, state=state, source=source
+                "failure-reported", job=job_id, accelerator=failed, tbu=tbu, state=state, source=source
             )
             stages = (
                 []
@@ -538,22 +549,25 @@ class ControlPlane:
             )
             t0 = time.time()
             try:
-                if accelerator is not None:
-                    job_id, rec, change = self._failover(st, job_id, accelerator)
+                if names:
+                    rec = failover(
+                        self.fabric, st.plan.job, failed, st.plan, heater_map=self.heater_map, **options
+                    )
                 else:
-                    rec, change = self._fail_tbu(st, tbu, state)
+                    rec = fail_tbu(self.fabric, st.plan, tbu, state, heater_map=self.heater_map, **options)
+                change = self._change(st, rec.plan)
             except FabricError as exc:
                 self.log_event(
                     "recovery-refused",
                     job=job_id,
-                    accelerator=accelerator,
+                    accelerator=failed,
                     tbu=tbu,
                     reason=str(exc)[:300],
                     source=source,
                 )
                 raise ServiceError(str(exc), "impossible") from exc
             stages.append({"stage": "compute", "start_s": t0, "end_s": time.time()})
-            kind = "failover" if accelerator is not None else "tbu"
+            kind = "failover" if names else "tbu"
             intent = self._reconfigure(kind, job_id, rec.plan, rec.program, change, stages)
             out = self._recovery_view(rec, job_id, intent, stages)
             self.log_event(
@@ -589,14 +603,6 @@ class ControlPlane:
             self.mesh.tbu_index(str(tbu))
         except LumionError as exc:
             raise ServiceError(str(exc)) from exc
-
-    def _failover(self, st: RackState, job_id: str, accelerator: str) -> tuple[str, Any, dict[str, Any]]:
-        rec = failover(self.fabric, st.plan.job, accelerator, st.plan, heater_map=self.heater_map)
-        return job_id, rec, self._change(st, rec.plan)
-
-    def _fail_tbu(self, st: RackState, tbu: str, how: str) -> tuple[Any, dict[str, Any]]:
-        rec = fail_tbu(self.fabric, st.plan, tbu, how, heater_map=self.heater_map)
-        return rec, self._change(st, rec.plan)
 
     def _change(self, st: RackState, plan: JobPlan) -> dict[str, Any]:
         """The store change a recovery makes: jobs whose accelerators were swapped, spares taken.

@@ -193,6 +193,30 @@ def test_job_lifecycle_failover_and_events(svc):
     assert set(status["spares_free"]) == {"spare0", "spare1"}
 
 
+def test_several_accelerators_fail_together_in_one_recovery(svc):
+    c = svc.client
+    a = c.post("/jobs", json={"accelerators": ["gpu0", "gpu1", "gpu2"]}).json()
+    b = c.post("/jobs", json={"accelerators": ["gpu4", "gpu5", "gpu6"]}).json()
+    _error(c.post("/failures", json={"accelerator": "gpu0", "accelerators": ["gpu1"]}), 422, "input")
+    _error(c.post("/failures", json={"accelerators": ["gpu0", "gpu0"]}), 422, "input")
+    _error(c.post("/failures", json={"accelerators": ["gpu0"], "policy": "reckless"}), 422, "input")
+    r = c.post("/failures", json={"accelerators": ["gpu1", "gpu5"], "policy": "hitless"})
+    assert r.status_code == 200, r.text
+    rec = r.json()
+    assert rec["job_id"] is None  # two jobs: one reconfiguration for both
+    assert sorted(rec["jobs_rerouted"]) == sorted([a["id"], b["id"]])
+    assert rec["unaffected_routes_unchanged"] is True
+    jobs = {j: c.get(f"/jobs/{j}").json()["accelerators"] for j in (a["id"], b["id"])}
+    assert "gpu1" not in jobs[a["id"]]
+    assert "gpu5" not in jobs[b["id"]]
+    taken = [x for accs in jobs.values() for x in accs if x.startswith("spare")]
+    assert sorted(taken) == ["spare0", "spare1"]
+    for j in jobs:
+        assert c.delete(f"/jobs/{j}").status_code == 200
+    for acc in ("gpu1", "gpu5"):
+        assert c.post(f"/accelerators/{acc}/repair").status_code == 200
+
+
 def test_job_by_count_patterns_and_tbu_failure(svc):
     c = svc.client
     line = c.post("/jobs", json={"count": 3, "pattern": "line"}).json()
