@@ -96,6 +96,7 @@ def run(seed: int, warming_k: float, warming_time_s: float, duration_s: float, r
         "warming_k": warming_k, "duration_s": duration_s, "round_s": round_s,
         "calibration_operations": result.operations,
         "tracking_readings": tracker.readings, "tracking_vetoed_dithers": tracker.vetoed,
+        "tracking_ignored_estimates": tracker.ignored,
         "tracking_readings_per_round": tracker.readings / max(int(duration_s // round_s), 1),
         "fresh_acr_min_db": min(fresh["tracked_acr_db"]),
         "untracked_final_acr_min_db": min(last["untracked_acr_db"]),

@@ -5,8 +5,9 @@ A fringe fit always returns numbers; these checks decide whether they mean anyth
 * **dark**: no reading of either sweep rises above :data:`DARK_DBM`. No light reached the
   TBU's outputs: the TBU is dead (opaque), or something on the probe's light path is.
 * **flat**: light arrives but the heaters do not modulate it (fitted fringe contrast below
-  :data:`MIN_CONTRAST`): the TBU is stuck (in bar or cross, its heaters open or ignored).
-  Which output the light leaves by tells the state.
+  :data:`MIN_CONTRAST`). Bright (above :data:`LIT_DBM`): the TBU is stuck (in bar or cross,
+  its heaters open or ignored), and the output the light leaves by tells the state. Dim: it
+  is stray light around a dead TBU (:func:`diagnosis`).
 * **poor**: the residual is many times the meter's noise (``Options.poor_fit_residual``).
 * **at bounds**: a heater rate pinned to the fit's search bounds.
 * **mismatched heaters**: a TBU's two heaters, made side by side, differ by more than
@@ -26,9 +27,13 @@ import numpy as np
 
 from calibration.fit import RHO2_SEARCH, Sweep, TBUFit
 
-# With the laser at 0 dBm, a live probe path (access + up to ~15 TBUs at 0.5 dB) peaks above
-# -25 dBm; a dead TBU (60 dB) or a blocked path leaves only stray light below -50 dBm.
-DARK_DBM = -40.0
+# Below this peak (dBm, laser at 0 dBm) a sweep is at the meter's floor (-70 to -80 dBm):
+# there is nothing to fit. A weak but clean fringe (-45 dBm through a lossy path) is kept.
+DARK_DBM = -60.0
+# A TBU whose fringe is flat passes its light whole when it is stuck: a probe path (access +
+# up to ~15 TBUs at 0.5 dB) then delivers more than this (dBm). A flat reading below it is
+# stray light around a dead TBU.
+LIT_DBM = -35.0
 # Fitted fringe amplitude / (amplitude + floor) at the brightest output. A working TBU's
 # fringe swings between bar and cross (extinction 30-45 dB: contrast ~1); a stuck TBU's
 # readings only carry the meter's noise (< 0.05 even with an outlier, soft-l1 weighted).
@@ -61,6 +66,13 @@ def failure(fit: TBUFit, sweeps: Sequence[Sweep]) -> str | None:
     if contrast(fit) < MIN_CONTRAST:
         return "flat"
     return None
+
+
+def diagnosis(fit: TBUFit, sweeps: Sequence[Sweep]) -> str:
+    """What a failed fit through known-good TBUs says of the TBU: "dead", "bar" or "cross"."""
+    if failure(fit, sweeps) == "flat" and peak_dbm(sweeps) >= LIT_DBM:
+        return stuck_state(fit)
+    return "dead"
 
 
 def stuck_state(fit: TBUFit) -> str:

@@ -56,7 +56,7 @@ from calibration.checkpoint import (
 )
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
 from calibration.fit import NoiseModel, Sweep, TBUFit, fit_tbu, sweep_currents
-from calibration.health import DARK_DBM, MIN_CONTRAST, contrast, failure, record_warnings, stuck_state
+from calibration.health import LIT_DBM, MIN_CONTRAST, contrast, diagnosis, failure, record_warnings
 from calibration.heater_map import invert_cubic
 from calibration.map import CalibrationError, CalibrationMap
 from calibration.model import heater_positions, neighbour_heaters
@@ -64,6 +64,10 @@ from calibration.options import NOMINAL_GAMMA_PER_MA, NOMINAL_R0_KOHM, Options
 from calibration.paths import Probe, plan_probe, probe_rank
 from calibration.records import CrosstalkRecord, TBURecord, base_currents, tbu_currents, victim_currents
 from photonics.physics import PhysicsDefaults
+
+# Disjoint light paths a suspect TBU is tried through before it is called dead: one blocked
+# or mis-set path TBU cannot condemn it.
+DIAGNOSE_PROBES = 2
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
@@ -189,6 +193,7 @@ class Run:
     rechecked: int = 0
     suspects: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    last_sweeps: list[Sweep] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.mesh = self.bench.mesh
@@ -212,8 +217,8 @@ class Run:
         return self.options.max_operations is None or self.ops() + cost <= self.options.max_operations
 
     def working(self) -> set[int]:
-        """TBUs light may be routed through once calibrated: every TBU not found broken."""
-        return set(range(self.mesh.n_tbus)) - set(self.failed)
+        """TBUs light may be routed through: the calibrated ones (never a broken or suspect TBU)."""
+        return set(self.records)
 
     def save(self) -> None:
         """Rewrite the checkpoint (when there is one)."""
@@ -250,6 +255,7 @@ class Run:
         fit = fit_tbu(sweeps, np.array(probe.signs), self.noise, loss=opts.loss, prior=pri)
         if self.keep_sweeps:
             self.sweeps[probe.tbu] = (probe, sweeps, fit)
+        self.last_sweeps = sweeps
         verdict = failure(fit, sweeps)
         if verdict is not None:
             return verdict, fit
@@ -299,8 +305,10 @@ def bootstrap(run: Run) -> None:
         best = min(probes, key=lambda p: probe_rank(p, allowed))
         verdict, _ = run.measure_tbu(best, "bootstrap", run.options.points, None)
         if verdict is not None:
+            # An uncalibrated TBU on the path can block the light (dark) or mix both of the
+            # TBU's outputs into one reading (flat): blame the path first.
             unknown = {h.tbu for h in best.hops if h.tbu not in allowed}
-            if unknown and verdict == "dark":
+            if unknown:
                 avoid.setdefault(best.tbu, set()).update(unknown)
             else:
                 run.suspects[best.tbu] = verdict
@@ -308,27 +316,42 @@ def bootstrap(run: Run) -> None:
 
 
 def diagnose(run: Run) -> None:
-    """Stage 1b: measure each suspect again through calibrated TBUs only; name what is broken.
+    """Stage 2c: measure each suspect again through calibrated TBUs only; name what is broken.
 
-    Still dark through a path of known-good TBUs: "dead" (light enters and does not leave);
-    light but no fringe: stuck in the state whose output carries the light; a clean fringe:
-    the suspicion was the path's fault and the fit is kept. A suspect no calibrated path
-    reaches cannot be calibrated and is recorded as "dead" (never routed through).
+    Runs after the refinement and rechecks, so the light paths are as good as they get. Up
+    to :data:`DIAGNOSE_PROBES` probes with disjoint paths are tried: a clean fringe through
+    any of them clears the suspect (the fit is kept); light without a fringe means stuck, in
+    the state whose output carries the light; no light through every path, "dead". A
+    suspect no calibrated path reaches cannot be calibrated and is recorded as "dead" (never
+    routed through).
     """
     points = max(run.options.refine_points, run.options.points)
     for t in sorted(run.suspects):
-        probe = plan_probe(run.mesh, t, set(run.records), run.peer, banned=set(run.failed))
-        if probe is None:
-            run.fail(t, "dead", "no light path of calibrated TBUs reaches it")
+        banned = set(run.failed)
+        verdicts: list[tuple[TBUFit, list[Sweep]]] = []
+        for _ in range(DIAGNOSE_PROBES):
+            probe = plan_probe(run.mesh, t, run.working() - {t}, run.peer, banned=banned)
+            if probe is None:
+                break
+            verdict, fit = run.measure_tbu(probe, "diagnose", points, None)
+            if verdict is None:
+                run.suspects.pop(t)
+                break
+            verdicts.append((fit, run.last_sweeps))
+            banned |= {h.tbu for h in probe.hops}
+        if t not in run.suspects:
             continue
-        verdict, fit = run.measure_tbu(probe, "diagnose", points, None)
-        if verdict is None:
-            run.suspects.pop(t)
-        elif verdict == "dark":
-            run.fail(t, "dead", f"no light leaves it (peak below {DARK_DBM:.0f} dBm through calibrated TBUs)")
+        states = [(diagnosis(fit, sweeps), fit) for fit, sweeps in verdicts]
+        stuck = [(how, fit) for how, fit in states if how != "dead"]
+        if stuck:
+            how, fit = stuck[0]
+            run.fail(t, how, f"its heaters do not move the light (fringe contrast {contrast(fit):.2f} "
+                     f"< {MIN_CONTRAST})")
+        elif verdicts:
+            run.fail(t, "dead", f"no light leaves it through {len(verdicts)} calibrated path(s) "
+                     f"(no fringe, peak below {LIT_DBM:.0f} dBm)")
         else:
-            run.fail(t, stuck_state(fit), f"its heaters do not move the light (fringe contrast "
-                     f"{contrast(fit):.2f} < {MIN_CONTRAST})")
+            run.fail(t, "dead", "no light path of calibrated TBUs reaches it")
 
 
 def refine(run: Run) -> None:
@@ -497,9 +520,9 @@ def calibrate(
     run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before,
               failed)
     bootstrap(run)
-    diagnose(run)
     refine(run)
     recheck(run)
+    diagnose(run)
     fit_warnings(run)
     crosstalk_stage(run)
     cmap = build_map(run.mesh, bench.chip_id, run.records, options, quality=run_quality(run),

@@ -41,8 +41,12 @@ DITHER_RAD = 0.1
 # Fraction of the estimated correction applied per round: below 1 so one noisy reading pair
 # cannot throw a TBU off (an exponential average over ~2 rounds).
 TRACKING_GAIN = 0.7
-# Largest correction per round (rad): the quadratic estimate is only good near the maximum.
-MAX_STEP_RAD = 0.3
+# Largest correction per round (rad). Warming by 3 K over 20 min moves the fastest TBU
+# (0.09 rad/K, 3 sigma) by < 0.015 rad a minute, so 0.05 rad a round keeps up, and a bad
+# reading pair can mis-set a TBU by at most this much (a -32 dB leak).
+MAX_STEP_RAD = 0.05
+# An estimate beyond this (rad) is a meter glitch, not drift: that round leaves the TBU alone.
+OUTLIER_RAD = 0.5
 # A route whose power is below this fraction of its best is too far off for a quadratic
 # estimate; the tracker then steps by MAX_STEP_RAD in the better direction.
 QUADRATIC_RANGE = 0.5
@@ -157,6 +161,7 @@ class DriftTracker:
     dithers: np.ndarray = field(init=False)
     readings: int = 0
     vetoed: int = 0
+    ignored: int = 0
     lowest_dbm: list[float] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -207,6 +212,9 @@ class DriftTracker:
             step = MAX_STEP_RAD * np.sign(p_plus - p_minus)
         else:
             estimate = (p_plus - p_minus) / max(mean * d, 1e-30)
+            if abs(estimate) > OUTLIER_RAD:
+                self.ignored += 1
+                estimate = 0.0
             step = np.clip(TRACKING_GAIN * estimate, -MAX_STEP_RAD, MAX_STEP_RAD)
         self.offsets[t] = o + float(step)
         self.dithers[t] = min(self.dither_rad, 2 * d)  # recover a halved dither slowly
