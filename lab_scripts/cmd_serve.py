@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, seed
-from lab_scripts.errors import opening, reading
+from lab_scripts.errors import CliError, opening, reading
 
 DEFAULT_DB = "lumion-control.db"
 DEFAULT_PORT = 8470  # unassigned by IANA; any free port works (--port 0 picks one)
@@ -217,9 +217,14 @@ def _serve(
     rate: float,
 ) -> int:
     from controlplane.app import create_app
+    from controlplane.errors import ServiceError
     from controlplane.service import ControlPlane
 
-    cp = ControlPlane(store, bench, fabric)
+    try:
+        cp = ControlPlane(store, bench, fabric)  # reads the chip back and reconciles
+    except ServiceError as exc:  # the service's kinds, in the CLI's words and exit codes
+        kind = {"instrument": "instrument", "impossible": "impossible"}.get(exc.kind, "input")
+        raise CliError(str(exc), kind, type(exc).__name__) from exc
     actions = [a for a in (cp.store.events(0, 5000) or []) if a["kind"] == "state-loaded"][-1:]
     sock = _listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
