@@ -569,7 +569,8 @@ class RackInfo(Strict):
 class RackFailures(Strict):
     """The failure model (hours)."""
 
-    mtbf_h: float
+    mtbf_h: float | None = Field(description="mean time between failures per accelerator; null: none "
+                                             "(--mtbf-h inf)")
     repair_h: float
     checkpoint_h: float
     restart_h: float

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from lab_scripts.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -71,3 +73,20 @@ def test_refusals(capsys, tmp_path):
     assert "does not exist" in d["error"]
     err = capsys.readouterr().err
     assert err.count("\n") <= 1
+
+
+def test_no_failures_is_null_and_valid(capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    code, d = run_json(capsys, ["rack", "simulate", "--synthetic", "4", "--mtbf-h", "inf",
+                                "--baseline", "torus:4x4", "--max-lanes", "1"])
+    assert code == 0
+    assert d["failures"]["mtbf_h"] is None
+    assert d["baseline_topology"] == "torus:4x4"
+    assert d["max_lanes"] == 1
+    for policy in ("fabric", "baseline"):
+        assert d[policy]["failures"] == 0
+        assert d[policy]["stalls"] == 0
+    assert d["fabric"]["bandwidth_per_slice"] <= 1.0  # one lane at most per accelerator
+    schema = json.loads((Path(__file__).resolve().parents[2] / "lab_scripts" / "schemas" / "json"
+                         / "lumion.rack.simulate.schema.json").read_text())
+    jsonschema.validate(d, schema)
