@@ -47,9 +47,17 @@ def hours(text: str) -> float:
     return value
 
 
+def finite_hours(text: str) -> float:
+    """Argument type of a finite duration in hours > 0."""
+    value = hours(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number of hours > 0, not {text!r}")
+    return value
+
+
 def hours_or_zero(text: str) -> float:
-    """Argument type of a duration in hours that may be zero."""
-    return 0.0 if text.strip() in ("0", "0.0") else hours(text)
+    """Argument type of a finite duration in hours that may be zero."""
+    return 0.0 if text.strip() in ("0", "0.0") else finite_hours(text)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -80,9 +88,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "not only the head of the queue (FIFO)")
     p.add_argument("--mtbf-h", type=hours, default=MTBF_H, help="mean time between failures per "
                    f"accelerator, hours (default {MTBF_H:g}, a stress value; inf: no failures)")
-    p.add_argument("--repair-h", type=hours, default=REPAIR_H,
+    p.add_argument("--repair-h", type=finite_hours, default=REPAIR_H,
                    help=f"repair time, hours (default {REPAIR_H:g})")
-    p.add_argument("--checkpoint-h", type=hours, default=CHECKPOINT_H,
+    p.add_argument("--checkpoint-h", type=finite_hours, default=CHECKPOINT_H,
                    help=f"progress between checkpoints, hours (default {CHECKPOINT_H:g})")
     p.add_argument("--restart-h", type=hours_or_zero, default=RESTART_H,
                    help=f"time to resume from a checkpoint, hours (default {RESTART_H:g})")

@@ -58,11 +58,13 @@ class FailureModel:
     restart_h: float = RESTART_H
 
     def __post_init__(self) -> None:
-        for key in ("mtbf_h", "repair_h", "checkpoint_h"):
-            if not getattr(self, key) > 0:
-                raise RackError(f"{key} must be a number of hours > 0, not {getattr(self, key)!r}")
-        if not self.restart_h >= 0:
-            raise RackError(f"restart_h must be a number of hours >= 0, not {self.restart_h!r}")
+        if not self.mtbf_h > 0:
+            raise RackError(f"mtbf_h must be a number of hours > 0 (inf: no failures), not {self.mtbf_h!r}")
+        for key in ("repair_h", "checkpoint_h"):
+            if not 0 < getattr(self, key) < np.inf:
+                raise RackError(f"{key} must be a finite number of hours > 0, not {getattr(self, key)!r}")
+        if not 0 <= self.restart_h < np.inf:
+            raise RackError(f"restart_h must be a finite number of hours >= 0, not {self.restart_h!r}")
 
 
 @dataclass

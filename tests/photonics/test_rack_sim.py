@@ -272,3 +272,15 @@ def test_torus_baseline_runs_and_refuses_a_bad_shape():
     assert m.completed + m.rejected == 8
     with pytest.raises(RackError, match="R x C = 16"):
         simulate_trace(RACK, trace, seed=2, policy="baseline", baseline="torus:3x5")
+
+
+@pytest.mark.parametrize("kw", [{"repair_h": float("inf")}, {"checkpoint_h": 0.0}, {"restart_h": -1.0},
+                                {"mtbf_h": float("nan")}, {"mtbf_h": 0.0}])
+def test_failure_model_refuses_bad_hours(kw):
+    with pytest.raises(RackError, match="hours"):
+        FailureModel(**kw)
+
+
+def test_unknown_policy_refused():
+    with pytest.raises(RackError, match="policy must be one of"):
+        simulate_trace(RACK, synthetic_trace(2, seed=0), seed=0, policy="magic")
