@@ -247,9 +247,11 @@ class ControlPlane:
         change: dict[str, Any],
         stages: list[dict[str, Any]] | None = None,
     ) -> int:
-        """Intent, write, settle, verify, commit; the intent id. Call with the lock held."""
+        """Intent, write, settle, verify, commit; the intent id. Call with the lock held.
+
+        ``stages`` (if given) gets the measured write, settle and verify stages appended.
+        """
         assert self.state is not None
-        stages = stages if stages is not None else []
         previous = self.state.currents
         target = previous.copy()
         for ch, v in program.items():
@@ -259,11 +261,16 @@ class ControlPlane:
         except LimitError as exc:
             raise ServiceError(str(exc), "impossible") from exc
         plan = replace(plan, recoveries=())  # history lives in the event log, not in every plan
-        doc = plan_to_dict(plan, self.fabric)
         change = {**change, "unit": plan.heater_unit}
         try:
             intent = self.store.open_intent(
-                self.chip_id, kind, job_id, previous.tolist(), target.tolist(), doc, change
+                self.chip_id,
+                kind,
+                job_id,
+                previous.tolist(),
+                target.tolist(),
+                plan_to_dict(plan, self.fabric),
+                change,
             )
         except sqlite3.IntegrityError as exc:
             raise ServiceError(
@@ -272,6 +279,23 @@ class ControlPlane:
                 "impossible",
             ) from exc
         self.crasher.point("intent", kind)
+        chip, timed = self._write_and_check(intent, kind, target, settle=bool(program))
+        self.crasher.point("verified", kind)
+        self.store.commit_intent(intent, outcome=f"{len(program)} channels written", currents=chip.tolist())
+        self.crasher.point("committed", kind)
+        if stages is not None:
+            stages += timed
+        self._load(plan, chip)
+        return intent
+
+    def _write_and_check(
+        self, intent: int, kind: str, target: np.ndarray, settle: bool
+    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Write ``target``, wait the thermal settle, read every channel back; (read-back, stages).
+
+        Any failure settles the open intent before raising (aborted when the controller
+        restored the previous currents, reconciled otherwise) and answers ``instrument``.
+        """
         t0 = time.time()
         try:
             with self.crasher.around_write(self.controller.driver, kind):
@@ -286,8 +310,7 @@ class ControlPlane:
             ) from exc
         t1 = time.time()
         self.crasher.point("written", kind)
-        settle_s = self.timing.settle_ms() / 1e3 if program else 0.0
-        time.sleep(settle_s)
+        time.sleep(self.timing.settle_ms() / 1e3 if settle else 0.0)
         t2 = time.time()
         try:
             chip = self.controller.resync()
@@ -301,18 +324,11 @@ class ControlPlane:
                 f"({_differing(chip, target)} channels differ); reconciled",
                 "instrument",
             )
-        t3 = time.time()
-        self.crasher.point("verified", kind)
-        self.store.commit_intent(intent, outcome=f"{len(program)} channels written", currents=chip.tolist())
-        self.crasher.point("committed", kind)
-        stages += [
+        return chip, [
             {"stage": "write", "start_s": t0, "end_s": t1},
             {"stage": "settle", "start_s": t1, "end_s": t2},
-            {"stage": "verify", "start_s": t2, "end_s": t3},
+            {"stage": "verify", "start_s": t2, "end_s": time.time()},
         ]
-        committed, _ = self.store.committed(self.chip_id)
-        self._load(plan, np.array(committed))
-        return intent
 
     def _settle_unknown(self, intent: int) -> None:
         """After a failure that may have changed the chip: reconcile now (best effort)."""
@@ -521,27 +537,13 @@ class ControlPlane:
         ``intent``, ``stages`` (measured, epoch s) and ``measured_ms``.
         """
         t_report = time.time()
-        names = [accelerator] if accelerator is not None else [str(a) for a in accelerators or []]
-        if bool(names) == (tbu is not None) or (accelerator is not None and accelerators):
-            raise ServiceError("report exactly one of 'accelerator', 'accelerators' or 'tbu'")
-        if len(set(names)) != len(names):
-            raise ServiceError(f"'accelerators' lists one twice: {', '.join(names)}")
-        if tbu is not None and state not in ("dead", "bar", "cross"):
-            raise ServiceError(f"a TBU's state is dead, bar or cross, not {state!r}")
-        options = {} if policy is None else {"policy": policy}
+        names = _failed_names(accelerator, accelerators, tbu, state)
         with self._lock:
             st = self._state()
-            if job_id is not None:
-                self._job(st, job_id)
-            if names:
-                holders = {self._holder(st, job_id, a) for a in names}
-                job_id = holders.pop() if len(holders) == 1 else None
-            else:
-                self._check_tbu(tbu)
+            job_id = self._report_job(st, job_id, names, tbu)
             failed = names[0] if len(names) == 1 else (names or None)
-            self.log_event(
-                "failure-reported", job=job_id, accelerator=failed, tbu=tbu, state=state, source=source
-            )
+            report = {"job": job_id, "accelerator": failed, "tbu": tbu, "source": source}
+            self.log_event("failure-reported", **report, state=state)
             stages = (
                 []
                 if detected_s is None
@@ -549,26 +551,19 @@ class ControlPlane:
             )
             t0 = time.time()
             try:
-                if names:
-                    rec = failover(
-                        self.fabric, st.plan.job, failed, st.plan, heater_map=self.heater_map, **options
-                    )
-                else:
-                    rec = fail_tbu(self.fabric, st.plan, tbu, state, heater_map=self.heater_map, **options)
-                change = self._change(st, rec.plan)
+                rec = self._recover(st, failed, tbu, state, policy)
             except FabricError as exc:
-                self.log_event(
-                    "recovery-refused",
-                    job=job_id,
-                    accelerator=failed,
-                    tbu=tbu,
-                    reason=str(exc)[:300],
-                    source=source,
-                )
+                self.log_event("recovery-refused", **report, reason=str(exc)[:300])
                 raise ServiceError(str(exc), "impossible") from exc
             stages.append({"stage": "compute", "start_s": t0, "end_s": time.time()})
-            kind = "failover" if names else "tbu"
-            intent = self._reconfigure(kind, job_id, rec.plan, rec.program, change, stages)
+            intent = self._reconfigure(
+                "failover" if names else "tbu",
+                job_id,
+                rec.plan,
+                rec.program,
+                self._change(st, rec.plan),
+                stages,
+            )
             out = self._recovery_view(rec, job_id, intent, stages)
             self.log_event(
                 "recovery",
@@ -584,6 +579,25 @@ class ControlPlane:
                 rerouted_links=out["rerouted_links"],
             )
             return out
+
+    def _report_job(self, st: RackState, job_id: str | None, names: list[str], tbu: str | None) -> str | None:
+        """The job a report concerns (None: several, or a TBU's); 404/422 for what does not exist."""
+        if job_id is not None:
+            self._job(st, job_id)
+        if not names:
+            self._check_tbu(tbu)
+            return job_id
+        holders = {self._holder(st, job_id, a) for a in names}
+        return holders.pop() if len(holders) == 1 else None
+
+    def _recover(
+        self, st: RackState, failed: str | list[str] | None, tbu: str | None, state: str, policy: str | None
+    ) -> Any:
+        """The fabric's recovery on the plan of record (FabricError when it cannot be done)."""
+        options = {} if policy is None else {"policy": policy}
+        if failed is not None:
+            return failover(self.fabric, st.plan.job, failed, st.plan, heater_map=self.heater_map, **options)
+        return fail_tbu(self.fabric, st.plan, tbu, state, heater_map=self.heater_map, **options)
 
     def _holder(self, st: RackState, job_id: str | None, accelerator: str) -> str:
         """The job running ``accelerator`` (checked against ``job_id`` when given)."""
@@ -770,6 +784,20 @@ def _differing(a: np.ndarray, b: Sequence[float] | np.ndarray) -> int:
     a, b = np.asarray(a, float), np.asarray(b, float)
     n = min(len(a), len(b))
     return int(np.count_nonzero(np.abs(a[:n] - b[:n]) > MEND_TOLERANCE_MA))
+
+
+def _failed_names(
+    accelerator: str | None, accelerators: Sequence[str] | None, tbu: str | None, state: str
+) -> list[str]:
+    """The accelerators a report names (empty for a TBU); 422 for a malformed report."""
+    names = [accelerator] if accelerator is not None else [str(a) for a in accelerators or []]
+    if bool(names) == (tbu is not None) or (accelerator is not None and accelerators):
+        raise ServiceError("report exactly one of 'accelerator', 'accelerators' or 'tbu'")
+    if len(set(names)) != len(names):
+        raise ServiceError(f"'accelerators' lists one twice: {', '.join(names)}")
+    if tbu is not None and state not in ("dead", "bar", "cross"):
+        raise ServiceError(f"a TBU's state is dead, bar or cross, not {state!r}")
+    return names
 
 
 def _job_from_dict(data: Mapping[str, Any]) -> Job:
