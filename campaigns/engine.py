@@ -31,6 +31,9 @@ from photonics.errors import LumionError
 # A cluster's progress line is rewritten at most this often (s): often enough to see it
 # move, rarely enough not to flood a log file that captures stderr.
 PROGRESS_EVERY_S = 0.5
+# A scheduler that does not answer within this long (s) is down or unreachable; a live one
+# on a LAN answers in milliseconds.
+CONNECT_TIMEOUT_S = 10
 # A cluster without a worker would queue the tasks forever; wait this long (s) for one,
 # enough for a `dask worker` started at the same time to import its packages.
 WORKER_WAIT_S = 30.0
@@ -84,7 +87,7 @@ def _on_cluster(fn: Callable[[Any], Any], payloads: Sequence[Any], address: str,
     if not address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         raise CampaignError(f"--scheduler wants an address like tcp://127.0.0.1:8786, not {address!r}")
     try:
-        client = Client(address, timeout=10)
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
         raise CampaignError(f"cannot reach the Dask scheduler at {address}: {exc}; start one with "
                             "`dask scheduler` and at least one `dask worker ADDRESS`") from None
