@@ -64,6 +64,9 @@ WRITE_RESOLUTION = 1e-4  # rad: a heater whose phase moves less is not written (
 # the round is halved instead: long enough for the 8-accelerator fabric, short enough that
 # a round that cannot route costs seconds, not minutes.
 EXACT_LIMIT_S = 5.0
+# Two ways of reaching a configuration whose end times differ by less than this (ms, float
+# noise) count as equal, and the first found (keeping circuits, before switching) wins.
+TIE_MS = 1e-9
 
 
 @dataclass(frozen=True, eq=False)
@@ -309,7 +312,7 @@ State = dict[int, tuple[float, list[Round]]]
 
 def _offer(states: State, cid: int, rnd: Round, hist: list[Round]) -> None:
     """Keep ``rnd`` as the way to reach config ``cid`` if it ends earliest."""
-    if cid not in states or rnd.end_ms < states[cid][0] - 1e-12:
+    if cid not in states or rnd.end_ms < states[cid][0] - TIE_MS:
         states[cid] = (rnd.end_ms, [*hist, rnd])
 
 
