@@ -120,3 +120,30 @@ def test_too_many_ranks_is_refused(fabric):
         rank_names(fabric, 12)
     with pytest.raises(CollectiveError, match="different accelerators"):
         compile_collective(ring_allreduce(3), fabric, ["gpu0", "gpu0", "gpu1"], size_bytes=1e6)
+
+
+def test_forwarding_shares_circuits_and_counts_hops():
+    from photonics.collectives import shortest_paths, step_time_ms
+
+    cost = CostModel(alpha_ms=1.0, gbps=8.0)  # 1 ms per hop, 1 byte per ns: 1e6 bytes take 1 ms
+    paths = shortest_paths([(0, 1), (1, 2), (2, 3), (3, 0)], 4)
+    t, used = step_time_ms({(0, 2): 1e6, (1, 2): 1e6}, paths, cost)
+    assert used == {(0, 2): [0, 1, 2], (1, 2): [1, 2]}
+    # circuit 1->2 carries both transfers (2 ms of bytes); the longest path has 2 hops
+    assert t == pytest.approx(2 * 1.0 + 2.0)
+    t, used = step_time_ms({(0, 2): 1e6}, shortest_paths([(0, 1)], 4), cost)
+    assert t == math.inf
+    assert used == {}
+
+
+def test_torus_links():
+    from photonics.collectives import fixed_edges
+
+    edges = fixed_edges("torus", 8)  # 2 x 4
+    out_degree = {r: sum(1 for a, _ in edges if a == r) for r in range(8)}
+    assert set(out_degree.values()) == {3}  # 2 rows: up and down are the same neighbour
+    assert (0, 1) in edges
+    assert (1, 0) in edges
+    assert (0, 4) in edges
+    with pytest.raises(CollectiveError, match="no such factors"):
+        fixed_edges("torus", 7)
