@@ -9,15 +9,16 @@ lane ("layer": a parallel copy of the pattern) is added while it routes and clos
 budget, so a slice gets as much bandwidth as the mesh can give it. Those extra lanes are
 lent, not owned: when a new slice (or a splice) does not fit, every running slice sheds
 its extra lanes (:meth:`FabricAllocator.shed`, hitless: lane 0 is untouched) and the
-placement is tried again; :meth:`FabricAllocator.regrow` hands lanes back when the queue is
-empty.
+placement is tried again; :meth:`FabricAllocator.regrow` hands lanes back when that did not
+help, and when the queue is empty.
 
 Failures (:meth:`FabricAllocator.splice`): the failed accelerator is replaced by a free
 spare (same mesh first), else a free worker; only the circuits that touched it are
 re-routed, every other circuit is held (hitless for the rest of the job and for every
-other tenant). A candidate that cannot carry all the job's layers is tried with lane 0
-only (the job loses its extra layers) before the next candidate; if none fits the job
-stalls until the repair (the simulator's business).
+other tenant). At most :data:`MAX_CANDIDATES` replacements are tried; one that cannot carry
+all the job's layers is tried with lane 0 only (the job loses its extra layers) before the
+next. If none fits, the other slices shed their extra lanes and the candidates are tried
+once more; then the job stalls until the repair (the simulator's business).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class FabricAllocator:
         members = self._first_fit(job, workers)
         if members is None and self.shed():  # extra lanes of running slices give way to a new slice
             members = self._first_fit(job, workers)
+            if members is None:  # shedding did not help: give the lanes back
+                self.regrow()
         return members
 
     def _first_fit(self, job: TraceJob, workers: Sequence[str]) -> list[str] | None:
@@ -188,6 +191,7 @@ class FabricAllocator:
                         return c
             if attempt == 0 and not self.shed():
                 break
+        self.regrow()  # shedding did not help (or there was nothing to shed)
         return None
 
     def _replacements(self, failed: str, free: Sequence[str]) -> list[str]:
