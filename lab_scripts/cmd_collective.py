@@ -127,4 +127,20 @@ def run(args: argparse.Namespace) -> int:
           f"{result.switch_ms:.2f} ms switching); first run from a parked chip {result.first_run_ms:.2f} ms")
     torus_text = f"{torus:.2f} ms (4 lanes per rank)" if torus is not None else "n/a (no 2-D torus)"
     print(f"fixed ring {ring:.2f} ms; fixed torus {torus_text}")
+    if coll.name == "straggler":
+        _compare_with_late_ring(coll, fabric, names, args, cost, fixed, result.completion_ms)
     return 0
+
+
+def _compare_with_late_ring(coll: Any, fabric: Any, names: list[str], args: argparse.Namespace, cost: Any,
+                            fixed: Any, straggler_ms: float) -> None:
+    """Print what a plain ring all-reduce, started when the straggler arrives, would take."""
+    from dataclasses import replace
+
+    from photonics.collectives import compile_collective, ring_allreduce
+
+    late = replace(ring_allreduce(coll.n_ranks), lag_ms=coll.lag_ms)
+    ring = compile_collective(late, fabric, names, size_bytes=args.size_mb * 1e6, cost=cost, fixed_cost=fixed)
+    better = "straggler-aware" if straggler_ms < ring.completion_ms else "plain ring"
+    print(f"plain ring all-reduce waiting for the straggler: {ring.completion_ms:.2f} ms on the mesh "
+          f"({better} is faster at this lag)")

@@ -66,3 +66,11 @@ def test_fixed_topology_has_its_own_alpha_beta(capsys):
     _, faster = run_json(capsys, [*base, "--fixed-gbps", "20", "--fixed-alpha-us", "0"])
     assert faster["fixed_ms"]["ring"] == pytest.approx(6 * 0.8)
     assert faster["completion_ms"] == same["completion_ms"]
+
+
+def test_straggler_says_when_the_plain_ring_is_faster(capsys):
+    base = ["collective", "--pattern", "straggler", "--accelerators", "4", "--size-mb", "8"]
+    assert main([*base, "--lag-ms", "0"]) == 0
+    assert "(plain ring is faster at this lag)" in capsys.readouterr().out
+    assert main([*base, "--lag-ms", "100"]) == 0
+    assert "(straggler-aware is faster at this lag)" in capsys.readouterr().out
