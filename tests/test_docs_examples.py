@@ -1,35 +1,131 @@
-"""The examples in the README and docs run, and the docstring examples hold."""
+"""Every example in the README and docs/*.md runs, and the docstring examples hold.
+
+Each fenced ``python`` block runs (the blocks of one page share a namespace, in order), and
+each ``sh``/``bash`` block and each ``$ command`` line of a ``console`` block runs under
+bash with ``set -e``, all in a temporary folder where ``.venv`` and ``examples`` point at the
+checkout's (so ``.venv/bin/lumion ...`` and ``examples/tp4-dp2.toml`` work as written).
+
+A block that cannot run here (real hardware, a command that serves forever, the whole test
+suite) is preceded by ``<!-- docs-test: skip: WHY -->``; the reason is required.
+"""
 
 import doctest
 import importlib
+import os
 import re
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Pages whose ```python blocks are executed; pages join this list when their examples are
-# self-contained (no instruments or long runs).
-PAGES = ["README.md", "docs/physics.md", "docs/topology.md", "docs/fabric.md",
-         "docs/calibration.md", "docs/layout.md"]
+PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+SHELLS = ("sh", "bash", "console")
 DOCTEST_MODULES = [
     "photonics.topology", "photonics.physics", "photonics.circuit", "photonics.budget",
-    "calibration.model", "calibration.heater_map",
+    "photonics.configuration", "calibration.model", "calibration.heater_map",
+    "lab_scripts.errors", "lab_scripts.paths", "lab_scripts.schemas",
 ]
+SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*(?::\s*(?P<why>.*?))?\s*-->\s*\n\s*$")
+FENCE = re.compile(r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```", re.S | re.M)
+# One shell block may calibrate or lay out a whole chip; past this it is a hang, not a run.
+SHELL_TIMEOUT_S = 600
 
 
-def _blocks(page: str) -> list[str]:
-    text = (ROOT / page).read_text()
-    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+@dataclass(frozen=True)
+class Block:
+    """One fenced example: where it is, its language and text, and why it is skipped (if)."""
+
+    page: str
+    line: int
+    lang: str
+    body: str
+    skip: str | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.page}:{self.line}"
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_python_examples_run(page, tmp_path, monkeypatch):
-    blocks = _blocks(page)
-    assert blocks, f"{page} has no python example"
+def blocks(page: str, root: Path = ROOT) -> list[Block]:
+    """The python and shell blocks of ``page``, each with its skip reason if it has one."""
+    text = (root / page).read_text(encoding="utf-8")
+    out = []
+    for m in FENCE.finditer(text):
+        lang = m.group("lang").lower()
+        if lang not in (*SHELLS, "python"):
+            continue
+        marker = SKIP.search(text[: m.start()])
+        why = None
+        if marker:
+            why = (marker.group("why") or "").strip()
+            assert why, f"{page}:{text[: m.start()].count(chr(10)) + 1}: docs-test: skip needs a reason"
+        out.append(Block(page, text[: m.start()].count("\n") + 1, lang, m.group("body"), why))
+    return out
+
+
+def shell_script(block: Block) -> str:
+    """The commands of a shell block (a console block's ``$ `` lines)."""
+    if block.lang != "console":
+        return block.body
+    return "\n".join(line[2:] for line in block.body.splitlines() if line.startswith("$ "))
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv" if (ROOT / ".venv").exists() else Path(sys.prefix))
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(tmp_path)
-    for code in blocks:
-        exec(compile(code, page, "exec"), {"__name__": "__docs__"})
+    return tmp_path
+
+
+def run_shell(block: Block, cwd: Path) -> None:
+    # background jobs (`lumion bench serve ... &`) are stopped when the block ends
+    script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + shell_script(block)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    proc = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=SHELL_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, f"{block.label} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+
+
+def test_every_page_is_found():
+    assert "README.md" in PAGES
+    assert "docs/schemas.md" in PAGES
+    assert sum(len(blocks(p)) for p in PAGES) >= 15
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if any(b.lang == "python" for b in blocks(p))])
+def test_python_examples_run(page, workdir):
+    namespace = {"__name__": "__docs__"}
+    ran = 0
+    for block in blocks(page):
+        if block.lang != "python" or block.skip:
+            continue
+        exec(compile(block.body, block.label, "exec"), namespace)
+        ran += 1
+    assert ran or all(b.skip for b in blocks(page) if b.lang == "python")
+
+
+SHELL_BLOCKS = [b for p in PAGES for b in blocks(p) if b.lang in SHELLS]
+
+
+@pytest.mark.parametrize("block", SHELL_BLOCKS, ids=lambda b: b.label)
+def test_shell_examples_run(block, workdir):
+    if block.skip:
+        pytest.skip(block.skip)
+    run_shell(block, workdir)
+
+
+def test_a_skip_marker_needs_a_reason(tmp_path):
+    page = "<!-- docs-test: skip -->\n```sh\nexit 1\n```\n"
+    (tmp_path / "page.md").write_text(page)
+    with pytest.raises(AssertionError, match="needs a reason"):
+        blocks("page.md", tmp_path)
+    (tmp_path / "page.md").write_text(page.replace("skip", "skip: it fails on purpose"))
+    assert blocks("page.md", tmp_path)[0].skip == "it fails on purpose"
 
 
 @pytest.mark.parametrize("module", DOCTEST_MODULES)
