@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from lab_scripts.schemas import JSON_DIR, SUFFIX, file_name
 from lab_scripts.schemas.files import DATA_FILES
 from lab_scripts.schemas.outputs import COMMAND_OUTPUTS, ErrorOutput
+from lab_scripts.schemas.plan import PlanFile
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -25,6 +26,7 @@ def models() -> dict[str, type[BaseModel]]:
     out: dict[str, type[BaseModel]] = dict(DATA_FILES)
     out.update({command_schema_name(c): m for c, m in COMMAND_OUTPUTS.items()})
     out["lumion.error"] = ErrorOutput
+    out["lumion.plan"] = PlanFile
     return out
 
 

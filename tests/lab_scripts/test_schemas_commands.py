@@ -86,6 +86,14 @@ def test_layout_output_follows_its_schema(capsys, tmp_path, monkeypatch):
     schemas.validate(json.loads(Path(d["pad_map_json"]).read_text()))  # the pad map file too
 
 
+def test_the_plan_file_failover_writes_follows_its_schema(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, d = run_json(capsys, "failover", "--fail", "gpu2", "--out", "plan.json")
+    assert code == 0, d
+    check(d, "failover")
+    schemas.validate(json.loads((tmp_path / "plan.json").read_text()), "lumion.plan")
+
+
 def test_program_output_follows_its_schema(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan = route_file(capsys, tmp_path)
