@@ -1,6 +1,9 @@
-"""Pytest fixtures for a simulated LUMION bench (entry point ``pytest11: lumion_bench``).
+"""Pytest fixtures for a simulated LUMION bench (opt-in: ``-p instruments.sim.pytest_plugin``).
 
-Installed with the package, so downstream lab code can test itself the way we do::
+Shipped with the package, so downstream lab code can test itself the way we do. It is not a
+``pytest11`` entry point (that would load it into every pytest run in the environment):
+enable it with ``pytest_plugins = ["instruments.sim.pytest_plugin"]`` in a top-level
+``conftest.py`` or ``pytest -p instruments.sim.pytest_plugin``::
 
     def test_my_sweep(lumion_sim_bench):
         lumion_sim_bench.select_input(5)
@@ -20,7 +23,8 @@ Fixtures (function scope; each closes its ports and servers on teardown):
   ``lumion_sim_bench``'s links: ``lumion_faults.heater("drop_after")``, ``.laser("delay")``,
   ``.meter("reset")`` -- the byte-level faults of our own fault campaign.
 
-Heavy imports happen inside the fixtures, so merely installing the plugin costs nothing.
+Heavy imports happen inside the fixtures, so enabling the plugin costs nothing until a
+fixture is used.
 """
 
 from __future__ import annotations
