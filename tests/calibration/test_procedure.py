@@ -74,12 +74,15 @@ def test_smartlight_seed_with_a_misleading_bootstrap_meets_target():
     fringe) poison the refinement of their neighbours; rechecks must catch and redo them."""
     from photonics.topology import mesh_from_spec
 
-    chip = Chip(mesh_from_spec("smartlight"), seed=5)
+    # The ideal chip: this seed's point is the misleading bootstrap; the realistic chip's
+    # accuracy over ten seeds is in docs/calibration.md (benchmarks/bench_calibration.py).
+    chip = Chip(mesh_from_spec("smartlight"), seed=5, model="ideal")
     bench = DirectBench(chip)
     result = calibrate(bench, Options(), progress=Progress(stream=None))
     err = truth_errors(chip, result.cmap)
     q = result.cmap.quality
     assert q["rechecks"] > 0
+    assert q["failed_tbus"] == {}  # nothing on a healthy chip is called broken
     assert err["phase_worst_heater_rms_rad"] <= 0.02
     assert err["delta_max_error_rad"] <= 0.05
     assert result.operations <= 10_000
