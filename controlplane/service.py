@@ -130,19 +130,26 @@ class ControlPlane:
         return known
 
     def _heater_map(self) -> Any:
-        """The controller's heater map, recorded (``ideal`` or the fitted map's document)."""
+        """The heater map in force, recorded in the store.
+
+        A fitted map on the controller (``lumion serve --map``) is recorded and used; with
+        the controller's ideal map, the fitted map recorded earlier for this chip (if any) is
+        loaded and checked against the chip, so a restart without ``--map`` keeps it.
+        """
         hmap = self.controller.heater_map
         recorded = self.store.get_map(self.chip_id)
-        if isinstance(hmap, IdealMap):
-            if recorded is not None and recorded[0] == "fitted":
-                from calibration.map import CalibrationMap
-
-                hmap = CalibrationMap.from_dict(recorded[1], f"the map recorded in {self.store.path}")
-                self.controller.heater_map = hmap
-            elif recorded is None:
-                self.store.set_map(self.chip_id, "ideal", None)
-        else:
+        if not isinstance(hmap, IdealMap):
+            hmap.check_for(chip_id=self.chip_id, mesh=self.mesh, source="the heater map")
             self.store.set_map(self.chip_id, "fitted", hmap.to_dict())
+        elif recorded is not None and recorded[0] == "fitted":
+            from calibration.map import CalibrationMap
+
+            source = f"the map recorded in {self.store.path}"
+            hmap = CalibrationMap.from_dict(recorded[1], source)
+            hmap.check_for(chip_id=self.chip_id, mesh=self.mesh, source=source)
+            self.controller.heater_map = hmap
+        elif recorded is None:
+            self.store.set_map(self.chip_id, "ideal", None)
         return hmap
 
     # -- reconciliation -------------------------------------------------------------

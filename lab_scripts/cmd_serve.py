@@ -80,6 +80,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="requests/s allowed per client address (0: no limit; default 100, burst 200)",
     )
+    p.add_argument("--map", metavar="MAP.json", help="calibration map of the chip (recorded in the "
+                   "database and kept on later starts); default: the recorded one, else the ideal map")
     p.add_argument("--seed", type=seed, default=None, help="chip seed for the simulated bench")
     add_json_flag(p)
     p.set_defaults(run=run)
@@ -169,8 +171,18 @@ def run(args: argparse.Namespace) -> int:
                 cfg = load_config(args.bench)
         from instruments.config import open_bench
 
+        heater_map = None
+        if args.map:  # every file is read and checked before any instrument is opened
+            from calibration.map import CalibrationMap
+
+            with reading("calibration map", args.map):
+                heater_map = CalibrationMap.load(args.map, mesh=bench_fabric.mesh)
         with opening(f"bench {args.bench}"):
             bench = open_bench(cfg, seed=args.seed)
+        if heater_map is not None:
+            with reading("calibration map", args.map):  # refuses a map made for another chip
+                heater_map.check_for(chip_id=bench.chip_id, mesh=bench.mesh, source=args.map)
+            bench.controller.heater_map = heater_map
         return _serve(
             args,
             store,

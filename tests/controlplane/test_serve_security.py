@@ -131,3 +131,27 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path):
         thread.join(10)
         cp.close()
         bench.close()
+
+
+def test_a_map_of_another_chip_is_refused(tmp_path):
+    from instruments.sim.chip import Chip
+    from photonics.topology import smartlight
+    from tests.controlplane.rack import oracle_map
+
+    oracle_map(Chip(smartlight(), 0)).save(tmp_path / "map.json")  # the map of chip seed 0
+    out = _lumion(
+        "serve",
+        "--db",
+        str(tmp_path / "cp.db"),
+        "--map",
+        str(tmp_path / "map.json"),
+        "--seed",
+        "1",
+        "--port",
+        "0",
+        "--json",
+        "--telemetry-period-s",
+        "0",
+    )
+    assert out.returncode == 2, out.stderr
+    assert "was made for chip" in json.loads(out.stdout)["error"]

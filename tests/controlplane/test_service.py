@@ -119,3 +119,26 @@ def test_another_fabric_on_a_recorded_database_is_refused(bench, tmp_path):
     )
     with pytest.raises(ServiceError, match="already runs fabric"):
         ControlPlane(Store(tmp_path / "cp.db"), bench, other)
+
+
+def test_a_fitted_map_is_recorded_and_kept_across_restarts(bench, tmp_path):
+    from calibration.heater_map import IdealMap
+    from calibration.map import CalibrationMap
+    from tests.controlplane.rack import oracle_map
+
+    fitted = oracle_map(bench.sim.chip)
+    bench.controller.heater_map = fitted
+    try:
+        cp = ControlPlane(Store(tmp_path / "cp.db"), bench, default_fabric())
+        assert cp.status()["chips"][0]["heater_map"] == "fitted"
+        job = cp.place_job(count=4)
+        cp.close()
+        bench.controller.heater_map = IdealMap(cp.mesh.n_heaters)  # a restart without --map
+        again = ControlPlane(Store(tmp_path / "cp.db"), bench, None)
+        assert isinstance(bench.controller.heater_map, CalibrationMap)
+        assert again.status()["chips"][0]["heater_map"] == "fitted"
+        assert np.allclose(bench.controller.heater_map.rho2, fitted.rho2)
+        assert again.job(job["id"])["links"] == job["links"]
+        again.close()
+    finally:
+        bench.controller.heater_map = IdealMap(bench.mesh.n_heaters)
