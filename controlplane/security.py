@@ -31,6 +31,9 @@ MAX_BODY_BYTES = 64 * 1024
 RATE_PER_S = 100.0
 RATE_BURST = 200.0
 LOOPBACK_NAMES = ("localhost",)
+# Buckets kept before the full ones (clients idle long enough to have every token back) are
+# dropped: a scan of many source addresses cannot grow the limiter's memory without bound.
+MAX_TRACKED_CLIENTS = 10_000
 
 
 def is_loopback(host: str) -> bool:
@@ -108,6 +111,8 @@ class RateLimiter:
             return 0.0
         now = time.monotonic()
         with self._lock:
+            if len(self._buckets) >= MAX_TRACKED_CLIENTS:
+                self._forget_idle(now)
             tokens, last = self._buckets.get(client, (self.burst, now))
             tokens = min(self.burst, tokens + (now - last) * self.rate)
             if tokens >= 1.0:
@@ -115,3 +120,13 @@ class RateLimiter:
                 return 0.0
             self._buckets[client] = (tokens, now)
             return (1.0 - tokens) / self.rate
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop the buckets that have refilled (their clients would start afresh anyway)."""
+        full = [
+            c
+            for c, (tokens, last) in self._buckets.items()
+            if tokens + (now - last) * self.rate >= self.burst
+        ]
+        for c in full:
+            del self._buckets[c]

@@ -155,3 +155,19 @@ def test_a_map_of_another_chip_is_refused(tmp_path):
     )
     assert out.returncode == 2, out.stderr
     assert "was made for chip" in json.loads(out.stdout)["error"]
+
+
+def test_rate_limiter_buckets_per_client_and_bounded_memory(monkeypatch):
+    from controlplane import security
+
+    limiter = security.RateLimiter(rate_per_s=0.01, burst=2.0)
+    assert limiter.allow("a") == 0.0
+    assert limiter.allow("a") == 0.0
+    assert limiter.allow("a") > 0.0  # a's bucket is empty ...
+    assert limiter.allow("b") == 0.0  # ... b's is not
+    monkeypatch.setattr(security, "MAX_TRACKED_CLIENTS", 50)
+    limiter = security.RateLimiter(rate_per_s=1000.0, burst=2.0)
+    for k in range(200):
+        limiter.allow(f"10.0.0.{k}")
+        time.sleep(0.003)  # > burst / rate: earlier buckets refill and can be forgotten
+    assert len(limiter._buckets) <= 51
