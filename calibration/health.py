@@ -8,6 +8,8 @@ A fringe fit always returns numbers; these checks decide whether they mean anyth
   :data:`MIN_CONTRAST`). Bright (above :data:`LIT_DBM`): the TBU is stuck (in bar or cross,
   its heaters open or ignored), and the output the light leaves by tells the state. Dim: it
   is stray light around a dead TBU (:func:`diagnosis`).
+* **range**: a fitted heater would need more than the driver's limit for 2 pi: the TBU
+  could not be set (a fit of stray light, or a heater far off nominal). Treated as a failure.
 * **poor**: the residual is many times the meter's noise (``Options.poor_fit_residual``).
 * **at bounds**: a heater rate pinned to the fit's search bounds.
 * **mismatched heaters**: a TBU's two heaters, made side by side, differ by more than
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from calibration.fit import RHO2_SEARCH, Sweep, TBUFit
+from calibration.heater_map import invert_cubic
 
 # Below this peak (dBm, laser at 0 dBm) a sweep is at the meter's floor (-70 to -80 dBm):
 # there is nothing to fit. A weak but clean fringe (-45 dBm through a lossy path) is kept.
@@ -59,12 +62,20 @@ def contrast(fit: TBUFit) -> float:
     return float(a[o] / max(a[o] + b[o], 1e-30))
 
 
-def failure(fit: TBUFit, sweeps: Sequence[Sweep]) -> str | None:
-    """"dark", "flat" or None (the fringe is real)."""
+def failure(fit: TBUFit, sweeps: Sequence[Sweep], max_current_ma: float = np.inf) -> str | None:
+    """"dark", "flat", "range" or None (the fringe is real and usable).
+
+    "range": a fitted heater needs more than ``max_current_ma`` for 2 pi, so the TBU could
+    not be set (a fit of stray light, or a heater far off nominal).
+    """
     if peak_dbm(sweeps) < DARK_DBM:
         return "dark"
     if contrast(fit) < MIN_CONTRAST:
         return "flat"
+    for arm in (0, 1):
+        r2, r3 = fit.rho2[arm], fit.rho3[arm]
+        if np.isfinite(r2) and float(invert_cubic(np.array(2 * np.pi), r2, r3)) > max_current_ma:
+            return "range"
     return None
 
 

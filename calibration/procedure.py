@@ -256,7 +256,7 @@ class Run:
         if self.keep_sweeps:
             self.sweeps[probe.tbu] = (probe, sweeps, fit)
         self.last_sweeps = sweeps
-        verdict = failure(fit, sweeps)
+        verdict = failure(fit, sweeps, self.bench.max_current_ma)
         if verdict is not None:
             return verdict, fit
         hot = {str(j): float(base[j]) for j in self.neighbours[probe.tbu] if base[j] > 0}
