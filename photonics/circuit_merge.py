@@ -93,6 +93,8 @@ class MergePlan:
     node_level: np.ndarray  # (n_nodes,) level of a merge node (-1 for a TBU)
     node_slot: np.ndarray  # (n_nodes,) index of a merge within its level
     leaf_node: np.ndarray  # (n_tbus,) tree node of every TBU
+    nodes: tuple[tuple[bool, np.ndarray, np.ndarray], ...]  # per node: (batch-first, arena
+    # positions (p, p) of its matrix, its ports as global TBU-port ids, -1 on padding)
 
 
 _PLANS: weakref.WeakKeyDictionary[Mesh, dict[bool, MergePlan | None]] = weakref.WeakKeyDictionary()
@@ -298,6 +300,7 @@ def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
         first_size = shift + first_base
         root_pos = root.pos + shift
     else:
+        shift = 0
         root_pos = root.pos
     parent = np.full(len(nodes), -1)
     leaf_node = np.full(n, -1)
@@ -311,6 +314,8 @@ def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
         handoff=handoff, first_size=first_size, out_idx=root_pos[np.ix_(slots, slots)],
         out_first=root.first, n_ports=mesh.n_ports, parent=parent,
         node_level=node_level, node_slot=node_slot, leaf_node=leaf_node,
+        nodes=tuple((nd.first, nd.pos + shift if nd.first else nd.pos, np.array(nd.ports, dtype=np.int64))
+                    for nd in nodes),
     )
 
 
@@ -503,6 +508,50 @@ def merge_macs(plan: MergePlan) -> tuple[int, int]:
                  for lev in plan.levels)
     real = sum(macs(*lev.shapes.T) for lev in plan.levels)
     return padded, real
+
+
+def node_matrix(plan: MergePlan, node: int, last: np.ndarray, first: np.ndarray | None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """A tree node's matrix (B, p, p) read from solved arenas, and its ports (unpadded)."""
+    is_first, pos, ports = plan.nodes[node]
+    keep = np.flatnonzero(ports >= 0)
+    idx = pos[np.ix_(keep, keep)]
+    mat = np.take(first, idx, axis=1) if is_first else np.moveaxis(last[idx], -1, 0)
+    return mat, ports[keep]
+
+
+def join(a: np.ndarray, pa: np.ndarray, b: np.ndarray, pb: np.ndarray, peer: np.ndarray,
+         t_port: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Join two sub-networks across every link between them: the same Schur complement as
+    a merge, for dense batch-first matrices a (B, na, na), b (B, nb, nb) with ports ``pa``,
+    ``pb`` (global TBU-port ids); ``t_port`` is the transmission of the link at each port.
+
+    Returns the joined matrix and its ports (A's kept, then B's kept).
+    """
+    pos_b = {int(g): i for i, g in enumerate(pb)}
+    ca = np.array([i for i, g in enumerate(pa) if int(peer[g]) in pos_b], dtype=np.int64)
+    cb = np.array([pos_b[int(peer[pa[i]])] for i in ca], dtype=np.int64)
+    ea = np.setdiff1d(np.arange(len(pa)), ca)
+    eb = np.setdiff1d(np.arange(len(pb)), cb)
+    k = len(ca)
+    t = t_port[pa[ca]][None, :, None]
+    acc, ace = a[:, ca][:, :, ca] * t, a[:, ca][:, :, ea] * t
+    aec, aee = a[:, ea][:, :, ca], a[:, ea][:, :, ea]
+    bcc, bce = b[:, cb][:, :, cb] * t, b[:, cb][:, :, eb] * t
+    bec, bee = b[:, eb][:, :, cb], b[:, eb][:, :, eb]
+    ne, na = len(ea) + len(eb), len(ea)
+    out = np.zeros((a.shape[0], ne, ne), dtype=complex)
+    out[:, :na, :na] = aee
+    out[:, na:, na:] = bee
+    if k:
+        g = np.eye(k) - bcc @ acc
+        r = np.concatenate([bcc @ ace, bce], axis=2)
+        w = np.linalg.solve(g, r)
+        ib = acc @ w
+        ib[:, :, :na] += ace
+        out[:, :na] += aec @ w
+        out[:, na:] += bec @ ib
+    return out, np.concatenate([pa[ea], pb[eb]])
 
 
 def ancestors(plan: MergePlan, tbus: np.ndarray) -> dict[int, np.ndarray]:

@@ -17,8 +17,13 @@ This is what a simulated bench does when calibration steps one heater at a time:
         solver.update(state)
         power = abs(solver.matrix(inputs=[port])[0, :, 0]) ** 2
 
-A change of the chip itself (``params``) or of most TBUs at once (a temperature step)
-re-solves everything: :data:`_FULL_FRACTION` says where the path re-merge stops paying.
+When only one TBU changes (a heater sweep), the rest of the mesh with that TBU's four link
+ends left open (its *complement*) is joined once from the siblings along its path, and
+every further step that changes only that TBU is one join of at most four links: at one
+wavelength that is what pays, since numpy's per-call cost, not arithmetic, dominates a
+path re-merge. A change of the chip itself (``params``) or of most TBUs at once (a
+temperature step) re-solves everything: :data:`_FULL_FRACTION` says where the path
+re-merge stops paying.
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ import numpy as np
 from photonics.circuit import tbu_transfers
 from photonics.circuit_merge import (
     ancestors,
+    join,
     merge_plan,
     new_arenas,
+    node_matrix,
     root_matrix,
     run_levels,
 )
@@ -84,6 +91,16 @@ class CircuitSolver:
         self._top = np.empty(0)
         self._bot = np.empty(0)
         self._arenas: tuple[np.ndarray, np.ndarray | None] | None = None
+        self._peer = mesh.peer()
+        self._t_port = np.zeros(4 * mesh.n_tbus, dtype=complex)
+        self._t_port[mesh.links[:, 0]] = self._t_port[mesh.links[:, 1]] = t_link
+        self._children: dict[int, list[int]] = {}
+        for node, par in enumerate(plan.parent):
+            if par >= 0:
+                self._children.setdefault(int(par), []).append(node)
+        self._pending: set[int] = set()  # TBUs whose arena entries (and paths) are stale
+        self._comp: tuple[int, np.ndarray, np.ndarray] | None = None  # (TBU, matrix, ports)
+        self._root: np.ndarray | None = None  # port matrix from the last complement join
         self.last_update_tbus = np.arange(mesh.n_tbus)
         self.last_update_merges = 0
         self._full(state)
@@ -107,6 +124,7 @@ class CircuitSolver:
         run_levels(self._plan, last, first, self._t_ext)
         self._arenas = (last, first)
         self._top, self._bot = top.copy(), bot.copy()
+        self._pending, self._comp, self._root = set(), None, None
         self.last_update_tbus = np.arange(self.mesh.n_tbus)
         self.last_update_merges = sum(lev.n_merge for lev in self._plan.levels)
 
@@ -118,6 +136,7 @@ class CircuitSolver:
             self.params = params
             t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
             self._t_ext = np.append(t_link, 0.0)
+            self._t_port[self.mesh.links[:, 0]] = self._t_port[self.mesh.links[:, 1]] = t_link
             self._full(state)
             return self.mesh.n_tbus
         top, bot = self._check(state)
@@ -129,16 +148,64 @@ class CircuitSolver:
         self.last_update_merges = 0
         if not len(changed):
             return 0
-        last, first = self._arenas
-        sub = _sub_params(self.params, changed)
-        T = tbu_transfers(sub, MeshState(top[changed], bot[changed]), self.wavelengths_nm)[0]
-        rows = (4 * changed[:, None] + np.arange(4)[None, :]).ravel()
-        last[rows] = T.reshape(len(self.wavelengths_nm), -1).T
-        only = ancestors(self._plan, changed)
-        run_levels(self._plan, last, first, self._t_ext, only)
         self._top[changed], self._bot[changed] = top[changed], bot[changed]
-        self.last_update_merges = sum(len(m) for m in only.values())
+        t = int(changed[0])
+        if len(changed) == 1 and self._pending <= {t} and self._plan.parent[self._plan.leaf_node[t]] >= 0:
+            self._join_one(t)
+            return 1
+        self._remerge(changed)
         return len(changed)
+
+    def _transfers(self, tbus: np.ndarray) -> np.ndarray:
+        """Transfer matrices (n_wl, len(tbus), 2, 2) of ``tbus`` at the held phases."""
+        sub = _sub_params(self.params, tbus)
+        return tbu_transfers(sub, MeshState(self._top[tbus], self._bot[tbus]), self.wavelengths_nm)[0]
+
+    def _remerge(self, changed: np.ndarray) -> None:
+        """Rewrite the transfer entries of ``changed`` (and of stale TBUs) and re-run the
+        merges on their paths to the root.
+        """
+        tbus = np.union1d(changed, np.array(sorted(self._pending), dtype=np.int64))
+        last, first = self._arenas
+        rows = (4 * tbus[:, None] + np.arange(4)[None, :]).ravel()
+        last[rows] = self._transfers(tbus).reshape(len(self.wavelengths_nm), -1).T
+        only = ancestors(self._plan, tbus)
+        run_levels(self._plan, last, first, self._t_ext, only)
+        self._pending, self._root = set(), None
+        self.last_update_merges = sum(len(m) for m in only.values())
+
+    def _join_one(self, t: int) -> None:
+        """One TBU changed: join its new 4x4 matrix to the rest of the mesh.
+
+        The rest of the mesh with TBU ``t``'s four link ends left open (its complement) is
+        built once from the siblings along ``t``'s path, then every step that changes only
+        ``t`` (a heater sweep) is a single join of at most four links.
+        """
+        if self._comp is None or self._comp[0] != t:
+            plan, (last, first) = self._plan, self._arenas
+            node, comp = int(plan.leaf_node[t]), None
+            while plan.parent[node] >= 0:
+                par = int(plan.parent[node])
+                sib = next(c for c in self._children[par] if c != node)
+                mat, ports = node_matrix(plan, sib, last, first)
+                if comp is None:
+                    comp = (mat, ports)
+                else:
+                    comp = join(*comp, mat, ports, self._peer, self._t_port)
+                    self.last_update_merges += 1
+                node = par
+            self._comp = (t, *comp)
+        T = self._transfers(np.array([t]))[:, 0]  # (W, 2, 2)
+        leaf = np.zeros((len(self.wavelengths_nm), 4, 4), dtype=complex)
+        leaf[:, 2:, :2] = T  # b[2+i] = T[i, j] a[j]
+        leaf[:, :2, 2:] = np.swapaxes(T, 1, 2)  # b[j] = T[i, j] a[2+i]
+        root, ports = join(self._comp[1], self._comp[2], leaf, np.arange(4 * t, 4 * t + 4),
+                           self._peer, self._t_port)
+        slot = {int(g): i for i, g in enumerate(ports)}
+        order = np.array([slot[int(g)] for g in self.mesh.port_tbu_ports], dtype=np.int64)
+        self._root = root[:, order][:, :, order]
+        self._pending = {t}
+        self.last_update_merges += 1
 
     def matrix(self, inputs: list[int] | np.ndarray | None = None) -> np.ndarray:
         """Port-to-port field matrix (n_wl, n_ports, n_inputs), as :func:`~photonics.circuit.solve`
@@ -148,6 +215,8 @@ class CircuitSolver:
         inputs = np.arange(n_ports) if inputs is None else np.asarray(inputs, dtype=np.int64)
         if inputs.size and (inputs.min() < 0 or inputs.max() >= n_ports):
             raise StateError(f"input ports must lie in 0..{n_ports - 1}")
+        if self._root is not None:
+            return self._root[:, :, inputs]
         return root_matrix(self._plan, *self._arenas, inputs)
 
 

@@ -49,19 +49,29 @@ def test_random_update_sequences_equal_full_solves(name, n_wl):
         np.testing.assert_array_equal(solver.matrix(inputs), solver.matrix()[..., inputs])
 
 
-def test_single_tbu_update_reruns_one_merge_per_level():
+def test_heater_sweep_joins_one_tbu_to_the_rest_of_the_mesh():
+    """One TBU swept: the rest of the mesh is joined once, then each step is one join."""
     mesh = smartlight()
     rng = np.random.default_rng(3)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
     state = MeshState.random(mesh, rng)
-    solver = CircuitSolver(mesh, state, [1550.0])
+    solver = CircuitSolver(mesh, state, [1550.0], params)
     plan = merge_plan(mesh, all_first=True)
-    state = _step(state, np.array([17]), rng)
-    assert solver.update(state) == 1
     depth, node = 0, plan.leaf_node[17]
     while plan.parent[node] >= 0:
         node, depth = plan.parent[node], depth + 1
-    assert solver.last_update_merges == depth
-    assert np.abs(solver.matrix() - solve(mesh, state, [1550.0])[0]).max() <= 1e-12
+    for step in range(4):
+        state = _step(state, np.array([17]), rng)
+        assert solver.update(state) == 1
+        # first step: depth - 1 joins build the complement, plus the TBU's own join
+        assert solver.last_update_merges == (depth if step == 0 else 1)
+        assert np.abs(solver.matrix() - solve(mesh, state, [1550.0], params)[0]).max() <= 1e-12
+    n_merges = sum(lev.n_merge for lev in plan.levels)
+    for tbus in ([40], [40], [17, 40], [3]):  # another TBU: 17's path is re-merged with it
+        state = _step(state, np.array(tbus), rng)
+        solver.update(state)
+        assert 1 <= solver.last_update_merges < n_merges
+        assert np.abs(solver.matrix() - solve(mesh, state, [1550.0], params)[0]).max() <= 1e-12
 
 
 def test_params_change_resolves_everything():
