@@ -17,8 +17,9 @@ This is what a simulated bench does when calibration steps one heater at a time:
         solver.update(state)
         power = abs(solver.matrix(inputs=[port])[0, :, 0]) ** 2
 
-When only one TBU changes (a heater sweep), the rest of the mesh with that TBU's four link
-ends left open (its *complement*) is joined once from the siblings along its path, and
+When the same single TBU changes twice running (a heater sweep), the rest of the mesh
+with that TBU's four link ends left open (its *complement*) is joined once from the
+siblings along its path, and
 every further step that changes only that TBU is one join of at most four links: at one
 wavelength that is what pays, since numpy's per-call cost, not arithmetic, dominates a
 path re-merge. A change of the chip itself (``params``) or of most TBUs at once (a
@@ -101,6 +102,7 @@ class CircuitSolver:
         self._pending: set[int] = set()  # TBUs whose arena entries (and paths) are stale
         self._comp: tuple[int, np.ndarray, np.ndarray] | None = None  # (TBU, matrix, ports)
         self._root: np.ndarray | None = None  # port matrix from the last complement join
+        self._last_single = -1  # the TBU the previous update changed alone (-1: not one)
         self.last_update_tbus = np.arange(mesh.n_tbus)
         self.last_update_merges = 0
         self._full(state)
@@ -149,9 +151,11 @@ class CircuitSolver:
         if not len(changed):
             return 0
         self._top[changed], self._bot[changed] = top[changed], bot[changed]
-        t = int(changed[0])
-        if len(changed) == 1 and self._pending <= {t} and self._plan.parent[self._plan.leaf_node[t]] >= 0:
-            self._join_one(t)
+        t = int(changed[0]) if len(changed) == 1 else -1
+        sweeping = t >= 0 and t == self._last_single and self._pending <= {t}
+        self._last_single = t
+        if sweeping and self._plan.parent[self._plan.leaf_node[t]] >= 0:
+            self._join_one(t)  # the same TBU again: a sweep, worth its complement
             return 1
         self._remerge(changed)
         return len(changed)
