@@ -79,7 +79,8 @@ def main() -> None:
             full_t, inc_t = min(full_t, tf / STEPS), min(inc_t, ti / STEPS)
         merges_per_step = np.mean(merges[1:])
         kind = f"sweeps of {SWEEP} steps per TBU" if sweep else "a random TBU each step"
-        print(f"| {n_wl} | {kind} | {per_step} | {'all' if inputs is None else len(inputs)} | {full_t * 1e3:.3f} "
+        n_in = "all" if inputs is None else len(inputs)
+        print(f"| {n_wl} | {kind} | {per_step} | {n_in} | {full_t * 1e3:.3f} "
               f"| {inc_t * 1e3:.3f} | {full_t / inc_t:.1f}x | {merges_per_step:.1f} | {diff:.1e} |")
 
 
