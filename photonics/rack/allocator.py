@@ -58,6 +58,10 @@ class FabricAllocator:
         self._order = {n: i for i, n in enumerate(rack.names)}
 
     # -- placement ------------------------------------------------------------------------
+    def may_fit(self, job: TraceJob) -> bool:
+        """False when ``job`` can never run here: more accelerators than the rack's workers."""
+        return job.size <= len(self.rack.workers)
+
     def place(self, job: TraceJob, free: Sequence[str]) -> list[str] | None:
         """Lay ``job`` on some of the ``free`` accelerators; its members, or None when it does not fit."""
         workers = [a for a in free if not self.rack.accelerator(a).spare]

@@ -81,6 +81,10 @@ class BaselineAllocator:
             out += [self.workers[((r0 + i) % self.rows) * self.cols + (c0 + j) % self.cols] for j in cols]
         return out
 
+    def may_fit(self, job: TraceJob) -> bool:
+        """False when ``job`` can never run here: no block of its size fits the torus."""
+        return bool(self.shapes(job.size))
+
     def place(self, job: TraceJob, free: Sequence[str]) -> list[str] | None:
         """The first free block of ``job.size`` workers (squarest shape, row-major anchor), or None."""
         ok = set(free)

@@ -9,8 +9,9 @@ After every event the queue is served:
 * **backfill** (``backfill=True``): every queued job that fits starts, in arrival order
   (first fit, no reservation for the head: a large job can wait longer).
 
-A job that can never run -- larger than the rack's workers, or the head of the queue
-while the rack is empty and healthy and it still does not fit -- is rejected.
+A job that can never run is rejected: at arrival when the allocator knows it cannot
+(larger than the rack's workers; for the torus baseline, a size with no block shape), or
+as the head of the queue when the rack is empty and healthy and it still does not fit.
 
 Failures: every accelerator (spares too) fails after an exponential time with mean
 ``mtbf_h`` and is back ``repair_h`` later; the draws come from a per-accelerator stream
@@ -181,7 +182,7 @@ class Simulator:
     def _arrive(self, job: TraceJob) -> None:
         self.records[job.name] = JobRecord(job.name, job.size, job.pattern, job.duration_h, job.arrival_h,
                                            None, None, None)
-        if job.size > len(self.rack.workers):
+        if not self.allocator.may_fit(job):  # no waiting can help: reject at once
             self.records[job.name] = replace(self.records[job.name], rejected=True)
             return
         self.queue.append(job)

@@ -284,3 +284,19 @@ def test_failure_model_refuses_bad_hours(kw):
 def test_unknown_policy_refused():
     with pytest.raises(RackError, match="policy must be one of"):
         simulate_trace(RACK, synthetic_trace(2, seed=0), seed=0, policy="magic")
+
+
+def test_a_job_that_can_never_run_is_rejected_at_arrival():
+    trace = [TraceJob("five", 0.0, 5, "ring", 1.0), TraceJob("big", 0.0, 17, "ring", 1.0),
+             TraceJob("two", 0.5, 2, "ring", 1.0)]
+    fm = FailureModel(mtbf_h=float("inf"))
+    torus = run_simulation(RACK, trace, seed=0, policy="baseline", baseline="torus:4x4", failures=fm)
+    fabric = run_simulation(RACK, trace, seed=0, policy="fabric", failures=fm)
+    by = {r.name: r for r in torus.jobs}
+    assert by["five"].rejected  # no 5-block in a 4 x 4 torus
+    assert by["big"].rejected  # more than the 16 workers
+    assert by["two"].start_h == 0.5  # nothing blocked the queue behind them
+    fb = {r.name: r for r in fabric.jobs}
+    assert not fb["five"].rejected
+    assert fb["five"].end_h == 1.0
+    assert fb["big"].rejected
