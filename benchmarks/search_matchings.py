@@ -62,6 +62,68 @@ def _random_perfect_matching(left: set[frozenset], verts: list[int], rng: np.ran
     return None
 
 
+def _cycles(edges: set[frozenset]) -> list[list[tuple[int, int]]]:
+    """The cycles of a 2-regular graph, each as its edges in order around the cycle."""
+    adj: dict[int, list[int]] = {}
+    for e in edges:
+        u, v = tuple(e)
+        adj.setdefault(u, []).append(v)
+        adj.setdefault(v, []).append(u)
+    seen: set[int] = set()
+    out = []
+    for start in adj:
+        if start in seen:
+            continue
+        cyc, prev, node = [], None, start
+        while True:
+            seen.add(node)
+            nxt = adj[node][0] if adj[node][0] != prev else adj[node][1]
+            cyc.append((node, nxt))
+            prev, node = node, nxt
+            if node == start:
+                break
+        out.append(cyc)
+    return out
+
+
+def _splits(edges: set[frozenset]) -> list[tuple[list, list]]:
+    """Every way to split a 2-regular graph of even cycles into two perfect matchings."""
+    cycles = _cycles(edges)
+    if any(len(c) % 2 for c in cycles):
+        return []
+    out = []
+    for flips in itertools.product((0, 1), repeat=len(cycles)):
+        a, b = [], []
+        for cyc, f in zip(cycles, flips, strict=True):
+            a += cyc[f::2]
+            b += cyc[1 - f::2]
+        out.append((a, b))
+    return out
+
+
+def _repair(mesh, chosen: list, left: set[frozenset], cache: dict, rng) -> list | None:
+    """Finish a schedule stuck with one or two matchings' worth of pairs left.
+
+    Two left (a 2-regular graph): try every split into two matchings. One left: for each
+    matching already chosen, the union with the leftover is 2-regular; try its splits
+    (an alternating-cycle swap), replacing the chosen matching by the two halves.
+    """
+    degree = 2 * len(left) // len({v for e in left for v in e})
+    if degree == 2:
+        for a, b in _splits(left):
+            if _routes(mesh, a, cache) and _routes(mesh, b, cache):
+                return [*chosen, a, b]
+        return None
+    if degree != 1:
+        return None
+    for i in rng.permutation(len(chosen)):
+        union = left | {frozenset(p) for p in chosen[i]}
+        for a, b in _splits(union):
+            if _routes(mesh, a, cache) and _routes(mesh, b, cache):
+                return [*chosen[:i], *chosen[i + 1:], a, b]
+    return None
+
+
 def search(ports: list[int], seed: int, budget_s: float) -> list[list[tuple[int, int]]] | None:
     """Routable perfect matchings covering every pair of ``ports`` once, or None in time."""
     mesh = smartlight()
@@ -86,6 +148,10 @@ def search(ports: list[int], seed: int, budget_s: float) -> list[list[tuple[int,
                 break
             chosen.append(found)
             left -= {frozenset(p) for p in found}
+        if left:
+            fixed = _repair(mesh, chosen, left, cache, rng)
+            if fixed is not None:
+                chosen, left = fixed, set()
         if not left:
             print(f"found after {restarts} restarts, {len(cache)} matchings routed, "
                   f"{time.perf_counter() - t0:.0f} s")
