@@ -112,6 +112,14 @@ class ControlPlane:
                 f"fabric {fabric.name} is cabled to {mesh_label(fabric.mesh)}, but the bench's chip "
                 f"is {mesh_label(self.mesh)}; give the fabric of this chip"
             )
+        others = [
+            r[0] for r in self.store.query("SELECT chip_id FROM chips WHERE chip_id != ?", (self.chip_id,))
+        ]
+        if others:  # one service drives one chip: a database is that chip's record
+            raise ServiceError(
+                f"{self.store.path} is the record of chip {', '.join(others)}, but the bench's "
+                f"chip is {self.chip_id}; open that chip's bench, or give another --db"
+            )
         self.store.ensure_chip(
             self.chip_id, fabric.mesh_spec if fabric else None, mesh_fingerprint(self.mesh)
         )

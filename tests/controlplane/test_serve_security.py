@@ -171,3 +171,16 @@ def test_rate_limiter_buckets_per_client_and_bounded_memory(monkeypatch):
         limiter.allow(f"10.0.0.{k}")
         time.sleep(0.003)  # > burst / rate: earlier buckets refill and can be forgotten
     assert len(limiter._buckets) <= 51
+
+
+def test_a_database_of_another_chip_is_refused(tmp_path):
+    from controlplane.store import Store
+
+    store = Store(tmp_path / "cp.db")
+    store.ensure_chip("sim-hexagonal-3x6-seed1", "smartlight", "recorded-elsewhere")
+    store.close()
+    out = _lumion(
+        "serve", "--db", str(tmp_path / "cp.db"), "--port", "0", "--json", "--telemetry-period-s", "0"
+    )
+    assert out.returncode == 2
+    assert "is the record of chip sim-hexagonal-3x6-seed1" in json.loads(out.stdout)["error"]
