@@ -520,38 +520,44 @@ def node_matrix(plan: MergePlan, node: int, last: np.ndarray, first: np.ndarray 
     return mat, ports[keep]
 
 
-def join(a: np.ndarray, pa: np.ndarray, b: np.ndarray, pb: np.ndarray, peer: np.ndarray,
-         t_port: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Join two sub-networks across every link between them: the same Schur complement as
-    a merge, for dense batch-first matrices a (B, na, na), b (B, nb, nb) with ports ``pa``,
-    ``pb`` (global TBU-port ids); ``t_port`` is the transmission of the link at each port.
-
-    Returns the joined matrix and its ports (A's kept, then B's kept).
+def join_plan(pa: np.ndarray, pb: np.ndarray, peer: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Index arrays to join sub-networks with ports ``pa`` and ``pb`` (global TBU-port ids)
+    across every link between them: (cut of A, matching cut of B, kept of A, kept of B,
+    ports of the result: A's kept, then B's kept).
     """
     pos_b = {int(g): i for i, g in enumerate(pb)}
     ca = np.array([i for i, g in enumerate(pa) if int(peer[g]) in pos_b], dtype=np.int64)
     cb = np.array([pos_b[int(peer[pa[i]])] for i in ca], dtype=np.int64)
     ea = np.setdiff1d(np.arange(len(pa)), ca)
     eb = np.setdiff1d(np.arange(len(pb)), cb)
-    k = len(ca)
+    return ca, cb, ea, eb, np.concatenate([pa[ea], pb[eb]])
+
+
+def join(a: np.ndarray, b: np.ndarray, jp: tuple[np.ndarray, ...], t_port: np.ndarray,
+         pa: np.ndarray) -> np.ndarray:
+    """Join two sub-networks across every link between them: the same Schur complement as
+    a merge, for dense batch-first matrices a (B, na, na), b (B, nb, nb); ``jp`` from
+    :func:`join_plan`, ``pa`` A's ports and ``t_port`` the link transmission at each port.
+    The result's ports are ``jp[4]``.
+    """
+    ca, cb, ea, eb, _ = jp
+    k, na = len(ca), len(ea)
     t = t_port[pa[ca]][None, :, None]
-    acc, ace = a[:, ca][:, :, ca] * t, a[:, ca][:, :, ea] * t
-    aec, aee = a[:, ea][:, :, ca], a[:, ea][:, :, ea]
-    bcc, bce = b[:, cb][:, :, cb] * t, b[:, cb][:, :, eb] * t
-    bec, bee = b[:, eb][:, :, cb], b[:, eb][:, :, eb]
-    ne, na = len(ea) + len(eb), len(ea)
-    out = np.zeros((a.shape[0], ne, ne), dtype=complex)
+    a_c, a_e = a[:, ca], a[:, ea]
+    b_c, b_e = b[:, cb], b[:, eb]
+    acc, ace, aec, aee = a_c[:, :, ca] * t, a_c[:, :, ea] * t, a_e[:, :, ca], a_e[:, :, ea]
+    bcc, bce, bec, bee = b_c[:, :, cb] * t, b_c[:, :, eb] * t, b_e[:, :, cb], b_e[:, :, eb]
+    out = np.zeros((a.shape[0], na + len(eb), na + len(eb)), dtype=complex)
     out[:, :na, :na] = aee
     out[:, na:, na:] = bee
     if k:
         g = np.eye(k) - bcc @ acc
-        r = np.concatenate([bcc @ ace, bce], axis=2)
-        w = np.linalg.solve(g, r)
+        w = np.linalg.solve(g, np.concatenate([bcc @ ace, bce], axis=2))
         ib = acc @ w
         ib[:, :, :na] += ace
         out[:, :na] += aec @ w
         out[:, na:] += bec @ ib
-    return out, np.concatenate([pa[ea], pb[eb]])
+    return out
 
 
 def ancestors(plan: MergePlan, tbus: np.ndarray) -> dict[int, np.ndarray]:

@@ -37,6 +37,7 @@ from photonics.circuit import tbu_transfers
 from photonics.circuit_merge import (
     ancestors,
     join,
+    join_plan,
     merge_plan,
     new_arenas,
     node_matrix,
@@ -100,7 +101,7 @@ class CircuitSolver:
             if par >= 0:
                 self._children.setdefault(int(par), []).append(node)
         self._pending: set[int] = set()  # TBUs whose arena entries (and paths) are stale
-        self._comp: tuple[int, np.ndarray, np.ndarray] | None = None  # (TBU, matrix, ports)
+        self._comp: tuple | None = None  # (TBU, complement matrix, its ports, join plan, order, params)
         self._root: np.ndarray | None = None  # port matrix from the last complement join
         self._last_single = -1  # the TBU the previous update changed alone (-1: not one)
         self.last_update_tbus = np.arange(mesh.n_tbus)
@@ -187,26 +188,29 @@ class CircuitSolver:
         """
         if self._comp is None or self._comp[0] != t:
             plan, (last, first) = self._plan, self._arenas
-            node, comp = int(plan.leaf_node[t]), None
+            node, comp, ports = int(plan.leaf_node[t]), None, None
             while plan.parent[node] >= 0:
                 par = int(plan.parent[node])
                 sib = next(c for c in self._children[par] if c != node)
-                mat, ports = node_matrix(plan, sib, last, first)
+                mat, sib_ports = node_matrix(plan, sib, last, first)
                 if comp is None:
-                    comp = (mat, ports)
+                    comp, ports = mat, sib_ports
                 else:
-                    comp = join(*comp, mat, ports, self._peer, self._t_port)
+                    jp = join_plan(ports, sib_ports, self._peer)
+                    comp, ports = join(comp, mat, jp, self._t_port, ports), jp[4]
                     self.last_update_merges += 1
                 node = par
-            self._comp = (t, *comp)
-        T = self._transfers(np.array([t]))[:, 0]  # (W, 2, 2)
+            jp = join_plan(ports, np.arange(4 * t, 4 * t + 4), self._peer)
+            slot = {int(g): i for i, g in enumerate(jp[4])}
+            order = np.array([slot[int(g)] for g in self.mesh.port_tbu_ports], dtype=np.int64)
+            self._comp = (t, comp, ports, jp, order, _sub_params(self.params, np.array([t])))
+        _, comp, ports, jp, order, sub = self._comp
+        one = MeshState(self._top[t:t + 1], self._bot[t:t + 1])
+        T = tbu_transfers(sub, one, self.wavelengths_nm)[0, :, 0]
         leaf = np.zeros((len(self.wavelengths_nm), 4, 4), dtype=complex)
         leaf[:, 2:, :2] = T  # b[2+i] = T[i, j] a[j]
         leaf[:, :2, 2:] = np.swapaxes(T, 1, 2)  # b[j] = T[i, j] a[2+i]
-        root, ports = join(self._comp[1], self._comp[2], leaf, np.arange(4 * t, 4 * t + 4),
-                           self._peer, self._t_port)
-        slot = {int(g): i for i, g in enumerate(ports)}
-        order = np.array([slot[int(g)] for g in self.mesh.port_tbu_ports], dtype=np.int64)
+        root = join(comp, leaf, jp, self._t_port, ports)
         self._root = root[:, order][:, :, order]
         self._pending = {t}
         self.last_update_merges += 1
