@@ -19,10 +19,12 @@ Two chip models (``model=``):
 Heater phases are set at the reference wavelength; the circuit solve scales them by
 ``lambda0 / lambda`` (``photonics.physics``), so the chip's phases depend on wavelength.
 
-Time: the chip has a clock (``now_s``). By default it is the wall clock (the simulated
-instruments on their server threads); :meth:`Chip.use_simulated_clock` hands it to a caller
-that advances it explicitly (``instruments.sim.direct.DirectBench``: each reading takes the
-meter's averaging time, ``wait`` lets the heaters settle).
+Time: the chip has a clock (``now_s``): the wall clock since the chip was made plus whatever
+:meth:`Chip.advance` added. The simulators on their server threads simply live in wall time;
+an in-process bench (``instruments.sim.direct.DirectBench``) advances it (each reading takes
+the meter's averaging time, ``wait`` lets the heaters settle, an hour of drift takes no real
+hour). Time never runs slower than the wall clock, so two benches sharing one chip (the
+pytest plugin's fixtures) both see it settle.
 """
 
 from __future__ import annotations
@@ -235,7 +237,7 @@ class Chip:
         self._lock = threading.RLock()
         self._cache: dict[tuple, np.ndarray] = {}
         self._t0 = time.monotonic()
-        self._sim_time_s: float | None = None
+        self._advanced_s = 0.0
         self._set_at_s = -math.inf
         n = mesh.n_heaters
         self._from = np.zeros(n)  # heater arm phases when the currents last changed (rad)
@@ -245,24 +247,16 @@ class Chip:
             self.fail_tbu(tbu, how)
 
     # -- time -------------------------------------------------------------------------
-    def use_simulated_clock(self, start_s: float = 0.0) -> None:
-        """From now on time only moves by :meth:`advance` (an in-process bench drives it)."""
-        with self._lock:
-            self._sim_time_s = float(start_s)
-            self._set_at_s = -math.inf
-            self._cache.clear()
-
     def advance(self, seconds: float) -> None:
-        """Move the simulated clock on by ``seconds`` (no effect on a wall-clock chip)."""
+        """Move the chip's clock on by ``seconds`` on top of the wall clock."""
         if seconds < 0 or not math.isfinite(seconds):
             raise StateError(f"time only moves forward: {seconds} s")
         with self._lock:
-            if self._sim_time_s is not None:
-                self._sim_time_s += float(seconds)
+            self._advanced_s += float(seconds)
 
     def now_s(self) -> float:
-        """The chip's clock (s): simulated if :meth:`use_simulated_clock` was called, else wall."""
-        return self._sim_time_s if self._sim_time_s is not None else time.monotonic() - self._t0
+        """The chip's clock (s): wall time since the chip was made plus every :meth:`advance`."""
+        return time.monotonic() - self._t0 + self._advanced_s
 
     def _wander(self, t_s: float) -> float:
         """Default chip temperature offset (K): the controller's small residual wander."""

@@ -3,9 +3,9 @@
 No wire protocol, no threads: the fastest way to exercise calibration and routing against
 hidden truth. ``instruments`` provides the same protocol over the real drivers.
 
-The bench drives the chip's simulated clock: a reading takes the meter's averaging time
-(``read_time_s``) and :meth:`DirectBench.wait` lets time pass, so a reading taken too soon
-after a current change sees the heaters still settling.
+The bench moves the chip's clock on: a reading takes the meter's averaging time
+(``read_time_s``) and :meth:`DirectBench.wait` lets time pass (without sleeping), so a reading
+taken too soon after a current change sees the heaters still settling.
 
 Meter noise (:class:`MeterNoise`): on the ideal chip, DESIGN.md's -70 dBm floor plus 0.5 % of
 the reading (the model the fits assume); on the realistic chip, a model the fits do *not*
@@ -85,7 +85,6 @@ class DirectBench:
         self._input = 0
         self._wavelength_nm = 1550.0
         self._wander = 0.0
-        chip.use_simulated_clock()
 
     @property
     def noise_floor_mw(self) -> float:
@@ -111,7 +110,7 @@ class DirectBench:
         self._advance(seconds)
 
     def now_s(self) -> float:
-        """The bench's clock (s of simulated time)."""
+        """The bench's clock (s): the chip's."""
         return self.chip.now_s()
 
     def _advance(self, seconds: float) -> None:
