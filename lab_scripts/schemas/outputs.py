@@ -295,9 +295,6 @@ class FailoverOutput(Recovery):
     plots: list[Path]
     plan: Path | None = Field(description="the lumion.plan file written by --out, or null")
     worst_margin_db: Db
-    # seen in the fabric engineer's work in progress (2026-11-23); optional until it lands
-    configuration: ConfigurationFile | None = None
-    configuration_file: Path | None = None
 
 
 class Matching(Strict):
@@ -310,6 +307,8 @@ class Matching(Strict):
     worst_margin_db: Db
     reciprocity_error_db: Db
     split: bool
+    configuration: ConfigurationFile = Field(description="this step's configuration (for lumion program)")
+    configuration_file: Path | None = Field(description="where --out wrote it, or null")
 
 
 class ScheduleOutput(Strict):
@@ -353,6 +352,8 @@ class PhaseStep(Strict):
     changed_tbus: Count = Field(description="a count here, a list of names in failover (issue 19)")
     changed_heaters: Count = Field(description="a count here, a list in failover (issue 19)")
     switch_ms: SwitchMs
+    configuration: ConfigurationFile = Field(description="this step's configuration (for lumion program)")
+    configuration_file: Path | None = Field(description="where --out wrote it, or null")
 
 
 class PhasesOutput(Strict):
@@ -672,6 +673,7 @@ class CampaignOutput(Strict):
     groups: list[YieldGroup] | None = None
     # kind = availability
     n_traces: Count | None = None
+    failures: Count | None = Field(None, description="accelerator failures drawn over the traces")
     mean: dict[str, dict[str, float | None]] | None = Field(None, description="policy -> metric -> mean")
     fabric_over_baseline: dict[str, float | None] | None = None
 
