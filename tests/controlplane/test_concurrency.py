@@ -82,4 +82,4 @@ def test_fifty_concurrent_failure_reports(service_factory, seed):
     finally:
         db.close()
     assert sorted(a for a, _ in rows) == sorted(members)
-    assert {a: j for a, j in rows} == {a: j["id"] for j in jobs for a in j["accelerators"]}
+    assert dict(rows) == {a: j["id"] for j in jobs for a in j["accelerators"]}
