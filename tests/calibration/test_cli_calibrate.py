@@ -37,12 +37,27 @@ def test_calibrate_refuses_bad_arguments(tmp_path, capsys):
     assert "does not exist" in json.loads(capsys.readouterr().out)["error"]
 
 
-def _sim_config(tmp_path, seed):
+def _sim_config(tmp_path, seed, extra=""):
     path = tmp_path / "bench.toml"
     path.write_text('schema = "lumion.bench"\nversion = 1\nmesh = "hex:1x1"\n'
                     '[heater_driver]\naddress = "sim"\n[laser]\naddress = "sim"\n'
-                    f'[power_meter]\naddress = "sim"\n[sim]\nseed = {seed}\nheater_link = "url"\n')
+                    f'[power_meter]\naddress = "sim"\n[sim]\nseed = {seed}\nheater_link = "url"\n{extra}')
     return path
+
+
+def test_bench_config_chooses_the_simulated_chip_model(tmp_path):
+    import argparse
+
+    from lab_scripts.cmd_calibrate import open_bench
+
+    for extra, model in (("", "realistic"), ('chip = "ideal"\n', "ideal")):
+        bench = open_bench(argparse.Namespace(bench=str(_sim_config(tmp_path, 1, extra)), seed=None,
+                                              mesh="smartlight"))
+        try:
+            assert bench.sim.chip.model == model
+            assert (bench.sim.chip.truth.realism is None) == (model == "ideal")
+        finally:
+            bench.close()
 
 
 def test_seed_precedence_config_then_flag(tmp_path):
