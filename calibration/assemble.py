@@ -17,28 +17,47 @@ from photonics.topology import Mesh
 # A victim whose readings the crosstalk model leaves at more than this RMS residual (in the
 # meter's sigma, which the readings' own scatter already reaches ~1) is poorly explained.
 CROSSTALK_POOR_RESIDUAL = 4.0
-# More than this share of poorly explained victims: the chip's crosstalk is not what the
-# model describes (a much longer range, or nonlinear heat), and the map is refused.
+# More than this share of poorly explained victims (and more than one): the chip's crosstalk
+# is not what the model describes (a much longer range, or nonlinear heat): map refused.
 CROSSTALK_MAX_POOR_SHARE = 0.1
 # Thermal crosstalk moves a neighbour by a few % of a heater's own phase (DESIGN.md: 1-5 %);
 # a fitted fraction beyond 20 % (at 5 sigma) is not crosstalk but a broken measurement.
 CROSSTALK_MAX_FRACTION = 0.2
 
 
+def victim_problem(record: CrosstalkRecord) -> str | None:
+    """Why one victim's crosstalk fit cannot be believed, or None."""
+    if not np.isfinite(record.rms_residual) or record.rms_residual > CROSSTALK_POOR_RESIDUAL:
+        return f"the crosstalk model leaves a residual of {record.rms_residual:.1f} sigma"
+    for j, f, sig in zip(record.heaters, record.fraction, record.sigma, strict=True):
+        if not np.isfinite(f) or abs(f) - 5 * sig > CROSSTALK_MAX_FRACTION:
+            return (f"heater {j} would move it by {f:.2f} of its own effect (> {CROSSTALK_MAX_FRACTION}), "
+                    "which thermal crosstalk cannot do")
+    return None
+
+
+def screen_crosstalk(
+    crosstalk: dict[int, CrosstalkRecord],
+) -> tuple[dict[int, CrosstalkRecord], dict[int, str]]:
+    """(believable victims, rejected victims -> why). Rejected victims keep the fallback law."""
+    rejected = {t: why for t, r in crosstalk.items() if (why := victim_problem(r)) is not None}
+    return {t: r for t, r in crosstalk.items() if t not in rejected}, rejected
+
+
 def crosstalk_verdict(crosstalk: dict[int, CrosstalkRecord]) -> str | None:
-    """Why the measured crosstalk must not be used, or None when it explains the readings."""
+    """Why the measured crosstalk must not be used at all, or None.
+
+    Single victims the model explains poorly are set aside (:func:`screen_crosstalk`); when
+    more than :data:`CROSSTALK_MAX_POOR_SHARE` of them are, the chip's crosstalk is not what
+    the model describes and the map is refused.
+    """
     if not crosstalk:
         return None
-    poor = [t for t, r in crosstalk.items() if not np.isfinite(r.rms_residual)
-            or r.rms_residual > CROSSTALK_POOR_RESIDUAL]
-    if len(poor) > CROSSTALK_MAX_POOR_SHARE * len(crosstalk):
-        return (f"the crosstalk model explains the readings of {len(poor)} of {len(crosstalk)} victims "
-                f"poorly (residual > {CROSSTALK_POOR_RESIDUAL} sigma)")
-    for t, r in sorted(crosstalk.items()):
-        for j, f, sig in zip(r.heaters, r.fraction, r.sigma, strict=True):
-            if abs(f) - 5 * sig > CROSSTALK_MAX_FRACTION:
-                return (f"heater {j} moves TBU {t} by {f:.2f} of its own effect "
-                        f"(> {CROSSTALK_MAX_FRACTION}), which thermal crosstalk cannot do")
+    _, rejected = screen_crosstalk(crosstalk)
+    if len(rejected) > max(1.0, CROSSTALK_MAX_POOR_SHARE * len(crosstalk)):
+        t, why = next(iter(sorted(rejected.items())))
+        return (f"the crosstalk model explains the readings of {len(rejected)} of {len(crosstalk)} victims "
+                f"poorly (e.g. TBU {t}: {why})")
     return None
 
 
@@ -75,7 +94,8 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
             f"{len(missing)} TBUs are not calibrated yet (first: {mesh.tbu_names[missing[0]]})"
         )
     eta = np.full(mesh.n_heaters, np.pi / d.heater_power_pi_mw)
-    K, fitted = crosstalk_map(mesh, eta, options, crosstalk)
+    believed, rejected = screen_crosstalk(crosstalk or {})
+    K, fitted = crosstalk_map(mesh, eta, options, believed)
     partner = np.arange(mesh.n_heaters) ^ 1
     # Fraction of each heater's own phase landing on its partner arm (K is rad/mW, heat = s/eta).
     f_partner = np.asarray(K[partner, np.arange(mesh.n_heaters)]).ravel() / eta
@@ -110,6 +130,10 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
         rel = fitted[:, 3] / np.maximum(np.abs(fitted[:, 2]), 1e-12)
         q["crosstalk_median_rel_sigma"] = float(np.median(rel))
     q["crosstalk_refusal"] = crosstalk_verdict(crosstalk or {})
+    q["crosstalk_rejected_victims"] = {mesh.tbu_names[t]: why for t, why in sorted(rejected.items())}
+    q["warnings"] = [*q.get("warnings", []),
+                     *(f"{mesh.tbu_names[t]}: crosstalk fit set aside, the design law is used ({why})"
+                       for t, why in sorted(rejected.items()))]
     return CalibrationMap(
         failed=failed,
         chip_id=chip_id, mesh=mesh_signature(mesh), delta=delta,

@@ -132,3 +132,14 @@ def test_crosstalk_readings_the_model_cannot_explain_refuse_the_map():
     mirror = {t: CrosstalkRecord(r.victim, r.heaters, [0.7, *r.fraction[1:]], r.sigma, r.rms_residual,
                                  r.readings) for t, r in good.items()}
     assert "which thermal crosstalk cannot do" in crosstalk_verdict(mirror)
+    # One implausible victim is set aside (the design law for it, a warning); the map is used.
+    first = min(good)
+    one = {**good, first: mirror[first]}
+    assert crosstalk_verdict(one) is None
+    cmap = build_map(chip.mesh, chip.chip_id, result.records, Options(), crosstalk=one)
+    name = chip.mesh.tbu_names[first]
+    assert name in cmap.quality["crosstalk_rejected_victims"]
+    assert any(w.startswith(f"{name}: crosstalk fit set aside") for w in cmap.quality["warnings"])
+    assert cmap.quality["crosstalk_differences_fitted"] == sum(len(r.heaters) for r in good.values()) - len(
+        good[first].heaters)
+    cmap.currents_for(Configuration.parked(chip.mesh), 24.0)
