@@ -60,3 +60,22 @@ def test_the_wheel_declares_the_command_and_no_pytest_plugin(wheel):
     requires = [line for line in metadata.splitlines()
                 if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert not [r for r in requires if any(p in r for p in ("matplotlib", "pyvisa", "pyserial", "smbus2"))]
+
+
+def _fixtures_seen_by_pytest(folder, *extra):
+    (folder / "test_x.py").write_text("def test_x():\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider", *extra,
+                           str(folder / "test_x.py")], cwd=folder, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    return proc.stdout
+
+
+def test_the_bench_fixtures_stay_out_of_other_projects_pytest_runs(tmp_path):
+    """Another project's pytest in the same environment does not load our plugin ..."""
+    assert "lumion_sim_bench" not in _fixtures_seen_by_pytest(tmp_path)
+
+
+def test_the_bench_fixtures_load_on_request(tmp_path):
+    """... and one that asks for it (-p or pytest_plugins) gets the fixtures."""
+    assert "lumion_sim_bench" in _fixtures_seen_by_pytest(tmp_path, "-p", "instruments.sim.pytest_plugin")
