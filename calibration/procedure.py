@@ -19,17 +19,25 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    suspects; passes repeat until nothing is due. A wrong upstream TBU can recombine both
    outputs of the TBU under test, which shifts its fringe without distorting it, so a clean
    residual alone does not prove a fit right.
+2c. **Diagnose** (:func:`diagnose`). A fit that fails (:mod:`calibration.health`: dark,
+   flat, out of range) is not believed: in the bootstrap the uncalibrated TBUs on its path
+   are avoided and the TBU is tried again later; one that fails through calibrated TBUs is
+   a suspect, measured again after the rechecks through up to two disjoint calibrated
+   paths, and recorded as failed ("dead", "bar", "cross") when it fails again. Failed TBUs
+   are never on a light path again and go to the map (and from there to routing).
 3. **Crosstalk.** Each TBU (the victim) is held at quadrature through its fitted curve,
    where a shift of its differential phase changes its outputs to first order, while every
-   heater of its neighbouring TBUs is driven in turn by whole turns of its fitted effect
-   (so its own TBU keeps its split); a weighted least-squares fit of all the victim's
-   readings gives the differential crosstalk ``K[top, j] - K[bot, j]`` with uncertainties
+   heater of its neighbouring TBUs is driven in turn by whole turns of its fitted effect,
+   at two levels (so its own TBU keeps its split, and no mirror solution fits); a weighted
+   least-squares fit of all the victim's readings gives the differential crosstalk
+   ``K[top, j] - K[bot, j]`` with uncertainties
    (:func:`measure_crosstalk`, :func:`calibration.fit.fit_crosstalk`). The partner-arm
    fraction ``f`` (the fitted curves are ``(1 - f) s(I)``) is not separable from a heater's
    efficiency and stays the design value; so do entries of victims that cannot be probed
    or do not fit in the operation budget (a decaying law). See docs/calibration.md.
 
-A checkpoint (JSON, written atomically) after every TBU lets an interrupted run resume
+Every reading waits ``Options.settle_s`` after its current change (heaters settle). A
+checkpoint (JSON, written atomically) after every TBU lets an interrupted run resume
 without redoing finished TBUs. Set-and-read operations are counted by the bench.
 """
 
