@@ -14,7 +14,8 @@ ALLOWED = {
     "layouts": {"photonics", "layouts"},
     "controlplane": {"photonics", "calibration", "instruments", "controlplane"},
     "campaigns": {"photonics", "calibration", "instruments", "campaigns"},
-    "lab_scripts": {"photonics", "calibration", "instruments", "layouts", "controlplane", "campaigns", "lab_scripts"},
+    "lab_scripts": {"photonics", "calibration", "instruments", "layouts", "controlplane", "campaigns",
+                    "lab_scripts"},
 }
 
 
