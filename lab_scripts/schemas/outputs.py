@@ -156,6 +156,8 @@ class LayoutOutput(Strict):
     pad_map_json: Path = Field(description="the pad map as lumion.padmap JSON")
     plot: Path | None = Field(description="the PNG picture of the layout, or null")
     plot_tbu: Path | None = Field(description="the zoomed picture of one TBU beside it, or null")
+    fiber_io: Literal["ring", "grating-edge", "edge-coupler"] = Field(
+        description="where the couplers are: four sides, or one west column (gratings or a facet)")
     cell: str = Field(description="gdsfactory cell name")
     n_tbus: Count
     n_ports: Count
