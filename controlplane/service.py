@@ -386,7 +386,7 @@ class ControlPlane:
                 intent=intent,
                 accelerators=list(job.accelerators),
                 pattern=job.topology,
-                changed_heaters=len(program),
+                n_changed_heaters=len(program),
                 stages=stages,
             )
             return self.job(job_id)
@@ -463,14 +463,14 @@ class ControlPlane:
                 job=job_id,
                 intent=intent,
                 freed=list(job.accelerators),
-                changed_heaters=len(program),
+                n_changed_heaters=len(program),
                 stages=stages,
             )
             return {
                 "id": job_id,
                 "state": "deleted",
                 "freed": list(job.accelerators),
-                "changed_heaters": len(program),
+                "n_changed_heaters": len(program),
                 "intent": intent,
             }
 
@@ -590,7 +590,7 @@ class ControlPlane:
                 stages=stages,
                 measured_ms=out["measured_ms"],
                 timing_ms=out["timing_ms"],
-                changed_heaters=len(rec.program),
+                n_changed_heaters=len(rec.program),
                 rerouted_links=out["rerouted_links"],
             )
             return out

@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         payload: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, **(reports[-1] if reports else {})}
         if not reports:  # nothing failed: the placed (or loaded) plan's job and links
             payload.update({"job": plan.job.to_dict(), "links": [lk.to_dict(mesh) for lk in plan.links]})
-        payload.update({"fabric": fabric.name, "failovers": reports, "plots": plots,
+        payload.update({"fabric": fabric.name, "failovers": reports, "plot": plots,
                         "plan": str(out_path) if out_path is not None else None,
                         "worst_margin_db": plan.worst_margin_db})
         print_json(payload)

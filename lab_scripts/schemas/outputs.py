@@ -6,7 +6,7 @@ The JSON Schemas in ``lab_scripts/schemas/json/`` are generated from these model
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -222,8 +222,8 @@ class HeaterSetting(Strict):
 
     channel: Channel
     heater: str
-    # The fabric engineer's key; by the suffix convention it would be `current_ma` (issue 19).
-    mA: float  # noqa: N815
+    current_ma: float | None = Field(None, description="the current written (heater_unit mA)")
+    phase_rad: float | None = Field(None, description="the heater phase written (heater_unit rad: no map)")
 
 
 class TimingMs(Strict):
@@ -261,9 +261,17 @@ class Candidate(Strict):
     worst_new_loss_db: DbOrNull = None
     worst_new_margin_db: DbOrNull = None
     all_links_close: bool | None = None
-    changed_tbus: Count | None = Field(None, description="a count here, a list of names in the recovery")
-    moved_links: Count | None = Field(None, description="a count here, a list of links in the recovery")
+    n_changed_tbus: Count | None = Field(None, description="TBUs this option would change")
+    n_moved_links: Count | None = Field(None, description="held links this option would move")
     reason: str | None = None
+
+
+class MovedLink(Strict):
+    """A held link the fewest-moves fallback moved (the recovery was not hitless)."""
+
+    link: str = Field(description="<tx accelerator>-><rx accelerator>")
+    old_route: dict[str, Any] = Field(description="its route before (lumion route format)")
+    new_route: dict[str, Any] = Field(description="its route after")
 
 
 class Recovery(Strict):
@@ -276,7 +284,7 @@ class Recovery(Strict):
     hitless: bool
     job: JobLinks
     rerouted_links: list[str]
-    moved_links: list[str]
+    moved_links: list[MovedLink]
     changed_tbus: list[TbuName]
     changed_heaters: list[HeaterSetting]
     heater_unit: Literal["mA", "rad"]
@@ -294,7 +302,7 @@ class FailoverOutput(Recovery):
     version: Literal[1]
     fabric: str
     failovers: list[Recovery]
-    plots: list[Path]
+    plot: list[Path] = Field(description="the mesh after the last recovery and the recovery timeline")
     plan: Path | None = Field(description="the lumion.plan file written by --out, or null")
     worst_margin_db: Db
 
@@ -325,7 +333,7 @@ class ScheduleOutput(Strict):
     lower_bound: Count
     overhead: Count
     labelings_tried: Count
-    seconds: Seconds = Field(description="computing time (s); by the suffix convention: compute_s")
+    compute_s: Seconds = Field(description="computing time (s)")
     worst_loss_db: Db
     worst_acr_db: DbOrNull
     configurations: list[Matching]
@@ -351,8 +359,8 @@ class PhaseStep(Strict):
     worst_loss_db: Db
     worst_margin_db: Db
     worst_acr_db: DbOrNull
-    changed_tbus: Count = Field(description="a count here, a list of names in failover (issue 19)")
-    changed_heaters: Count = Field(description="a count here, a list in failover (issue 19)")
+    n_changed_tbus: Count = Field(description="TBUs whose state changes into this step")
+    n_changed_heaters: Count = Field(description="heater channels written into this step")
     switch_ms: SwitchMs
     configuration: ConfigurationFile = Field(description="this step's configuration (for lumion program)")
     configuration_file: Path | None = Field(description="where --out wrote it, or null")

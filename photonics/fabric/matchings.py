@@ -131,7 +131,7 @@ class Schedule:
         """JSON-ready form (``lumion schedule --json``)."""
         return {"ports": [mesh.port_names[p] for p in self.ports], "n_ports": len(self.ports),
                 "count": len(self.configs), "lower_bound": self.lower_bound, "overhead": self.overhead,
-                "labelings_tried": self.labelings_tried, "seconds": self.seconds,
+                "labelings_tried": self.labelings_tried, "compute_s": self.seconds,
                 "worst_loss_db": max(c.worst_loss_db for c in self.configs),
                 "worst_acr_db": min(c.worst_acr_db for c in self.configs),
                 "configurations": [c.to_dict(mesh) for c in self.configs]}

@@ -50,8 +50,8 @@ class PhaseConfig:
         """JSON-ready form."""
         return {"phase": self.phase, "step": self.step, "links": [f"{a}->{b}" for a, b in self.links],
                 "worst_loss_db": self.worst_loss_db, "worst_margin_db": self.worst_margin_db,
-                "worst_acr_db": self.worst_acr_db, "changed_tbus": self.changed_tbus,
-                "changed_heaters": self.changed_heaters, "switch_ms": self.switch_ms}
+                "worst_acr_db": self.worst_acr_db, "n_changed_tbus": self.changed_tbus,
+                "n_changed_heaters": self.changed_heaters, "switch_ms": self.switch_ms}
 
 
 def plan_phases(

@@ -81,7 +81,9 @@ def recovery_to_dict(recovery: Recovery, mesh: Mesh | None = None) -> dict[str, 
                          "new_route": plan.links[i].route.to_dict(mesh)}
                         for i, old in getattr(recovery, "moved", ())],
         "changed_tbus": [mesh.tbu_names[t] for t in recovery.changed_tbus],
-        "changed_heaters": [{"channel": ch, "heater": f"heater:{ch}", unit: v}
+        # one suffix convention for units (docs/schemas.md): current_ma with a map, phase_rad without
+        "changed_heaters": [{"channel": ch, "heater": f"heater:{ch}",
+                             ("current_ma" if unit == "mA" else "phase_rad"): v}
                             for ch, v in sorted(recovery.program.items())],
         "heater_unit": unit,
         "unaffected_routes_unchanged": recovery.held_unchanged,

@@ -123,8 +123,8 @@ class Candidate:
         bad = self.failing()
         return {"spare": self.option.label, "spares": dict(self.option.spares), "ok": bad is None,
                 "worst_new_loss_db": self.worst_loss_db, "worst_new_margin_db": self.worst_margin_db,
-                "all_links_close": bad is None, "changed_tbus": len(self.changed),
-                "moved_links": len(self.moved),
+                "all_links_close": bad is None, "n_changed_tbus": len(self.changed),
+                "n_moved_links": len(self.moved),
                 **({} if bad is None else {"reason": f"{bad.link[0]}->{bad.link[1]} refused: {bad.reason}"})}
 
 

@@ -253,7 +253,7 @@ def test_failover_picks_least_worst_loss(fabric, hmap, ring_plan):
     ok = [c for c in rec.candidates if c["ok"]]
     assert len(ok) == 2
     # every link closes, then the largest worst new margin (to 0.01 dB), then fewest TBUs changed
-    best = min(ok, key=lambda c: (-round(c["worst_new_margin_db"], 2), c["changed_tbus"]))
+    best = min(ok, key=lambda c: (-round(c["worst_new_margin_db"], 2), c["n_changed_tbus"]))
     assert rec.spare == best["spare"]
 
 

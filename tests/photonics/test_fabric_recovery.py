@@ -76,7 +76,7 @@ def test_joint_spare_choice(fabric, hmap, plan):
     rows = [r for r in rec.candidates if "worst_new_margin_db" in r]
     assert {r["spare"] for r in rows} == {"spare0,spare1", "spare1,spare0"}
     best = min((r for r in rows if r["all_links_close"]),
-               key=lambda r: (-round(r["worst_new_margin_db"], 2), r["changed_tbus"]))
+               key=lambda r: (-round(r["worst_new_margin_db"], 2), r["n_changed_tbus"]))
     assert rec.spares == best["spares"]
     assert recovery_to_dict(rec)["spares"] == rec.spares
     # a str and a one-element list mean the same
