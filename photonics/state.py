@@ -96,7 +96,7 @@ class MeshState:
         """Parse the JSON form (see module docstring), validating names and values."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise StateError(f"{source} is not a LUMION state (expected schema {SCHEMA!r})")
-        if data.get("version") != SCHEMA_VERSION:
+        if type(data.get("version")) is not int or data["version"] != SCHEMA_VERSION:  # `true` is not 1
             raise StateError(f"{source}: unsupported state version {data.get('version')!r}; "
                              f"this software reads version {SCHEMA_VERSION}")
         default = data.get("default", "bar")

@@ -239,7 +239,7 @@ def _lane_from_dict(data: Any, default: Transceiver, where: str) -> Transceiver:
 def _fabric_from_dict(data: Any, source: str) -> Fabric:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise FabricError(f"{source} is not a LUMION fabric (expected schema {SCHEMA!r})")
-    if data.get("version") != SCHEMA_VERSION:
+    if type(data.get("version")) is not int or data["version"] != SCHEMA_VERSION:  # `true` is not 1
         raise FabricError(f"{source}: unsupported fabric version {data.get('version')!r} "
                           f"(this software reads version {SCHEMA_VERSION})")
     spec = data.get("mesh", "smartlight")
