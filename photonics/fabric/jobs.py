@@ -157,10 +157,27 @@ def _phase_links(kind: str, groups: tuple[tuple[str, ...], ...]) -> tuple[tuple[
     return tuple(links)
 
 
+JOB_SCHEMA = "lumion.job"
+JOB_SCHEMA_VERSION = 1
+
+
+def _check_job_version(data: dict[str, Any], source: str) -> None:
+    """A job file may name its schema and version; if it does, they must be ours."""
+    if "schema" in data and data["schema"] != JOB_SCHEMA:
+        raise FabricError(f"{source}: schema must be {JOB_SCHEMA!r}, not {data['schema']!r}")
+    version = data.get("version", JOB_SCHEMA_VERSION)
+    if type(version) is not int or version != JOB_SCHEMA_VERSION:  # `true` is not 1
+        raise FabricError(f"{source}: unsupported job version {version!r}; this software reads "
+                          f"version {JOB_SCHEMA_VERSION}")
+
+
 def parse_job_toml(text: str, source: str = "job") -> PhasedJob:
     """Parse a phased job description (TOML); FabricError naming the file and the field.
 
-    Format::
+    Format (``schema``/``version`` optional; when given they must be these)::
+
+        schema = "lumion.job"
+        version = 1
 
         [job]
         name = "tp4-dp2"
@@ -181,6 +198,7 @@ def parse_job_toml(text: str, source: str = "job") -> PhasedJob:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FabricError(f"{source} is not valid TOML: {exc}") from None
+    _check_job_version(data, source)
     job = data.get("job", {})
     if not isinstance(job, dict):
         raise FabricError(f"{source}: [job] must be a table")
