@@ -243,6 +243,7 @@ def create_app(
     auth = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; BearerAuth enforces it
     _handlers(app)
     _routes(app, cp, auth)
+    _simulation_routes(app, cp, auth)
     _mount_dashboard(app, cp)
     inner: ASGIApp = BearerAuth(app, token)
     inner = RateLimit(inner, RateLimiter(rate_per_s, rate_burst))
@@ -347,3 +348,31 @@ def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
         """The event log after ``since`` (oldest first); ``last_id`` is the next ``since``."""
         rows = cp.events(since, limit)
         return {"events": rows, "last_id": rows[-1]["id"] if rows else since}
+
+
+def _simulation_routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
+    """Fault injection on a simulated bench only (``lumion serve --bench sim``): kill or
+    revive an accelerator's transmitter, so optical failure detection can be tried end to
+    end. Absent on a real bench, where a failure is a real one.
+    """
+    sim = getattr(getattr(cp, "bench", None), "sim", None)
+    if sim is None or not hasattr(sim, "kill_transmitter"):
+        return
+
+    def _act(action: str, name: str) -> dict[str, Any]:
+        try:
+            record = getattr(sim, f"{action}_transmitter")(name)
+        except ValueError as exc:
+            raise ServiceError(str(exc), "not-found") from None
+        cp.log_event(f"sim-{action}", accelerator=name, lanes=record["lanes"], ports=record["ports"])
+        return {"accelerator": name, "action": action, "lanes": record["lanes"], "ports": record["ports"]}
+
+    @app.post(f"{API}/sim/accelerators/{{name}}/kill", tags=["simulation"], dependencies=auth)
+    def kill(name: str) -> dict[str, Any]:
+        """Simulated bench only: the accelerator's transmitter goes dark (telemetry should notice)."""
+        return _act("kill", name)
+
+    @app.post(f"{API}/sim/accelerators/{{name}}/revive", tags=["simulation"], dependencies=auth)
+    def revive(name: str) -> dict[str, Any]:
+        """Simulated bench only: the accelerator's transmitter emits again."""
+        return _act("revive", name)

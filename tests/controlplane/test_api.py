@@ -31,6 +31,8 @@ ENDPOINTS = [
     ("get", "/events"),
     ("post", "/failures"),
     ("post", "/accelerators/gpu0/repair"),
+    ("post", "/sim/accelerators/gpu0/kill"),
+    ("post", "/sim/accelerators/gpu0/revive"),
 ]
 
 
@@ -257,3 +259,16 @@ def _route_tbus(svc, job_id: str) -> list[str]:
     first = job["links"][0]["link"]
     row = next(lk for lk in plan["links"] if lk["link"] == first)
     return [h["tbu"] for h in row["route"]["tbus"]]
+
+
+def test_simulated_bench_kills_and_revives_a_transmitter(svc):
+    h = {"Authorization": f"Bearer {svc.token}"}
+    r = httpx.post(f"{svc.api}/sim/accelerators/gpu5/kill", headers=h)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["action"] == "kill"
+    assert body["ports"] == ["port:25"]  # gpu5 transmits into port:25 in the default smartlight fabric
+    events = httpx.get(f"{svc.api}/events", headers=h).json()["events"]
+    assert any(e["kind"] == "sim-kill" and e["accelerator"] == "gpu5" for e in events)
+    assert httpx.post(f"{svc.api}/sim/accelerators/gpu5/revive", headers=h).json()["action"] == "revive"
+    _error(httpx.post(f"{svc.api}/sim/accelerators/gpu99/kill", headers=h), 404, "not-found")
