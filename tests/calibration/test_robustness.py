@@ -143,3 +143,30 @@ def test_crosstalk_readings_the_model_cannot_explain_refuse_the_map():
     assert cmap.quality["crosstalk_differences_fitted"] == sum(len(r.heaters) for r in good.values()) - len(
         good[first].heaters)
     cmap.currents_for(Configuration.parked(chip.mesh), 24.0)
+
+
+def test_the_fabric_places_a_ring_around_a_tbu_the_map_records_as_failed():
+    """``place_job(..., failed_tbus=cmap.failed_tbus())``: the ring avoids it, its heaters stay at 0 mA."""
+    from dataclasses import replace
+
+    import scipy.sparse as sp
+
+    from calibration.map import CalibrationMap, mesh_signature
+    from photonics.fabric import default_fabric, place_job, ring_job
+
+    fabric = default_fabric()
+    mesh = fabric.mesh
+    rng = np.random.default_rng(0)
+    eta = np.full(mesh.n_heaters, np.pi / 1.3)
+    rho2 = 0.6 * (1 + 0.05 * rng.standard_normal(mesh.n_heaters))
+    cmap = CalibrationMap(chip_id="chip", mesh=mesh_signature(mesh),
+                          delta=rng.uniform(0, 2 * np.pi, mesh.n_tbus), rho2=rho2, rho3=0.02 * rho2, eta=eta,
+                          crosstalk=sp.csr_matrix((mesh.n_heaters, mesh.n_heaters)),
+                          tbu_names=mesh.tbu_names)
+    job = ring_job(fabric.workers)
+    used = {t for r in place_job(fabric, job, heater_map=cmap).routes for t in r.tbus}
+    broken = sorted(used)[len(used) // 2]
+    cmap = replace(cmap, failed={broken: "dead"})
+    plan = place_job(fabric, job, heater_map=cmap, failed_tbus=cmap.failed_tbus())
+    assert all(broken not in r.tbus for r in plan.routes)
+    assert plan.heater[2 * broken] == plan.heater[2 * broken + 1] == 0.0
