@@ -170,3 +170,31 @@ def test_the_fabric_places_a_ring_around_a_tbu_the_map_records_as_failed():
     plan = place_job(fabric, job, heater_map=cmap, failed_tbus=cmap.failed_tbus())
     assert all(broken not in r.tbus for r in plan.routes)
     assert plan.heater[2 * broken] == plan.heater[2 * broken + 1] == 0.0
+
+
+class StopRunError(Exception):
+    pass
+
+
+def test_a_resumed_run_remembers_the_broken_tbu(tmp_path):
+    """The checkpoint keeps failed TBUs: a run interrupted in the crosstalk stage resumes without
+    measuring the broken TBU (or anything finished) again."""
+    from calibration.checkpoint import load_checkpoint_failed
+
+    tbu = _interior(MESH)[0]
+    ckpt = tmp_path / "ckpt.json"
+
+    def stop(stage, _t):
+        if stage == "crosstalk":
+            raise StopRunError
+
+    with pytest.raises(StopRunError):
+        calibrate(DirectBench(Chip(MESH, seed=3, failed={tbu: "dead"})), Options(), checkpoint=ckpt,
+                  progress=Progress(stream=None), on_tbu=stop)
+    assert load_checkpoint_failed(ckpt) == {tbu: "dead"}
+    seen = []
+    result = calibrate(DirectBench(Chip(MESH, seed=3, failed={tbu: "dead"})), Options(), checkpoint=ckpt,
+                       progress=Progress(stream=None), on_tbu=lambda stage, t: seen.append((stage, t)))
+    assert {s for s, _ in seen} == {"crosstalk"}
+    assert tbu not in {t for _, t in seen}
+    assert result.cmap.failed == {tbu: "dead"}
