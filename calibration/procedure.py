@@ -367,7 +367,7 @@ def refine(run: Run) -> None:
 
     A TBU's shortest path mostly crosses TBUs bootstrapped before it, which are then
     already refined (index order left 2-3x more for the rechecks). A refinement that fails
-    keeps the bootstrap fit, with a warning.
+    drops the bootstrap fit: the TBU becomes a suspect for :func:`diagnose`.
     """
     if run.options.refine_points <= 0:
         return
@@ -375,12 +375,14 @@ def refine(run: Run) -> None:
     todo = sorted((t for t in records if records[t].stage == "bootstrap"), key=lambda t: records[t].seq)
     for n, t in enumerate(todo, 1):
         probe = plan_probe(run.mesh, t, run.working() - {t}, run.peer, banned=set(run.failed))
-        if probe is None:  # cannot happen once bootstrapped; keep the bootstrap fit
+        if probe is None:  # no calibrated path left (a suspect blocks it): keep the bootstrap fit
             continue
         verdict, _ = run.measure_tbu(probe, "refine", run.options.refine_points, records[t])
         if verdict is not None:
-            run.warnings.append(f"{run.mesh.tbu_names[t]}: refinement failed ({verdict}); "
-                                "the bootstrap fit is kept")
+            # Through calibrated TBUs only, a failed fit condemns the bootstrap fit (made with
+            # unknown TBUs around: a dead TBU's -60 dB leak can still show a fringe there).
+            records.pop(t)
+            run.suspects[t] = verdict
         run.progress.update("refine", n, len(todo), run.ops(), run.t0)
 
 
