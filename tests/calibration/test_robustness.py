@@ -198,3 +198,20 @@ def test_a_resumed_run_remembers_the_broken_tbu(tmp_path):
     assert {s for s, _ in seen} == {"crosstalk"}
     assert tbu not in {t for _, t in seen}
     assert result.cmap.failed == {tbu: "dead"}
+
+
+def test_smartlight_dead_interior_tbu_is_found_not_crashed_on():
+    """The issue's chip: channel 70's TBU (tbu:1.1.1, interior) dead used to crash the run after
+    5,056 operations (``channel 70: 43.764 mA is outside 0..24.0 mA``) or poison a neighbour."""
+    from photonics.topology import smartlight
+
+    mesh = smartlight()
+    chip = Chip(mesh, seed=0, failed={35: "dead"})
+    result = _run(chip)
+    assert result.cmap.failed == {35: "dead"}
+    assert result.operations <= 10_000
+    err = truth_errors(result.cmap, chip.truth.heaters)
+    live = np.ones(mesh.n_heaters, bool)
+    live[[70, 71]] = False
+    assert err["per_heater_rms_rad"][live].max() <= TARGET_RAD
+    assert np.delete(np.abs(err["delta_error_rad"]), 35).max() <= 0.05
