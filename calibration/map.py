@@ -316,7 +316,7 @@ class CalibrationMap:
         """Parse and validate :meth:`to_dict` output; raises :class:`CalibrationError`."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise CalibrationError(f"{source} is not a LUMION calibration map (expected schema {SCHEMA!r})")
-        if data.get("version") != SCHEMA_VERSION:
+        if type(data.get("version")) is not int or data["version"] != SCHEMA_VERSION:  # `true` is not 1
             raise CalibrationError(
                 f"{source} has calibration map version {data.get('version')!r}; this software reads "
                 f"version {SCHEMA_VERSION} (upgrade lumion or recalibrate with `lumion calibrate`)"

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                            keep_sweeps=plot_dir is not None)
         cmap = result.cmap
         payload: dict[str, Any] = {
-            "chip_id": cmap.chip_id, "out": str(out), "tbus": mesh.n_tbus, "heaters": mesh.n_heaters,
+            "chip_id": cmap.chip_id, "out": str(out), "n_tbus": mesh.n_tbus, "n_heaters": mesh.n_heaters,
             "operations": result.operations, "duration_s": round(result.duration_s, 3),
             "resumed_operations": cmap.quality["resumed_operations"],
             "fit_rms_residual": cmap.quality["fit_rms_residual"],
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 on = measure_route(bench, cmap, r, compensate=True)
                 off = measure_route(bench, cmap, r, compensate=False)
                 rows.append({"src": mesh.port_names[r.src], "dst": mesh.port_names[r.dst],
-                             "tbus": len(r.hops),
+                             "n_tbus": len(r.hops),
                              "transmission_db": on.transmission_db, "acr_db": on.acr_db,
                              "acr_uncompensated_db": off.acr_db,
                              "transmission_uncompensated_db": off.transmission_db})
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             payload["verify_operations"] = bench.operations - ops0
         if plot_dir is not None:
             plot_dir.mkdir(exist_ok=True)
-            payload["plots"] = _plots(plot_dir, mesh, result, errors, args.plot_tbu)
+            payload["plot"] = _plots(plot_dir, mesh, result, errors, args.plot_tbu)
     finally:
         close = getattr(bench, "close", None)
         if close:
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(payload)
         return 0
-    print(f"calibrated {payload['heaters']} heaters of {payload['chip_id']} in {payload['operations']} "
+    print(f"calibrated {payload['n_heaters']} heaters of {payload['chip_id']} in {payload['operations']} "
           f"operations ({payload['duration_s']:.1f} s); map written to {out}")
     print(f"fit residual RMS {payload['fit_rms_residual']:.2f} sigma "
           f"({payload['fit_rms_residual_rel']:.2%} of fringe amplitude)")
@@ -156,10 +156,10 @@ def run(args: argparse.Namespace) -> int:
               f"{errors['phase_max_error_rad']:.4f} rad; delta RMS {errors['delta_rms_error_rad']:.4f} rad; "
               f"setpoint RMS {errors['setpoint_rms_error_rad']:.4f} rad")
     if "routes" in payload:
-        print(table([[r["src"], r["dst"], r["tbus"], r["transmission_db"], r["acr_db"],
+        print(table([[r["src"], r["dst"], r["n_tbus"], r["transmission_db"], r["acr_db"],
                       r["acr_uncompensated_db"]] for r in payload["routes"]],
                     ["src", "dst", "TBUs", "trans dB", "ACR dB", "ACR no-comp dB"]))
-    for p in payload.get("plots", []):
+    for p in payload.get("plot", []):
         print(f"plot: {p}")
     return 0
 

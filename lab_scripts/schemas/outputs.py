@@ -384,7 +384,7 @@ class VerifiedRoute(Strict):
 
     src: PortName
     dst: PortName
-    tbus: Count = Field(description="a count here, a list in route (issue 19)")
+    n_tbus: Count = Field(description="TBUs the route crosses")
     transmission_db: Db
     acr_db: DbOrNull
     acr_uncompensated_db: DbOrNull
@@ -398,8 +398,8 @@ class CalibrateOutput(Strict):
     version: Literal[1]
     chip_id: str
     out: Path
-    tbus: Count = Field(description="a count here, a list of names in mesh and route (issue 19)")
-    heaters: Count = Field(description="a count here, a list in mesh (issue 19)")
+    n_tbus: Count = Field(description="TBUs of the chip")
+    n_heaters: Count = Field(description="heaters calibrated")
     operations: Count
     duration_s: Seconds
     resumed_operations: Count
@@ -423,7 +423,7 @@ class CalibrateOutput(Strict):
     min_acr_db: DbOrNull = None
     min_acr_uncompensated_db: DbOrNull = None
     verify_operations: Count | None = None
-    plots: list[Path] | None = None
+    plot: list[Path] | None = Field(None, description="fringe-fit and overview pictures (--plot DIR)")
     failed_tbus: dict[str, Literal["dead", "bar", "cross"]] = Field(
         default_factory=dict, description="TBUs calibration found broken, by name: routing avoids them")
     warnings: list[str] = Field(default_factory=list, description="one line per failed TBU or doubtful fit")

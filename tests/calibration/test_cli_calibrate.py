@@ -15,10 +15,10 @@ def test_calibrate_sim_json_and_plots(tmp_path, capsys):
                  "--plot", str(tmp_path / "plots"), "--json"])
     assert code == 0
     data = json.loads(capsys.readouterr().out)
-    for key in ("heaters", "operations", "duration_s", "fit_rms_residual", "phase_rms_error_rad",
+    for key in ("n_heaters", "operations", "duration_s", "fit_rms_residual", "phase_rms_error_rad",
                 "phase_max_error_rad", "min_acr_db"):
         assert key in data
-    assert data["heaters"] == 12
+    assert data["n_heaters"] == 12
     neighbours = neighbour_heaters(heater_positions(hexagonal(1, 1).tbu_xy))
     xt = sum(crosstalk_readings(len(n), Options()) for n in neighbours)
     assert data["operations"] == 6 * 2 * (12 + 16) + xt

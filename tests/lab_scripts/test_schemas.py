@@ -133,7 +133,6 @@ SPECIFIC = {  # per file: a required part missing or of the wrong type
 # Loader gaps found by this test, owned by other packages: (file, variant) -> why it stays.
 # Remove an entry when its loader is fixed; any other gap fails the test.
 KNOWN_GAPS = {
-    ("calibration", "version true"): "calibration/map.py compares version with != (calibration engineer)",
 }
 
 
