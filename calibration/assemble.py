@@ -20,7 +20,7 @@ CROSSTALK_POOR_RESIDUAL = 4.0
 # More than this share of poorly explained victims (and more than one): the chip's crosstalk
 # is not what the model describes (a much longer range, or nonlinear heat): map refused.
 CROSSTALK_MAX_POOR_SHARE = 0.1
-# Thermal crosstalk moves a neighbour by a few % of a heater's own phase (DESIGN.md: 1-5 %);
+# Thermal crosstalk moves a neighbour by a few % of a heater's own phase (docs/physics.md: 1-5 %);
 # a fitted fraction beyond 20 % (at 5 sigma) is not crosstalk but a broken measurement.
 CROSSTALK_MAX_FRACTION = 0.2
 

@@ -52,7 +52,7 @@ from instruments.errors import InstrumentError
 from instruments.transceiver import TransceiverModule
 
 DEBOUNCE_POLLS = 3  # consecutive dark polls before a link is dark: a receiver re-locking after a
-#                     switch (5 ms, DESIGN.md) or one garbled I2C read spans at most two polls,
+#                     switch (5 ms, docs/fabric.md) or one garbled I2C read spans at most two polls,
 #                     and a false declaration evicts a live accelerator from its job
 DEFAULT_PERIOD_S = 0.05  # 50 ms between polls: the simulated bench reads 10 modules over its pty
 #                          bridges in 15-30 ms, so this leaves the CPU to the service; 3 polls then

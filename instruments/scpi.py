@@ -2,7 +2,7 @@
 
 Both speak the Keysight 8164B / 816x command set over pyvisa (``\\n`` terminations); see
 docs/protocol-scpi.md for every command, the source of each fact and the section
-"Framing and faults". What the drivers guarantee (DESIGN.md §6):
+"Framing and faults". What the drivers guarantee (docs/instruments.md):
 
 * **every exchange is framed** with an IEEE 488.2 tag: the message is
   ``*ESE <tag>;<units>;*ESR?;*ESE?``, the tag a counter 1..255, and a reply is ours only

@@ -138,7 +138,7 @@ class Transceiver:
         tx_power_dbm: worst-case (minimum) launch power per lane, dBm.
         rx_sensitivity_dbm: worst-case receiver sensitivity per lane, dBm.
         polarization, dop: the port's polarization declaration (module docstring).
-        relock_ms: CDR/DSP re-lock after its light is switched (DESIGN.md: 5 ms).
+        relock_ms: CDR/DSP re-lock after its light is switched (docs/fabric.md: 5 ms).
         name: profile name.
         wavelengths_nm: centre wavelength of each optical lane the module transmits, nm.
         rx_band_nm: wavelengths its receiver detects, nm (a broadband InGaAs APD/PIN by
@@ -178,7 +178,7 @@ TRANSCEIVER_PROFILES: dict[str, Transceiver] = {
     # datasheets): 15 dB of budget, too little for a path through the chip.
     "dwdm-10g-er": Transceiver(tx_power_dbm=-1.0, rx_sensitivity_dbm=-16.0, name="dwdm-10g-er"),
     # Outside the chip's band, kept so the tool says why they cannot be used:
-    # 100GBASE-SR4 (850 nm VCSELs on multimode fiber; the DESIGN.md +1 / -10 dBm lane) ...
+    # 100GBASE-SR4 (850 nm VCSELs on multimode fiber; the design's +1 / -10 dBm lane (docs/physics.md)) ...
     "sr-100g": Transceiver(tx_power_dbm=1.0, rx_sensitivity_dbm=-10.0, name="sr-100g",
                            wavelengths_nm=(850.0,), rx_band_nm=(840.0, 860.0)),
     # ... and 100G ER4-lite (O-band LAN-WDM lanes 1295.56/1300.05/1304.58/1309.14 nm, APD).

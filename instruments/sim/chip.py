@@ -67,7 +67,7 @@ class Realism:
         kappa_per_mw: rise of the thermo-optic efficiency per mW of heat (dn/dT of silicon
             grows with temperature); the heater phase is ``eta P (1 + kappa P)``.
         kappa_spread: relative per-heater spread of ``kappa_per_mw``.
-        settle_fast_s: time constant of the heater's own thermal response (DESIGN.md: 10 us).
+        settle_fast_s: time constant of the heater's own thermal response (docs/physics.md: 10 us).
         settle_slow_s: time constant of the slow substrate tail.
         slow_fraction: share of a phase step that follows the slow tail.
         neighbour_decay_tbu: decay length (TBU lengths) of the inter-TBU crosstalk law.

@@ -7,7 +7,7 @@ one on ``127.0.0.1:<port>`` from threads, reached with pyvisa-py as
 ``TCPIP::127.0.0.1::<port>::SOCKET``, so PyMeasure's ``KeysightN7776C`` or plain
 pyvisa work against it unchanged. The meter reads the chip's circuit solve for the
 laser's switch output (mapped to a mesh port), wavelength and power, plus noise: a
--70 dBm floor and 0.5 % of the reading (DESIGN.md).
+-70 dBm floor and 0.5 % of the reading (docs/instruments.md).
 
 Faults (:meth:`ScpiDevice.inject`, at the byte level on the TCP link; the names are the
 heater simulator's, so one facade drives both):

@@ -44,7 +44,7 @@ from photonics.routing import (
 )
 from photonics.topology import Mesh
 
-MAX_CURRENT_MA = 24.0  # Qontrol Q8iv-class full scale (DESIGN.md)
+MAX_CURRENT_MA = 24.0  # Qontrol Q8iv-class full scale (docs/instruments.md)
 WRITE_RESOLUTION = 1e-4  # mA (or rad): the 4 decimals the ASCII write carries
 
 

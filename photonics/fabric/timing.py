@@ -32,7 +32,7 @@ class TimingModel:
             setting plus the read-back of its last channel, answered by ``OK`` and the value
             (``+1.2500 mA``): what the heater driver really sends.
         thermal_tau_ms: time constant of a heater's first-order step response, the phase
-            approaching its final value as ``1 - exp(-t / tau)`` (DESIGN.md: 10 us; 2-150 us
+            approaching its final value as ``1 - exp(-t / tau)`` (docs/physics.md: 10 us; 2-150 us
             depending on heater and trenches, under-etched heaters at the slow end: Liu et
             al., "Thermo-optic phase shifters based on silicon-on-insulator platform",
             Front. Optoelectron. 15:9, 2022).

@@ -1,4 +1,4 @@
-"""Real clients against the simulated SCPI instruments (DESIGN.md §6: conformant simulators).
+"""Real clients against the simulated SCPI instruments (docs/instruments.md: conformant simulators).
 
 PyMeasure's own ``KeysightN7776C`` driver and plain pyvisa-py, unchanged, over
 ``TCPIP::127.0.0.1::<port>::SOCKET``.

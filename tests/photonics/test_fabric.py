@@ -293,7 +293,7 @@ def test_failover_without_map_uses_phases(fabric, ring_plan):
 
 def test_heater_settle_is_a_first_order_step_response():
     model = TimingModel()
-    tau, tol = 0.010, 0.01 * np.pi  # DESIGN.md 10 us; within 1 % of pi of the final phase
+    tau, tol = 0.010, 0.01 * np.pi  # docs/physics.md: 10 us; within 1 % of pi of the final phase
     for step in (np.pi, np.pi / 2, 0.1):
         t = model.settle_ms(step)
         assert t == pytest.approx(tau * np.log(step / tol))
