@@ -7,8 +7,8 @@ The bench moves the chip's clock on: a reading takes the meter's averaging time
 (``read_time_s``) and :meth:`DirectBench.wait` lets time pass (without sleeping), so a reading
 taken too soon after a current change sees the heaters still settling.
 
-Meter noise (:class:`MeterNoise`): on the ideal chip, the design's -70 dBm floor (docs/instruments.md) plus 0.5 % of
-the reading (the model the fits assume); on the realistic chip, a model the fits do *not*
+Meter noise (:class:`MeterNoise`): on the ideal chip, the design's -70 dBm floor plus 0.5 % of
+the reading (docs/instruments.md; the model the fits assume); on the realistic chip, a model the fits do *not*
 assume: a lower floor, a smaller white relative term, a slow laser-power wander shared by
 every reading, and occasional outliers (docs/calibration.md, "The simulated chip").
 """
