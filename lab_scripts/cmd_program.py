@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         report = bench.program(conf)
         out = {"chip_id": bench.chip_id, "mesh": mesh_label(mesh),
                "mesh_fingerprint": mesh_fingerprint(mesh), "map": args.map or "ideal", **report.to_dict(),
-               "tbus": {s: conf.states().count(s) for s in ("bar", "cross", "split")}}
+               "n_tbus_by_state": {s: conf.states().count(s) for s in ("bar", "cross", "split")}}
     if args.json:
         print_json(out)
     else:

@@ -214,7 +214,7 @@ class ProgramOutput(Strict):
     bytes_read: Count
     wire_time_s: Seconds = Field(description="modelled time on the wire (s)")
     elapsed_s: Seconds = Field(description="measured here (s)")
-    tbus: ProgramTbus
+    n_tbus_by_state: ProgramTbus
 
 
 class HeaterSetting(Strict):

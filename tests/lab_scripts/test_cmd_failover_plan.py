@@ -113,5 +113,5 @@ def test_program_applies_a_plan_file(capsys, tmp_path):
     assert code == 0
     conf = json.loads(plan_path.read_text())["configuration"]
     states = list(conf["tbus"].values())
-    assert d["tbus"] == {"bar": states.count("bar"), "cross": states.count("cross"), "split": 0}
+    assert d["n_tbus_by_state"] == {"bar": states.count("bar"), "cross": states.count("cross"), "split": 0}
     assert d["mesh_fingerprint"] == conf["mesh_fingerprint"]

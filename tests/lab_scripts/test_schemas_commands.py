@@ -173,7 +173,7 @@ def test_a_wrong_output_is_refused():
     good = {"schema": "lumion.program", "version": 1, "chip_id": "c", "mesh": "smartlight",
             "mesh_fingerprint": "1948373a8d1f84e8", "map": "ideal", "channels": 1, "commands": 1,
             "bytes_written": 14, "bytes_read": 14, "wire_time_s": 0.004, "elapsed_s": 0.001,
-            "tbus": {"bar": 1, "cross": 70, "split": 0}}
+            "n_tbus_by_state": {"bar": 1, "cross": 70, "split": 0}}
     schemas.validate(good)
     for bad in ({**good, "wire_time_ms": 4.0}, {**good, "channels": "1"},
                 {k: v for k, v in good.items() if k != "version"}, {**good, "mesh_fingerprint": "xyz"}):
