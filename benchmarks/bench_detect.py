@@ -56,7 +56,7 @@ def one_round(rack: Rack, handle: telemetry.Telemetry, victim: str) -> dict[str,
     recs = wait_for(lambda: [e for e in rack.cp.events(before, 500) if e["kind"] == "recovery"],
                     what="the recovery")
     rec = recs[0]
-    dark = next(e for e in rack.cp.events(before, 500) if e["kind"] == "accelerator_dark")
+    dark = next(e for e in rack.cp.events(before, 500) if e["kind"] == "accelerator-dark")
     stages = {s["stage"]: s for s in rec["stages"]}
     out = {
         "true_ms": (dark["declared_s"] - kill_epoch) * 1e3,

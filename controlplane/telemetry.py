@@ -6,16 +6,16 @@ watching the links of the jobs ``cp.status()`` reports. When the monitor declare
 accelerator dark (every link it transmits on lost its light, debounced), the policy says
 what happens:
 
-* ``"auto"``: log ``accelerator_dark`` and report the failure,
+* ``"auto"``: log ``accelerator-dark`` and report the failure,
   ``cp.report_failure(None, accelerator=..., source="telemetry", detected_s=onset)``: the
   recovery's ``detect`` stage is measured, from the start of the last read that still saw
   the light (the latest the failure can have begun, as wall-clock epoch seconds) to the
   report, instead of the timing model's constant;
-* ``"alert"``: only log ``accelerator_dark`` (a person or a scheduler decides).
+* ``"alert"``: only log ``accelerator-dark`` (a person or a scheduler decides).
 
-Other events: ``link_dark`` (one link lost its light while its transmitter's other links
-are lit: a route or fibre fault, not a dead accelerator), ``link_never_lit`` (a placed
-link still dark after the arming grace), ``telemetry_error`` (a poll or a report failed;
+Other events: ``link-dark`` (one link lost its light while its transmitter's other links
+are lit: a route or fibre fault, not a dead accelerator), ``link-never-lit`` (a placed
+link still dark after the arming grace), ``telemetry-error`` (a poll or a report failed;
 the loop goes on). See docs/controlplane.md, "Failure detection".
 """
 
@@ -142,7 +142,7 @@ class Telemetry:
                 self.step()
             except Exception as exc:  # the loop must outlive any one bad poll; say what happened
                 log.exception("telemetry poll failed")
-                self._log("telemetry_error", error=f"{type(exc).__name__}: {exc}")
+                self._log("telemetry-error", error=f"{type(exc).__name__}: {exc}")
                 next_t = time.monotonic() + ERROR_BACKOFF_S
             next_t = max(next_t + self.period_s, time.monotonic())
             self._stop.wait(max(0.0, next_t - time.monotonic()))
@@ -166,9 +166,9 @@ class Telemetry:
         declared = {d.accelerator for d in poll.declared}
         for name in poll.dark_links:
             if name.partition("->")[0] not in declared:
-                self._log("link_dark", link=name, rx_dbm=poll.links[name]["rx_dbm"])
+                self._log("link-dark", link=name, rx_dbm=poll.links[name]["rx_dbm"])
         for name in poll.never_lit:
-            self._log("link_never_lit", link=name)
+            self._log("link-never-lit", link=name)
         for d in poll.declared:
             self._act(d)
         return poll
@@ -194,7 +194,7 @@ class Telemetry:
         for key in ("declared_s", "last_light_s", "first_dark_s"):  # monotonic -> epoch, as the log's times
             fields[key] = None if fields[key] is None else _epoch(fields[key])
         fields.update(policy=self.policy, source="telemetry")
-        self._log("accelerator_dark", **fields)
+        self._log("accelerator-dark", **fields)
         record: dict[str, Any] = {**fields, "recovery": None, "error": None}
         if self.policy == "auto":
             try:
@@ -203,7 +203,7 @@ class Telemetry:
                                                             source="telemetry", **extra)
             except LumionError as exc:  # e.g. no spare left: the service logged its refusal
                 record["error"] = str(exc)
-                self._log("telemetry_error", accelerator=d.accelerator, error=str(exc))
+                self._log("telemetry-error", accelerator=d.accelerator, error=str(exc))
         with self._lock:
             self.detections.append(record)
 

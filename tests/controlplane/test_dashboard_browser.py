@@ -174,7 +174,7 @@ def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_pa
     assert roles[spare] == "spare"
     assert _count(browser, "#accelerators-layer path.acc-mark.failed") >= 1
     kinds = _js(browser, "return [...document.querySelectorAll('#events li')].map(l => l.dataset.kind)")
-    assert {"accelerator_dark", "recovery"} <= set(kinds)
+    assert {"accelerator-dark", "recovery"} <= set(kinds)
     wait_for(
         lambda: (
             "dark (LOS)"

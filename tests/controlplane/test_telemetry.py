@@ -35,7 +35,7 @@ def test_auto_policy_recovers_a_killed_accelerator_with_the_measured_detect_stag
         kill = rack.sim.kill_transmitter("gpu2")
         kill_epoch = time.time() - (time.monotonic() - kill["t_s"])
         (rec,) = wait_for(lambda: rack.events("recovery"), what="the recovery")
-        (dark,) = rack.events("accelerator_dark")
+        (dark,) = rack.events("accelerator-dark")
         assert dark["accelerator"] == "gpu2"
         assert dark["links"] == ["gpu2->gpu3"]
         assert dark["polls"] == DEBOUNCE_POLLS
@@ -57,7 +57,7 @@ def test_auto_policy_recovers_a_killed_accelerator_with_the_measured_detect_stag
             what="the recovered ring lit",
         )
         time.sleep(10 * PERIOD_S)
-        assert [e["accelerator"] for e in rack.events("accelerator_dark")] == ["gpu2"]
+        assert [e["accelerator"] for e in rack.events("accelerator-dark")] == ["gpu2"]
         assert len(rack.events("recovery")) == 1
     finally:
         handle.stop()
@@ -74,8 +74,8 @@ def test_jobs_deleted_and_placed_again_are_not_failures(rack):
             rack.place_ring()
             wait_for(lambda: _lit(handle), what="the new ring lit")
         time.sleep(10 * PERIOD_S)
-        assert rack.events("accelerator_dark") == []
-        assert rack.events("link_dark") == []
+        assert rack.events("accelerator-dark") == []
+        assert rack.events("link-dark") == []
         assert rack.events("recovery") == []
     finally:
         handle.stop()
@@ -86,7 +86,7 @@ def test_alert_policy_only_logs(rack):
     try:
         wait_for(lambda: _lit(handle), what="every ring link lit")
         rack.sim.kill_transmitter("gpu5")
-        (dark,) = wait_for(lambda: rack.events("accelerator_dark"), what="the alert")
+        (dark,) = wait_for(lambda: rack.events("accelerator-dark"), what="the alert")
         assert dark["accelerator"] == "gpu5"
         assert dark["policy"] == "alert"
         assert dark["detect_min_ms"] <= dark["detect_ms"]
@@ -129,7 +129,7 @@ def test_no_spare_left_is_logged_and_the_loop_goes_on(rack):
             wait_for(lambda: _lit(handle), what="the recovered ring lit")
         rack.sim.kill_transmitter("gpu4")  # no spare left
         err = wait_for(
-            lambda: [e for e in rack.events("telemetry_error") if e.get("accelerator") == "gpu4"],
+            lambda: [e for e in rack.events("telemetry-error") if e.get("accelerator") == "gpu4"],
             what="the refused recovery",
         )
         assert "spare" in err[0]["error"]
@@ -154,7 +154,7 @@ def test_a_failing_poll_is_logged_and_the_loop_goes_on(rack, monkeypatch):
     monkeypatch.setattr(telemetry, "ERROR_BACKOFF_S", 0.05)
     handle = telemetry.start(rack.cp, PERIOD_S, "auto")
     try:
-        (err,) = wait_for(lambda: rack.events("telemetry_error"), what="the logged error")
+        (err,) = wait_for(lambda: rack.events("telemetry-error"), what="the logged error")
         assert err["error"] == "RuntimeError: database briefly unavailable"
         wait_for(lambda: _lit(handle), what="polling again after the error")
     finally:
