@@ -278,6 +278,10 @@ def _handlers(app: FastAPI) -> None:
 
 
 def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
+    def _report(job_id: str | None, req: FailureRequest) -> dict[str, Any]:
+        return cp.report_failure(job_id, accelerator=req.accelerator, tbu=req.tbu, state=req.state,
+                                 detected_s=req.detected_s, accelerators=req.accelerators, policy=req.policy)
+
     @app.get(f"{API}/health", tags=["service"])
     def health() -> dict[str, Any]:
         """Liveness (no token needed): the chip id and whether its state is known."""
@@ -312,28 +316,12 @@ def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
     @app.post(f"{API}/jobs/{{job_id}}/failures", tags=["failures"], dependencies=auth)
     def report_failure(job_id: str, req: FailureRequest) -> dict[str, Any]:
         """Recover from a failed accelerator or TBU; the recovery (``lumion failover --json`` keys)."""
-        return cp.report_failure(
-            job_id,
-            accelerator=req.accelerator,
-            tbu=req.tbu,
-            state=req.state,
-            detected_s=req.detected_s,
-            accelerators=req.accelerators,
-            policy=req.policy,
-        )
+        return _report(job_id, req)
 
     @app.post(f"{API}/failures", tags=["failures"], dependencies=auth)
     def report_failure_anywhere(req: FailureRequest) -> dict[str, Any]:
         """Like the per-job report, for whichever job holds the accelerator (or every job a TBU cuts)."""
-        return cp.report_failure(
-            None,
-            accelerator=req.accelerator,
-            tbu=req.tbu,
-            state=req.state,
-            detected_s=req.detected_s,
-            accelerators=req.accelerators,
-            policy=req.policy,
-        )
+        return _report(None, req)
 
     @app.post(f"{API}/accelerators/{{name}}/repair", tags=["failures"], dependencies=auth)
     def repair(name: str) -> dict[str, Any]:
