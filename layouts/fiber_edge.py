@@ -33,23 +33,13 @@ LANE_PITCH_UM = 10.0  # waveguide-to-waveguide spacing of the bundles: no evanes
 
 @dataclass(frozen=True)
 class EdgePlan:
-    """Which port takes which lane, and the room the lanes need (µm)."""
+    """Which port takes which lane (the order of the coupler column, and the top and bottom lanes)."""
 
     order: tuple[int, ...]  # exit indices, in coupler order top to bottom
     top: tuple[int, ...]  # exits going over the top, outermost first
     bottom: tuple[int, ...]  # exits going under the bottom, innermost first
     east_upper: frozenset[int]
     east_lower: frozenset[int]
-
-    @property
-    def top_room(self) -> float:
-        """Height above the mesh's top wiring the top lanes need."""
-        return (len(self.top) + 1) * LANE_PITCH_UM
-
-    @property
-    def bottom_room(self) -> float:
-        """Depth below the mesh's bottom wiring the bottom lanes need."""
-        return (len(self.bottom) + 1) * LANE_PITCH_UM
 
 
 def plan_edge(placement: Placement, exit_xy: dict[int, tuple[float, float]]) -> EdgePlan:
@@ -135,6 +125,6 @@ def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: Layou
 
 
 def _attach(ref: Any, start: Any) -> None:
-    """Place the extruded path so its o1 sits on ``start`` (the path was drawn in chip coordinates)."""
+    """Check the extruded path (drawn in chip coordinates) starts exactly on ``start``."""
     if abs(ref.ports["o1"].x - start.x) > 1e-3 or abs(ref.ports["o1"].y - start.y) > 1e-3:
         raise LayoutError("an edge I/O path does not start at its mesh port; the plan is inconsistent")

@@ -48,7 +48,8 @@ def metal_sheets(layer_map: dict[str, str] | None = None) -> dict[str, float]:
     stack = getattr(gf.get_active_pdk(), "layer_stack", None)
     out = {}
     for role, default in DEFAULT_SHEETS.items():
-        wanted = str(getattr(layer(role, layer_map), "name", layer(role, layer_map)))
+        role_layer = layer(role, layer_map)
+        wanted = str(getattr(role_layer, "name", role_layer))
         found = [(lv.material, float(lv.thickness)) for lv in (stack.layers.values() if stack else ())
                  if str(getattr(lv, "layer", "")) == wanted and getattr(lv, "material", None)]
         out[role] = sheet_resistance_ohm_sq(*(found[0] if found else default))
