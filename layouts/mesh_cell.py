@@ -16,11 +16,13 @@ from typing import Any
 
 from layouts import draw
 from layouts.cells import link_bend_for, link_straight_length, tbu_for, vertical_half_gap
+from layouts.electrical import Electrical
 from layouts.errors import LayoutError, require_gdsfactory
 from layouts.fiber_edge import plan_edge, route_to_edge
 from layouts.geometry import Placement, place_mesh
 from layouts.params import LayoutParams
 from layouts.pdk import lazy_cell
+from layouts.routing import route_signal_wires
 from layouts.sizing import metal_sheets, size_wiring
 from layouts.wiring import Terminal
 from photonics.topology import PORT_LABELS, Mesh, mesh_from_spec
@@ -97,6 +99,10 @@ def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = N
         if p.fiber_io != "ring" else None
     lanes = (len(edge.top), len(edge.bottom)) if edge else None
     w = size_wiring(p, placement, terminals, grounds, core, gc_len, metal_sheets(layer_map), lanes)
+    if w.params.wire_width != p.wire_width:  # the via ports take the sized wire width
+        sized = tbu_for(w.params, layer_map)
+        for ref in refs:
+            ref.cell = sized
     p = w.params
     if edge is None:
         draw.mesh_ports(c, placement, starts, p, gc, {"N": w.y_gc_top, "S": w.y_gc_bot,
@@ -108,10 +114,11 @@ def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = N
         route_to_edge(c, placement, starts, p, (coupler, "gc" if grating else "ec"), edge, (
             w.y_gc_top, w.y_gc_bot, max(s.x for s in starts.values()) + 2 * p.bend_radius,
             core.left - 2 * p.bend_radius, x_metal - p.margin))
-    draw.signal_wires(c, w.bands.wires, p, layer_map)
     draw.ground(c, grounds, (w.rails, w.y_rail_top, w.y_rail_bot), w.pads, p, layer_map)
+    rows = draw.pads(c, mesh, w.bands.wires, w.pads, p, layer_map)
+    w.electrical = _drawn_lines(w.electrical, route_signal_wires(c, w.bands.wires, w.pads, p, layer_map), p)
     rows = [replace(r, wire_ohm=None if r.channel is None else round(w.electrical.line_ohm[r.channel], 3))
-            for r in draw.pads(c, mesh, w.bands.wires, w.pads, p, layer_map)]
+            for r in rows]
     facet = min(q.x for q in c.ports if q.name.startswith("port:")) if p.fiber_io == "edge-coupler" else None
     die = draw.die(c, p, layer_map, facet_x=facet)
     c.info["die_um"] = [round(die.width(), 3), round(die.height(), 3)]
@@ -129,6 +136,21 @@ def build_mesh(mesh: Mesh, p: LayoutParams, layer_map: dict[str, str] | None = N
         "ground_sheet_ohm_sq": round(w.electrical.ground_sheet_ohm, 5),
     }
     return c
+
+
+def _drawn_lines(planned: Electrical, squares: dict[int, float], p: LayoutParams) -> Electrical:
+    """The line resistances of the drawn routes (which replace the planner's polylines).
+
+    Raises:
+        LayoutError: a drawn wire is over ``max_line_resistance_ohm`` (gdsfactory's bundle
+            router took a longer path than the sizing planned).
+    """
+    lines = {ch: sq * planned.routing_sheet_ohm for ch, sq in squares.items()}
+    worst = max(lines, key=lines.get)
+    if lines[worst] > p.max_line_resistance_ohm:
+        raise LayoutError(f"the drawn wire of heater channel {worst} is {lines[worst]:.1f} Ohm, over "
+                          f"max_line_resistance_ohm {p.max_line_resistance_ohm}; raise it")
+    return replace(planned, line_ohm=lines)
 
 
 def _place_tbus(c: Any, mesh: Mesh, placement: Placement, tbu: Any) -> list[Any]:

@@ -7,7 +7,8 @@ from typing import Any
 
 from layouts.errors import LayoutError
 
-TEXT_FIELDS = frozenset({"cross_section", "fiber_io"})  # parameters that are names, not dimensions
+#: parameters that are names, not dimensions
+TEXT_FIELDS = frozenset({"cross_section", "wire_cross_section", "fiber_io"})
 FIBER_IO = ("ring", "grating-edge", "edge-coupler")  # four sides; one west column; a west facet
 OPTIONAL_FIELDS = frozenset({"trench_width"})  # dimensions where 0 means "not drawn"
 
@@ -46,6 +47,7 @@ class LayoutParams:
     trench_width: float = 0.0  # thermal isolation trenches beside each heater; 0 draws none, µm
     trench_gap: float = 5.0  # trench edge to the heater's via stacks, µm
     cross_section: str = "strip"  # waveguide cross-section of the active PDK (name)
+    wire_cross_section: str = "metal_routing"  # the PDK's metal cross-section of the heater wires (name)
     fiber_io: str = "ring"  # four-sided couplers; "grating-edge"/"edge-coupler": one 127 µm west column
     max_tbus: int = 2000  # refuse bigger meshes (build time grows linearly)
 

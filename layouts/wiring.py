@@ -130,6 +130,9 @@ class PadPlan:
     x_pad_left: float
     x_pad_right: float
     ground_pads: list[tuple[float, float]]
+    #: x where the wires of each side's pad column ("L", "R") leave the band tracks for
+    #: gdsfactory's bundle router (:mod:`layouts.routing`): ``gap`` outside the row wires' columns
+    side_front: dict[str, float] = field(default_factory=dict)
 
 
 def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad_size: float,
@@ -157,6 +160,7 @@ def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad
             f"bottom rows hold {4 * row_cap}); use a smaller pad_pitch or a smaller mesh")
     ground = []
     x_pads = {}
+    fronts = {}
     for s, ws in sides.items():
         sign = 1.0 if s == "L" else -1.0
         x0 = pf.x_left if s == "L" else pf.x_right
@@ -171,6 +175,7 @@ def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad
                   x0 + sign * (x_first + (n_b - 1 - j) * pad_pitch), y_pb, "bottom")
         ground += [(x0 + sign * (x_first - pad_pitch), y_pt), (x0 + sign * (x_first - pad_pitch), y_pb)]
         x_col0 = x0 - sign * ((k + 1) * pitch + gap)
+        fronts[s] = x_col0 + sign * pitch
         ys = [w.points[-1][1] for w in mid]
         n_m = len(mid)
         start = (sum(ys) / n_m + (n_m - 1) / 2 * pad_pitch) if n_m else 0.0
@@ -190,7 +195,7 @@ def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad
                 w.points += [(xc, ys[j]), (xc, targets[j])]
             w.points.append((x_pad, targets[j]))
             w.pad, w.pad_edge = (x_pad, targets[j]), "left" if s == "L" else "right"
-    return PadPlan(y_pt, y_pb, x_pads["L"], x_pads["R"], ground)
+    return PadPlan(y_pt, y_pb, x_pads["L"], x_pads["R"], ground, fronts)
 
 
 def _nest(w: Wire, x_col: float, y_chan: float, x_pad: float, y_pad: float, edge: str) -> None:
