@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from layouts.electrical_lvs import optical_netlist
 from layouts.errors import require_gdsfactory
 from layouts.pdk import layer
 from photonics.topology import PORT_LABELS, Mesh
@@ -31,14 +32,15 @@ class Chain:
 
 
 def netlist_chains(component: Any) -> list[Chain]:
-    """Every path that leaves a TBU port in ``component.get_netlist()`` (gdsfactory's own
-    extraction), followed through chains of two-port passive instances (links, bends,
-    straights, S-bends, couplers) to the next TBU port or exported mesh port.
+    """Every path that leaves a TBU port in gdsfactory's own netlist extraction (of the
+    optical ports: :func:`layouts.electrical_lvs.optical_netlist`), followed through
+    chains of two-port passive instances (links, bends, straights, S-bends, couplers) to
+    the next TBU port or exported mesh port.
 
     A path between two TBUs is listed once from each end. A port that leads nowhere
     gives ``end == ""``.
     """
-    netlist = component.get_netlist(on_dangling_port="ignore")
+    netlist = optical_netlist(component)
     peer: dict[str, str] = {}
     for net in netlist["nets"]:
         peer[net["p1"]] = net["p2"]

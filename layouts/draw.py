@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from layouts.errors import LayoutError, require_gdsfactory
@@ -117,24 +118,6 @@ def _route_to_coupler(c: Any, k: int, route: tuple[Any, float, float, str], gc: 
                 layer=layer("text"))
 
 
-def _path_polygon(points: list[tuple[float, float]], width: float) -> Any:
-    import klayout.db as kdb
-
-    pts = [points[0]]
-    for q in points[1:]:
-        if abs(q[0] - pts[-1][0]) > 1e-9 or abs(q[1] - pts[-1][1]) > 1e-9:
-            pts.append(q)
-    path = kdb.DPath([kdb.DPoint(x, y) for x, y in pts], width, width / 2, width / 2)
-    return path.polygon()
-
-
-def signal_wires(c: Any, wires: list[Wire], p: LayoutParams, layer_map: dict[str, str] | None = None) -> None:
-    """Each heater's wire on the metal routing layer, via to pad (planar by construction)."""
-    metal = layer("metal_routing", layer_map)
-    for w in wires:
-        c.add_polygon(_path_polygon(w.points, p.wire_width), layer=metal)
-
-
 def ground(c: Any, grounds: list[tuple[float, float, int]], levels: tuple[list[float], float, float],
            pads: PadPlan, p: LayoutParams, layer_map: dict[str, str] | None = None) -> None:
     """The common heater return on M2: a stub per heater, a rail per band, two spines.
@@ -142,22 +125,36 @@ def ground(c: Any, grounds: list[tuple[float, float, int]], levels: tuple[list[f
     ``levels = (rails, y_top, y_bottom)``: y of the rail in each inner band and of the
     outer rails above the first and below the last line (µm).
 
-    M2 never carries a signal (signal wires are M3 only), so the ground grid may cross
-    every signal wire; it stays clear of the M2 landings of the signal via stacks, which
-    sit at the heater ends, away from the band centres where the rails run.
+    Every piece between two junctions (a ground via, a stub's foot on its rail, a rail's
+    end on a spine, a ground pad) is one ported straight of the PDK's metal cross-section
+    on the ground layer (:func:`layouts.routing.metal_segment`), so gdsfactory's netlist
+    extraction sees the return net. M2 never carries a signal (signal wires are M3 only),
+    so the ground grid may cross every signal wire; it stays clear of the M2 landings of
+    the signal via stacks, which sit at the heater ends, away from the band centres
+    where the rails run.
     """
+    from layouts.routing import metal_segment, wire_cross_section
+
     gf = require_gdsfactory()
     rails, y_top, y_bottom = levels
-    metal = layer("metal_ground", layer_map)
+    stub_xs = wire_cross_section(p, layer_map, "metal_ground")
+    grid_xs = wire_cross_section(p, layer_map, "metal_ground", p.ground_width)
     last = len(rails)
     (xl, yt), (_, yb), (xr, _), _ = pads.ground_pads
+    levels_y = [y_top, *rails, y_bottom]
+    feet: dict[float, set[float]] = {y: {xl, xr} for y in levels_y}
     for x, y, band in grounds:
         rail = y_top if band == -1 else y_bottom if band == last else rails[band]
-        c.add_polygon(_path_polygon([(x, y), (x, rail)], p.wire_width), layer=metal)
-    for y in [y_top, *rails, y_bottom]:
-        c.add_polygon(_path_polygon([(xl, y), (xr, y)], p.ground_width), layer=metal)
+        metal_segment(c, stub_xs, (x, y), (x, rail))
+        feet[rail].add(x)
+    for y in levels_y:
+        xs_on_rail = sorted(feet[y])
+        for a, b in itertools.pairwise(xs_on_rail):
+            metal_segment(c, grid_xs, (a, y), (b, y))
+    spine_y = sorted({yt, yb, *levels_y}, reverse=True)
     for x in (xl, xr):
-        c.add_polygon(_path_polygon([(x, yt), (x, yb)], p.ground_width), layer=metal)
+        for a, b in itertools.pairwise(spine_y):
+            metal_segment(c, grid_xs, (x, a), (x, b))
     via = gf.get_component(VIA_GROUND_PAD, size=(p.pad_size, p.pad_size))
     for i, (x, y) in enumerate(pads.ground_pads):
         c.add_ref(via, name=f"gnd_via_{i}").dmove((x, y))

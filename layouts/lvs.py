@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from layouts.checks import netlist_chains
+from layouts.electrical_lvs import optical_netlist
 from layouts.errors import LayoutError
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.topology import PORT_LABELS, Mesh, mesh_from_spec
@@ -89,7 +90,7 @@ def extracted_mesh(component: Any, mesh: Mesh) -> tuple[Mesh, np.ndarray, np.nda
     order found), the drawn length of each of those links and of each TBU (µm).
     """
     index = _tbu_index(mesh)
-    netlist_tbus = component.get_netlist(on_dangling_port="ignore")["instances"]
+    netlist_tbus = optical_netlist(component)["instances"]
     tbu_len = np.array([float(netlist_tbus[name]["info"]["length"]) for name in sorted(index, key=index.get)])
     links: dict[frozenset[int], float] = {}
     ports: dict[str, int] = {}

@@ -43,10 +43,12 @@ _ANGLE = {(1, 0): 0, (0, 1): 90, (-1, 0): 180, (0, -1): 270}
 _straights: dict[tuple[Any, ...], Any] = {}
 
 
-def wire_cross_section(p: LayoutParams, layer_map: dict[str, str] | None = None) -> Any:
-    """The PDK's metal routing cross-section (``p.wire_cross_section``) for the heater wires.
+def wire_cross_section(p: LayoutParams, layer_map: dict[str, str] | None = None, role: str = "metal_routing",
+                       width: float | None = None) -> Any:
+    """The PDK's metal routing cross-section (``p.wire_cross_section``) for heater wiring.
 
-    Taken at the drawn wire width and on the metal routing role's layer (:mod:`layouts.pdk`).
+    Taken at ``width`` (default: the drawn wire width) and on the layer of ``role``
+    (:mod:`layouts.pdk`; ``metal_ground`` for the return grid).
     """
     gf = require_gdsfactory()
     try:
@@ -54,7 +56,20 @@ def wire_cross_section(p: LayoutParams, layer_map: dict[str, str] | None = None)
     except (KeyError, ValueError) as exc:
         raise LayoutError(f"the active PDK has no cross-section {p.wire_cross_section!r} for the heater "
                           "wires; pass wire_cross_section='<its metal routing cross-section>'") from exc
-    return xs.copy(width=p.wire_width, layer=layer("metal_routing", layer_map))
+    return xs.copy(width=width or p.wire_width, layer=layer(role, layer_map))
+
+
+def metal_segment(c: Any, xs: Any, start: tuple[float, float], end: tuple[float, float]) -> Any:
+    """One straight piece of metal from ``start`` to ``end`` (Manhattan, µm) as a ported instance.
+
+    Its ports (``xs``'s port names, e.g. ``e1`` at ``start`` and ``e2`` at ``end``) let
+    gdsfactory's netlist extraction follow the metal (:mod:`layouts.electrical_lvs`).
+    """
+    angle = _heading(start, end)
+    ref = c.add_ref(_straight_factory(xs)(abs(end[0] - start[0]) + abs(end[1] - start[1])))
+    ref.drotate(angle)
+    ref.dmove(start)
+    return ref
 
 
 def _straight_factory(xs: Any) -> Callable[..., Any]:
