@@ -25,6 +25,7 @@ from photonics.routing.plan import (
 from photonics.routing.single import (
     conflicts,
     route_loss_db,
+    search_path,
     shortest_path,
     shortest_paths,
     shortest_trees,
@@ -50,6 +51,7 @@ __all__ = [
     "route",
     "route_loss_db",
     "route_many",
+    "search_path",
     "shortest_path",
     "shortest_paths",
     "shortest_trees",

@@ -21,7 +21,8 @@ arcs of that state.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,6 +60,12 @@ class RoutingGraph:
     ``tbu`` is -1, ``state``/``entry``/``exit`` are -1 on link arcs. ``loss_db`` is the
     physical loss, ``cost`` the loss plus penalties (``inf`` for disabled arcs, which are
     left out of the CSR matrix).
+
+    ``routes`` caches the answers of :func:`photonics.routing.shortest_path` on these costs
+    (``{(src, dst): Route or None}``, a plain dict: read it directly for the cheapest
+    lookup); ``search_state`` caches what the search derives from ``cost``. Both
+    start empty in a copy made with :func:`dataclasses.replace`, so new costs never meet
+    old answers.
     """
 
     mesh: Mesh
@@ -73,6 +80,8 @@ class RoutingGraph:
     failed: dict[int, str]
     csr: sp.csr_matrix
     csr_arc: np.ndarray
+    routes: dict[tuple[int, int], Any] = field(default_factory=dict, init=False, repr=False)
+    search_state: Any = field(default=None, init=False, repr=False)
 
     @property
     def n_nodes(self) -> int:

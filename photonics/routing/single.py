@@ -1,7 +1,18 @@
 """Shortest single routes over the routing graph, and the rules a set of routes must obey.
 
-Dijkstra runs in C (``scipy.sparse.csgraph.dijkstra`` with one source index) over the
-CSR matrix built once per graph; only the predecessor walk is Python.
+Two engines, one optimal cost:
+
+* **On the graph's own costs** (:func:`shortest_path` without ``csr``, :func:`search_path`):
+  A* in :mod:`photonics.routing.search`, over plain lists built once per mesh, with a lower
+  bound from the mesh's hop counts. On nominal or mildly varying losses it touches little
+  more than the route itself, so a single route costs microseconds; answers are cached on
+  the graph (``graph.routes``).
+* **On new costs** (``csr``, what the negotiated router sends on every pass):
+  ``scipy.sparse.csgraph.dijkstra`` in C. Congestion costs make the hop bound weak, and a
+  search over most of the graph is faster in C than in Python; it also keeps the router's
+  choice among equal-cost routes as it was.
+
+Both are exact; among routes of equal cost they may pick different ones.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from photonics.configuration import Hop, Route
 from photonics.routing.graph import RoutingGraph, arc_index
+from photonics.routing.search import SearchTopology, search, step_costs, topology
 from photonics.topology import Mesh
 
 
@@ -22,12 +34,12 @@ def shortest_path(
 ) -> Route | None:
     """Cheapest route from mesh port ``src`` to mesh port ``dst``, or None if none exists.
 
-    ``csr`` overrides the graph's costs (same sparsity, e.g. from
-    :meth:`RoutingGraph.with_costs`) and is searched afresh. Without it the graph is
-    immutable, and so are its answers: the shortest-path tree of each source port is
-    computed once (one csgraph Dijkstra, or :func:`shortest_trees` for many at once) and
-    each route once per (source, destination), then returned from the graph's cache. The
-    route is not checked for revisiting a TBU in another state; :func:`conflicts` does that.
+    Without ``csr`` the graph is immutable, and so are its answers: each (source,
+    destination) is searched once (:func:`search_path`) and then answered from the graph's
+    route cache, ``graph.routes``, a plain dict. ``csr`` overrides the graph's costs (same
+    sparsity, e.g. from :meth:`RoutingGraph.with_costs`) and is searched afresh by csgraph's
+    Dijkstra, uncached. The route is not checked for revisiting a TBU in another state;
+    :func:`conflicts` does that.
 
     Example:
         >>> from photonics.routing.graph import build_graph
@@ -36,24 +48,32 @@ def shortest_path(
         >>> (r.src, r.dst, len(r.hops))
         (5, 28, 11)
     """
-    if csr is not None:
-        s, t = graph.source(src), graph.sink(dst)
-        dist, pred = dijkstra(csr, directed=True, indices=s, return_predecessors=True)
-        return _walk(pred, s, t, src, dst) if np.isfinite(dist[t]) else None
-    routes = graph.__dict__.setdefault("_routes", {})
-    key = (src, dst)
-    try:
-        return routes[key]
-    except KeyError:
-        pass
+    if csr is None:
+        try:
+            return graph.routes[src, dst]
+        except KeyError:
+            route = search_path(graph, src, dst)
+            graph.routes[src, dst] = route
+            return route
     s, t = graph.source(src), graph.sink(dst)
-    trees = graph.__dict__.setdefault("_trees", {})
-    if s not in trees:
-        trees[s] = dijkstra(graph.csr, directed=True, indices=s, return_predecessors=True)
-    dist, pred = trees[s]
-    route = _walk(pred, s, t, src, dst) if np.isfinite(dist[t]) else None
-    routes[key] = route
-    return route
+    dist, pred = dijkstra(csr, directed=True, indices=s, return_predecessors=True)
+    return _walk(pred, s, t, src, dst) if np.isfinite(dist[t]) else None
+
+
+def search_path(graph: RoutingGraph, src: int, dst: int) -> Route | None:
+    """Cheapest route on the graph's own costs, searched afresh (the route cache is neither
+    read nor written): what :func:`shortest_path` computes on a cache miss.
+
+    Example:
+        >>> from photonics.routing.graph import build_graph
+        >>> from photonics.topology import smartlight
+        >>> g = build_graph(smartlight(), failed={"tbu:1.2.1": "dead"})
+        >>> r = search_path(g, 5, 28)
+        >>> len(r.hops), g.mesh.tbu_index("tbu:1.2.1") in r.tbus, g.routes
+        (11, False, {})
+    """
+    top, cost, step = _search_costs(graph)
+    return search(top, cost, step, src, dst)
 
 
 def shortest_paths(
@@ -61,12 +81,11 @@ def shortest_paths(
 ) -> list[Route | None]:
     """Cheapest route of each (source, destination) port pair, each found independently.
 
-    With ``csr`` (new costs), one csgraph Dijkstra call searches from every distinct
-    source of the batch (its loop over sources runs in C) and nothing is cached; without
-    it, as :func:`shortest_path` pair by pair, the missing source trees first in one call.
+    Without ``csr``, as :func:`shortest_path` pair by pair (cached). With ``csr`` (new
+    costs), one csgraph Dijkstra call searches from every distinct source of the batch
+    (its loop over sources runs in C) and nothing is cached.
     """
     if csr is None:
-        shortest_trees(graph, [src for src, _ in pairs])
         return [shortest_path(graph, src, dst) for src, dst in pairs]
     sources = sorted({graph.source(src) for src, _ in pairs})
     row = {s: i for i, s in enumerate(sources)}
@@ -80,17 +99,26 @@ def shortest_paths(
 
 
 def shortest_trees(graph: RoutingGraph, ports: Sequence[int]) -> None:
-    """Compute and cache the shortest-path trees of many source ports in one csgraph call
-    (Dijkstra's loop over the sources runs in C); later :func:`shortest_path` calls from
-    those ports only walk their tree.
+    """Fill the graph's route cache with the routes from ``ports`` to every other mesh port,
+    so later :func:`shortest_path` calls from those ports are dictionary hits.
     """
-    trees = graph.__dict__.setdefault("_trees", {})
-    todo = sorted({graph.source(p) for p in ports} - set(trees))
-    if not todo:
-        return
-    dist, pred = dijkstra(graph.csr, directed=True, indices=todo, return_predecessors=True)
-    for i, s in enumerate(todo):
-        trees[s] = (dist[i], pred[i])
+    for src in sorted({int(p) for p in ports}):
+        for dst in range(graph.mesh.n_ports):
+            if dst != src:
+                shortest_path(graph, src, dst)
+
+
+def _search_costs(graph: RoutingGraph) -> tuple[SearchTopology, list[float], float]:
+    """The mesh's search topology and the step costs of the graph's own costs (derived once
+    per graph, then kept on it).
+    """
+    state = graph.search_state
+    if state is None:
+        top = topology(graph.mesh)
+        cost, step = step_costs(np.append(graph.cost, 0.0), top.tbu_arc, top.link_arc, top.n_inner)
+        state = (top, cost, step)
+        object.__setattr__(graph, "search_state", state)
+    return state
 
 
 def _walk(pred: np.ndarray, s: int, t: int, src: int, dst: int) -> Route:
