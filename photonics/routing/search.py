@@ -60,6 +60,10 @@ class SearchTopology:
         start: per mesh port, its virtual start node.
         goal: per mesh port, its TBU port (reached as an exit).
         n_inner: number of non-start steps (they come first; start steps last).
+        next_pad: (n_nodes, 2) the next node of each node's first and second step (or
+            ``n_nodes``, a padding node, when it has fewer).
+        down_options: per node, the four flat ``(step, next, ...)`` tuples of its steps that
+            may go one hop nearer: none, the second, the first, both.
         reverse: (n_nodes, n_nodes) CSR of the reversed steps, for the hop counts.
     """
 
@@ -72,12 +76,15 @@ class SearchTopology:
     goal: list[int]
     n_inner: int
     reverse: object
-    _bounds: dict[int, tuple[list[float], list[tuple[tuple[int, int], ...]]]] = field(
+    next_pad: np.ndarray
+    down_options: list[tuple[tuple[int, ...], ...]]
+    _bounds: dict[int, tuple[list[float], list[tuple[int, ...]]]] = field(
         default_factory=dict, repr=False)
 
-    def bounds(self, port: int) -> tuple[list[float], list[tuple[tuple[int, int], ...]]]:
-        """Hop counts to mesh port ``port`` and, per node, the steps that go one hop nearer
-        (both from the topology alone; cached per port).
+    def bounds(self, port: int) -> tuple[list[float], list[tuple[int, ...]]]:
+        """Hop counts to mesh port ``port`` and, per node, the steps that go one hop nearer as
+        a flat ``(step, next, step, next)`` tuple (both from the topology alone; cached per
+        port).
 
         ``hops[v]``: fewest steps from node ``v`` to ``port``'s TBU port. Nodes that cannot
         reach it at all get ``n_nodes + 1``: any finite bound is admissible for them (their
@@ -91,11 +98,12 @@ class SearchTopology:
 
         d = dijkstra(self.reverse, directed=True, indices=self.goal[port], unweighted=True)
         d[np.isinf(d)] = len(self.succ) + 1
-        hops = d.tolist()
-        down = [tuple(kv for kv in steps if hops[kv[1]] == h - 1.0)
-                for steps, h in zip(self.succ, hops, strict=True)]
-        self._bounds[port] = (hops, down)
-        return hops, down
+        d_ext = np.append(d, np.nan)  # the padding node ("no step") is never one hop nearer
+        nearer = d_ext[self.next_pad] == d[:, None] - 1.0
+        codes = (2 * nearer[:, 0] + nearer[:, 1]).tolist()
+        down = [opts[c] for opts, c in zip(self.down_options, codes, strict=True)]
+        self._bounds[port] = (d.tolist(), down)
+        return self._bounds[port]
 
 
 def topology(mesh: Mesh) -> SearchTopology:
@@ -140,11 +148,18 @@ def _build_topology(mesh: Mesh) -> SearchTopology:
         succ[u].append((k, v))
     reverse = sp.csr_matrix((np.ones(len(tail)), (heads, tail)), shape=(n_nodes, n_nodes))
     link_arr = np.asarray(link_arc, dtype=np.int64)
+    next_pad = np.full((n_nodes, 2), n_nodes, dtype=np.int64)
+    options = []
+    for u, steps in enumerate(succ):
+        flat = [(k, v) for k, v in steps] + [()] * (2 - len(steps))
+        next_pad[u, : len(steps)] = [v for _, v in steps]
+        first, second = (tuple(x) for x in flat)
+        options.append(((), second, first, first + second))
     return SearchTopology(
         succ=[tuple(s) for s in succ], tail=tail, hop=[hop_of_arc[a] for a in tbu_arc],
         tbu_arc=np.asarray(tbu_arc, dtype=np.int64), link_arc=link_arr,
         start=(4 * n + np.arange(mesh.n_ports)).tolist(), goal=mesh.port_tbu_ports.tolist(),
-        n_inner=2 * len(linked), reverse=reverse,
+        n_inner=2 * len(linked), reverse=reverse, next_pad=next_pad, down_options=options,
     )
 
 
@@ -171,43 +186,50 @@ def search(top: SearchTopology, cost: list[float], step: float, src: int, dst: i
     """
     s, goal = top.start[src], top.goal[dst]
     hops, down = top.bounds(dst)
-    bound = math.inf
-    for k, v in top.succ[s]:
-        f = cost[k] + hops[v] * step
-        bound = min(bound, f)
+    bound = min([cost[k] + hops[v] * step for k, v in top.succ[s]], default=math.inf)
     if bound == math.inf:
         return None
-    path = _descent(down, cost, step, hops, s, goal, bound + abs(bound) * CERTIFICATE_RTOL)
-    if path is None:
+    hop = top.hop
+    found = _descent(down, cost, step, hops, hop, s, goal, bound)
+    if found is None:
         path = _astar(top.succ, cost, step, hops, s, goal, top.tail)
         if path is None:
             return None
-    hop = top.hop
-    return Route(src, dst, tuple([hop[k] for k in path]))
+        found = [hop[k] for k in path]
+    return Route(src, dst, tuple(found))
 
 
-def _descent(down: list, cost: list[float], step: float, hops: list[float], s: int, goal: int,
-             limit: float) -> list[int] | None:
-    """Steps of the walk from ``s`` one hop nearer ``goal`` each time along the cheaper step,
-    or None as soon as its cost plus the remaining bound exceeds ``limit``.
+def _descent(down: list, cost: list[float], step: float, hops: list[float], hop: list[Hop], s: int,
+             goal: int, bound: float) -> list[Hop] | None:
+    """Hops of the walk from ``s`` one hop nearer ``goal`` each time along the cheaper step, or
+    None as soon as its cost provably exceeds ``bound`` (beyond float rounding).
+
+    After a step to ``v`` the walk's cost plus ``hops(v) * step`` is at most ``bound`` if
+    and only if its excess stays within the slack; every later step adds ``cost - step``.
     """
-    path: list[int] = []
-    u, g = s, 0.0
+    slack = abs(bound) * CERTIFICATE_RTOL
+    path: list[Hop] = []
+    u, first = s, True
+    excess = 0.0
     while u != goal:
         d = down[u]
-        if not d:
-            return None
-        k, v = d[0]
-        c = cost[k]
-        if len(d) > 1:
-            k2, v2 = d[1]
-            c2 = cost[k2]
+        if len(d) == 2:
+            k, v = d
+            c = cost[k]
+        elif d:
+            k, v, k2, v2 = d
+            c, c2 = cost[k], cost[k2]
             if c2 < c:
                 k, v, c = k2, v2, c2
-        g += c
-        if g + hops[v] * step > limit:
+        else:
             return None
-        path.append(k)
+        if first:
+            excess, first = c + hops[v] * step - bound, False
+        else:
+            excess += c - step
+        if excess > slack:
+            return None
+        path.append(hop[k])
         u = v
     return path
 
