@@ -62,8 +62,8 @@ class RoutingGraph:
     left out of the CSR matrix).
 
     ``routes`` caches the answers of :func:`photonics.routing.shortest_path` on these costs
-    (``{(src, dst): Route or None}``, a plain dict: read it directly for the cheapest
-    lookup); ``search_state`` caches what the search derives from ``cost``. Both
+    (``{src: {dst: Route or None}}``, plain dicts keyed by port index: read them directly
+    for the cheapest lookup); ``search_state`` caches what the search derives from ``cost``. Both
     start empty in a copy made with :func:`dataclasses.replace`, so new costs never meet
     old answers.
     """
@@ -80,7 +80,7 @@ class RoutingGraph:
     failed: dict[int, str]
     csr: sp.csr_matrix
     csr_arc: np.ndarray
-    routes: dict[tuple[int, int], Any] = field(default_factory=dict, init=False, repr=False)
+    routes: dict[int, dict[int, Any]] = field(default_factory=dict, init=False, repr=False)
     search_state: Any = field(default=None, init=False, repr=False)
 
     @property

@@ -36,7 +36,7 @@ def shortest_path(
 
     Without ``csr`` the graph is immutable, and so are its answers: each (source,
     destination) is searched once (:func:`search_path`) and then answered from the graph's
-    route cache, ``graph.routes``, a plain dict. ``csr`` overrides the graph's costs (same
+    route cache, ``graph.routes[src][dst]`` (plain dicts). ``csr`` overrides the graph's costs (same
     sparsity, e.g. from :meth:`RoutingGraph.with_costs`) and is searched afresh by csgraph's
     Dijkstra, uncached. The route is not checked for revisiting a TBU in another state;
     :func:`conflicts` does that.
@@ -50,10 +50,10 @@ def shortest_path(
     """
     if csr is None:
         try:
-            return graph.routes[src, dst]
+            return graph.routes[src][dst]
         except KeyError:
             route = search_path(graph, src, dst)
-            graph.routes[src, dst] = route
+            graph.routes.setdefault(src, {})[dst] = route
             return route
     s, t = graph.source(src), graph.sink(dst)
     dist, pred = dijkstra(csr, directed=True, indices=s, return_predecessors=True)

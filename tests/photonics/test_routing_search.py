@@ -103,10 +103,10 @@ def test_zero_costs_and_a_zero_bound_still_give_optimal_routes():
     _assert_valid(SMARTLIGHT, r)
 
 
-def test_route_cache_is_a_plain_dict_and_a_replaced_graph_starts_empty():
+def test_route_cache_is_plain_dicts_and_a_replaced_graph_starts_empty():
     graph = build_graph(SMARTLIGHT)
     r = shortest_path(graph, 5, 28)
-    assert graph.routes[5, 28] is r
+    assert graph.routes[5][28] is r
     assert shortest_path(graph, 5, 28) is r
     dearer = graph.cost.copy()
     dearer[[h.tbu * 8 + 2 * h.entry + h.exit % 2 for h in r.hops]] += 5.0  # its TBU arcs
