@@ -19,6 +19,15 @@ Two chip models (``model=``):
 Heater phases are set at the reference wavelength; the circuit solve scales them by
 ``lambda0 / lambda`` (``photonics.physics``), so the chip's phases depend on wavelength.
 
+Solving (:meth:`Chip.output_field`): per wavelength the chip remembers the last state it
+solved. A step wider than :data:`INCREMENTAL_MAX_TBUS` TBUs (a heater step moving its
+neighbours through crosstalk, a temperature step, settling, a new dead TBU) is one full
+solve of the port read, as before. When the same state is read again at another port, or
+the next step changes a single TBU (a heater sweep on a chip without crosstalk onto its
+neighbours), the chip keeps a :class:`~photonics.circuit_solver.CircuitSolver` for that
+wavelength: further ports of the state cost no solve and single-TBU steps are incremental
+updates. Every path gives the full solve's result (the same bytes, or within 1e-12).
+
 Time: the chip has a clock (``now_s``): the wall clock since the chip was made plus whatever
 :meth:`Chip.advance` added. The simulators on their server threads simply live in wall time;
 an in-process bench (``instruments.sim.direct.DirectBench``) advances it (each reading takes
@@ -32,14 +41,17 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from calibration.model import HeaterModel, crosstalk_matrix, heater_positions, heater_voltage_v
 from photonics.circuit import solve
+from photonics.circuit_solver import CircuitSolver
 from photonics.errors import StateError
 from photonics.physics import PhysicsDefaults, TBUParams, fabricated_params, split_phases
 from photonics.state import MeshState
@@ -57,6 +69,23 @@ TEMPERATURE_RESOLUTION_K = 1e-3
 # Seed offset of the realistic chip's extra draws: they come from their own generator, so
 # a seed's ideal truth (and every earlier test) is unchanged.
 REALISM_SEED_OFFSET = 7_919
+# A step that changes more TBUs than this is solved from scratch. At one wavelength the
+# incremental solver's re-merge of two or more TBUs' paths costs more than a full solve
+# (0.8-0.9x on smartlight), while repeated steps of one TBU (a sweep) join it to the rest
+# of the mesh in half a full solve's time (benchmarks/bench_circuit_incremental.py). A
+# heater step on a chip with crosstalk moves 4-5 TBUs (ideal) or 17-23 (realistic).
+INCREMENTAL_MAX_TBUS = 1
+# Wavelengths whose last solve the chip remembers (least recently read dropped first): a
+# bench reads at one laser wavelength at a time; a few more cover a wavelength sweep's
+# neighbours without keeping every wavelength a long campaign ever visited.
+MAX_SOLVERS = 8
+
+
+class Solved(NamedTuple):
+    """A state solved in full for one port, without a solver (a wide step costs least so)."""
+
+    state: MeshState
+    params: TBUParams
 
 
 @dataclass(frozen=True)
@@ -191,6 +220,38 @@ def draw_truth(
                      realism=real, drift_rad_per_k=drift)
 
 
+def changed_tbus(a: MeshState, b: MeshState) -> int:
+    """Number of TBUs whose heater phases differ (exactly) between two single states."""
+    return int(np.count_nonzero((a.phi_top != b.phi_top) | (a.phi_bot != b.phi_bot)))
+
+
+def with_dead(params: TBUParams, dead: list[int]) -> TBUParams:
+    """``params`` with the ``dead`` TBUs made opaque (``DEAD_LOSS_DB``); ``params`` itself if none."""
+    if not dead:
+        return params
+    loss = params.loss_db.copy()
+    loss[dead] = DEAD_LOSS_DB
+    return replace(params, loss_db=loss)
+
+
+def solve_kind(held: CircuitSolver | Solved | None, state: MeshState, params: TBUParams) -> str:
+    """How to solve ``state`` given what was solved last at the wavelength (``held``).
+
+    "reused": the solver holds this state; "incremental": it holds a state one TBU away;
+    "built": the last full solve was of this state or one TBU away, so the state is being
+    read again or swept and a solver pays; "full": anything wider, a changed chip, or
+    nothing held.
+    """
+    if held is None or held.params is not params:
+        return "full"
+    n = changed_tbus(held.state, state)
+    if n > INCREMENTAL_MAX_TBUS:
+        return "full"
+    if isinstance(held, Solved):
+        return "built"
+    return "reused" if n == 0 else "incremental"
+
+
 def settle_fraction(elapsed_s: float, realism: Realism | None) -> float:
     """Share of the last phase step still to come ``elapsed_s`` after it (0: settled)."""
     if realism is None or elapsed_s >= SETTLED_TIME_CONSTANTS * realism.settle_slow_s:
@@ -204,6 +265,11 @@ class Chip:
     """A simulated mesh chip whose optics follow its heater currents.
 
     Thread-safe: the simulated instruments (possibly on server threads) share one chip.
+
+    Keyword args beyond the truth's: ``clock``, the wall clock the chip lives in (s; a
+    constant leaves only what :meth:`advance` adds, so an in-process run repeats exactly);
+    ``incremental=False`` solves every reading from scratch (the chip of earlier releases,
+    for benchmarks and identity checks against it).
 
     Example:
         >>> from photonics.topology import hexagonal
@@ -223,6 +289,8 @@ class Chip:
         failed: dict[int, str] | None = None,
         model: str = "realistic",
         realism: Realism | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        incremental: bool = True,
     ) -> None:
         self.mesh = mesh
         self.seed = seed
@@ -236,7 +304,17 @@ class Chip:
         self.failed: dict[int, str] = {}
         self._lock = threading.RLock()
         self._cache: dict[tuple, np.ndarray] = {}
-        self._t0 = time.monotonic()
+        # Per wavelength (nm, exact): the last state solved there, with its solver if it has one.
+        self._solvers: OrderedDict[float, CircuitSolver | Solved] = OrderedDict()
+        self._params: TBUParams | None = None  # optical_params(), rebuilt when faults change
+        # How each solve went: "full" (one port, no solver), "built" (a solver, from scratch),
+        # "incremental" (a solver updated), "reused" (a solver's state read at another port).
+        self.solves: Counter[str] = Counter()
+        self.incremental = incremental
+        # The wall clock the chip lives in (s). A constant leaves only what advance() adds,
+        # so a run on the in-process bench repeats exactly (benchmarks, identity checks).
+        self._clock = clock
+        self._t0 = clock()
         self._advanced_s = 0.0
         self._set_at_s = -math.inf
         n = mesh.n_heaters
@@ -256,7 +334,7 @@ class Chip:
 
     def now_s(self) -> float:
         """The chip's clock (s): wall time since the chip was made plus every :meth:`advance`."""
-        return time.monotonic() - self._t0 + self._advanced_s
+        return self._clock() - self._t0 + self._advanced_s
 
     def _wander(self, t_s: float) -> float:
         """Default chip temperature offset (K): the controller's small residual wander."""
@@ -308,12 +386,14 @@ class Chip:
         with self._lock:
             self.failed[self.mesh.tbu_index(tbu)] = how
             self._cache.clear()
+            self._params = None
 
     def repair_all(self) -> None:
         """Undo every injected TBU failure."""
         with self._lock:
             self.failed.clear()
             self._cache.clear()
+            self._params = None
 
     # -- optics -----------------------------------------------------------------------
     def _arm_phases(self, now: float) -> np.ndarray:
@@ -344,14 +424,41 @@ class Chip:
             return MeshState(top, bot)
 
     def optical_params(self) -> TBUParams:
-        """TBU parameters with dead TBUs made opaque."""
-        params = self._truth.params
-        dead = [t for t, how in self.failed.items() if how == "dead"]
-        if not dead:
-            return params
-        loss = params.loss_db.copy()
-        loss[dead] = DEAD_LOSS_DB
-        return replace(params, loss_db=loss)
+        """TBU parameters with dead TBUs made opaque.
+
+        The same object until the faults change: the incremental solvers take a new object
+        for a changed chip and re-solve it whole.
+        """
+        with self._lock:
+            if self._params is None:
+                dead = [t for t, how in self.failed.items() if how == "dead"]
+                self._params = with_dead(self._truth.params, dead)
+            return self._params
+
+    def _solve(self, input_port: int, wavelength_nm: float) -> np.ndarray:
+        """Field at every port for unit field into ``input_port`` in the chip's state now,
+        at ``wavelength_nm``: by the cheapest exact way the last solve there allows.
+        """
+        state, params = self.heater_state(), self.optical_params()
+        held = self._solvers.pop(wavelength_nm, None)
+        how = solve_kind(held, state, params) if self.incremental else "full"
+        if how == "incremental":
+            held.update(state)
+        elif how == "built":
+            try:
+                held = CircuitSolver(self.mesh, state, [wavelength_nm], params)
+            except StateError:  # a mesh without a merge plan: the general solve covers it
+                how = "full"
+        if how == "full":
+            held = Solved(state, params)
+            field = solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
+        else:
+            field = held.matrix(inputs=[input_port])[0, :, 0]
+        self.solves[how] += 1
+        self._solvers[wavelength_nm] = held
+        while len(self._solvers) > MAX_SOLVERS:
+            self._solvers.popitem(last=False)
+        return field
 
     def output_field(self, input_port: int, wavelength_nm: float) -> np.ndarray:
         """Complex field at every mesh port (n_ports,) for unit field into ``input_port``."""
@@ -359,11 +466,10 @@ class Chip:
             settling = settle_fraction(self.now_s() - self._set_at_s, self._truth.realism) > 0
             key = (int(input_port), round(float(wavelength_nm), 9), self._temperature_now())
             if settling or key not in self._cache:
-                S = solve(self.mesh, self.heater_state(), [wavelength_nm], self.optical_params(),
-                          inputs=[int(input_port)])
+                field = self._solve(int(input_port), float(wavelength_nm))
                 if settling:
-                    return S[0, 0, :, 0]
-                self._cache[key] = S[0, 0, :, 0]
+                    return field
+                self._cache[key] = field
             return self._cache[key]
 
     def output_power_mw(self, input_port: int, wavelength_nm: float, input_mw: float = 1.0) -> np.ndarray:
