@@ -1,4 +1,4 @@
-"""Drawing helpers of the mesh cell: mesh-port couplers, wires, ground grid, pads (µm)."""
+"""Drawing helpers of the mesh cell: couplers, ground grid, pads, die (µm; wires: :mod:`layouts.routing`)."""
 
 from __future__ import annotations
 
