@@ -186,7 +186,8 @@ def search(top: SearchTopology, cost: list[float], step: float, src: int, dst: i
     """
     s, goal = top.start[src], top.goal[dst]
     hops, down = top.bounds(dst)
-    bound = min([cost[k] + hops[v] * step for k, v in top.succ[s]], default=math.inf)
+    (k1, v1), (k2, v2) = top.succ[s]  # a start node has two steps: the TBU's two far exits
+    bound = min(cost[k1] + hops[v1] * step, cost[k2] + hops[v2] * step)
     if bound == math.inf:
         return None
     hop = top.hop
