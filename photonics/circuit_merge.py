@@ -38,6 +38,7 @@ only the path from a changed TBU to the root.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from dataclasses import dataclass
@@ -47,7 +48,9 @@ import numpy as np
 from photonics.topology import Mesh
 
 _FIRST_MIN_NE = 17  # merged nodes with at least this many ports run batch-first (matmul wins)
-_LAPACK_MAX_COUNT = 8  # this few cut systems per level go to LAPACK in one call (measured crossover)
+_GROUP_JOIN_ENTRIES = 64  # padded entries per block that cost about one group's numpy calls
+_LAPACK_MAX_COUNT = 128  # up to this many cut matrices, one LAPACK call inverts them faster
+# than Gauss-Jordan's numpy calls over the batch (measured for 3- and 6-link cuts)
 
 
 @dataclass(frozen=True)
@@ -69,11 +72,25 @@ class _Level:
     idx_b: np.ndarray
     link: np.ndarray  # (k, M) link index of each cut row, -1 on padding
     shapes: np.ndarray  # (M, 3) unpadded (cut, kept from A, kept from B) of every merge
+    zero: int = -1  # the arena's zero entry
+    cut_idx: np.ndarray | None = None  # the cut blocks' arena positions (see _first_level)
+    base_idx: np.ndarray | None = None  # blockdiag(A_ee, B_ee)'s arena positions, stored layout
+    leaves: bool = False  # every merge joins two TBUs across one link: A_cc = B_cc = 0
+    scale_links: np.ndarray | None = None  # (2, ...) links whose transmissions multiply each
+    # scaled cut entry (X = T B_cc T, B_t = T B_ce): indices into t_ext, ONE for "no link"
 
     @property
     def out_size(self) -> int:
         """Arena entries the level writes."""
-        return self.n_merge * self.ne * self.ne
+        return self.n_merge * self.stored
+
+    @property
+    def stored(self) -> int:
+        """Arena entries per merge: ``[A rows, all columns]`` and ``[B rows, B columns]``
+        only (the matrix is symmetric, see :func:`_sym_pos`).
+        """
+        eb = self.ne - self.ea
+        return self.ea * self.ne + eb * eb
 
 
 @dataclass(frozen=True)
@@ -167,6 +184,20 @@ def _tree(node: dict, nodes: list[_Node]) -> _Node:
     return out
 
 
+def _sym_pos(ea: int, ne: int) -> np.ndarray:
+    """Offsets (ne, ne) of a batch-first merge's entries: rows ``:ea`` in full (row-major),
+    then rows and columns ``ea:`` (row-major); ``[ea:, :ea]`` reads the transposed
+    ``[:ea, ea:]``. A sub-network is reciprocal (every TBU's ``S`` and every link is), so
+    its scattering matrix is symmetric and the fourth block need not be computed.
+    """
+    eb = ne - ea
+    pos = np.empty((ne, ne), dtype=np.int64)
+    pos[:ea] = np.arange(ea * ne).reshape(ea, ne)
+    pos[ea:, ea:] = ea * ne + np.arange(eb * eb).reshape(eb, eb)
+    pos[ea:, :ea] = pos[:ea, ea:].T
+    return pos
+
+
 def _leaf_pos(t: int, zero: int) -> np.ndarray:
     """Arena rows of a TBU's 4x4 scattering matrix: ``b[2+i] = T[i, j] a[j]`` and
     ``b[j] = T[i, j] a[2+i]`` read row ``4 t + 2 i + j`` of the transfer entries.
@@ -193,6 +224,34 @@ def _split(nd: _Node, peer: np.ndarray) -> None:
     if len(ea) < len(eb):  # larger half first: less padding across the level
         a, b, ca, cb, ea, eb = b, a, cb, ca, eb, ea
     nd.cut = (a, b, ca, cb, ea, eb)
+
+
+def _padded(group: list[_Node]) -> int:
+    """Entries a batch-last group computes and stores, every merge padded to the largest."""
+    k = max(len(nd.cut[2]) for nd in group)
+    ea = max(len(nd.cut[4]) for nd in group)
+    eb = max(len(nd.cut[5]) for nd in group)
+    return len(group) * (ea * (ea + eb) + eb * eb + k * (2 * k + ea + eb))
+
+
+def _groups(merges: list[_Node]) -> list[list[_Node]]:
+    """Split one height's batch-last merges into groups run as one call each.
+
+    Batch-last levels pay elementwise for every padded entry, and each extra group costs a
+    fixed set of numpy calls: start from one group per shape and join the two groups whose
+    union adds the fewest padded entries while that is under :data:`_GROUP_JOIN_ENTRIES`.
+    """
+    by_shape: dict[tuple[int, int, int], list[_Node]] = {}
+    for nd in merges:
+        by_shape.setdefault((len(nd.cut[2]), len(nd.cut[4]), len(nd.cut[5])), []).append(nd)
+    groups = [by_shape[key] for key in sorted(by_shape)]
+    while len(groups) > 1:
+        cost, i, j = min((_padded(a + b) - _padded(a) - _padded(b), i, j)
+                         for i, a in enumerate(groups) for j, b in enumerate(groups) if i < j)
+        if cost >= _GROUP_JOIN_ENTRIES:
+            break
+        groups[i] = groups[i] + groups.pop(j)
+    return groups
 
 
 def _gather(child: _Node, c: list[int], e: list[int], k: int, ne: int, zero: int,
@@ -246,10 +305,7 @@ def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
         first = to_first is not None or ne_all >= first_min_ne
         if first and to_first is None:
             to_first = {}
-        # Batch-last levels pay for every padded entry elementwise: one group per cut size
-        # (padding to the largest cut of a height doubled the work of the small levels).
-        groups = [merges] if first else [[nd for nd in merges if len(nd.cut[2]) == c]
-                                          for c in sorted({len(nd.cut[2]) for nd in merges})]
+        groups = [merges] if first else _groups(merges)
         for merges in groups:  # one group of the height at a time
             k = max(len(nd.cut[2]) for nd in merges)
             ea = max(len(nd.cut[4]) for nd in merges)
@@ -269,20 +325,20 @@ def _build_plan(mesh: Mesh, first_min_ne: int) -> MergePlan | None:
                 kept_a = [a.ports[i] for i in nd.cut[4]]
                 kept_b = [nd.cut[1].ports[i] for i in nd.cut[5]]
                 nd.ports = kept_a + [-1] * (ea - len(kept_a)) + kept_b + [-1] * (ne - ea - len(kept_b))
-                ij = np.arange(ne)
                 nd.first = first
                 if first:
-                    nd.pos = first_base + m * ne * ne + ij[:, None] * ne + ij[None, :]
+                    nd.pos = first_base + m * (ea * ne + (ne - ea) ** 2) + _sym_pos(ea, ne)
                 else:
-                    nd.pos = last_base + (ij[:, None] * ne + ij[None, :]) * m_count + m
+                    nd.pos = last_base + _sym_pos(ea, ne) * m_count + m
+            leaves = k == 1 and all(nd.cut[0].tbu >= 0 and nd.cut[1].tbu >= 0 for nd in merges)
             if first:
-                lev = _Level(True, m_count, k, ea, ne, first_base, idx_a, idx_b, link, shapes)
-                first_base += m_count * ne * ne
+                lev = _Level(True, m_count, k, ea, ne, first_base, idx_a, idx_b, link, shapes,
+                             leaves=leaves)
+                first_base += m_count * (ea * ne + (ne - ea) ** 2)
             else:
-                lev = _Level(False, m_count, k, ea, ne, last_base,
-                             np.ascontiguousarray(idx_a.transpose(1, 2, 0)),
-                             np.ascontiguousarray(idx_b.transpose(1, 2, 0)), link, shapes)
-                last_base += m_count * ne * ne
+                lev = _last_level(m_count, k, ea, ne, last_base, idx_a, idx_b, link, shapes,
+                                  last_zero, leaves)
+                last_base += m_count * (ea * ne + (ne - ea) ** 2)
             levels.append(lev)
     if joined != mesh.n_links:
         return None
@@ -325,18 +381,92 @@ def _shift_first(lev: _Level, shift: int, zero: int) -> _Level:
     def fix(idx: np.ndarray) -> np.ndarray:
         return np.where(idx >= 0, idx + shift, np.where(idx == -1, zero, -2 - idx))
 
-    return _Level(True, lev.n_merge, lev.k, lev.ea, lev.ne, lev.base + shift,
-                  fix(lev.idx_a), fix(lev.idx_b), lev.link, lev.shapes)
+    return _first_level(lev.n_merge, lev.k, lev.ea, lev.ne, lev.base + shift,
+                        fix(lev.idx_a), fix(lev.idx_b), lev.link, lev.shapes, zero, lev.leaves)
+
+
+def _first_level(n_merge: int, k: int, ea: int, ne: int, base: int, idx_a: np.ndarray,
+                 idx_b: np.ndarray, link: np.ndarray, shapes: np.ndarray, zero: int,
+                 leaves: bool = False) -> _Level:
+    """A batch-first level with the flat gathers :func:`_merge_first` reads.
+
+    ``cut_idx`` lists, for all merges in turn, ``B_cc`` (k, k), then ``B_ce`` (k, eb), then
+    ``A_c`` = ``[A_cc, A_ce]`` (k, k + ea): one ``take`` fetches every block a merge
+    multiplies, and the parts that take the link transmission are one contiguous run.
+    ``base_idx`` is the merged matrix's ``blockdiag(A_ee, B_ee)`` (the zero column
+    elsewhere) in the stored layout of :func:`_sym_pos`. No ``*_ec`` block is fetched: the
+    mesh is reciprocal, so ``A_ec = A_ce.T``.
+    """
+    top = np.full((n_merge, ea, ne), zero, dtype=np.int64)
+    top[:, :, :ea] = idx_a[:, k:, k:]
+    base_idx = np.concatenate([top.reshape(n_merge, -1), idx_b[:, k:, k:].reshape(n_merge, -1)], axis=1)
+    cut_idx = np.concatenate([idx_b[:, :k, :k].ravel(), idx_b[:, :k, k:].ravel(),
+                              idx_a[:, :k, :].ravel()])
+    return _Level(True, n_merge, k, ea, ne, base, idx_a, idx_b, link, shapes, zero, cut_idx,
+                  base_idx.ravel(), leaves, _scale_links(link, ne - ea))
+
+
+def _scale_links(link: np.ndarray, eb: int) -> np.ndarray:
+    """(2, M * (k * k + k * eb)) indices into :func:`link_factors`: ``X = T B_cc T`` takes
+    the transmissions of both its links, ``B_t = T B_ce`` that of its row's link only.
+    """
+    k, m = link.shape
+    lk = np.where(link >= 0, link, _PAD).T  # (M, k)
+    x_i, x_j = np.broadcast_to(lk[:, :, None], (m, k, k)), np.broadcast_to(lk[:, None, :], (m, k, k))
+    b_i = np.broadcast_to(lk[:, :, None], (m, k, eb))
+    return np.stack([np.concatenate([x_i.ravel(), b_i.ravel()]),
+                     np.concatenate([x_j.ravel(), np.full(m * k * eb, _ONE)])])
+
+
+_PAD, _ONE = -2, -1  # link_factors' last two entries: 0 for a padded cut row, 1 for no link
+
+
+def link_factors(t_link: np.ndarray) -> np.ndarray:
+    """Link transmissions as the merges index them: ``[t_link..., 0, 1]``."""
+    return np.concatenate([t_link, [0.0, 1.0]])
+
+
+def _last_level(n_merge: int, k: int, ea: int, ne: int, base: int, idx_a: np.ndarray,
+                idx_b: np.ndarray, link: np.ndarray, shapes: np.ndarray, zero: int,
+                leaves: bool) -> _Level:
+    """A batch-last level: the flat gathers of :func:`_first_level`, one column per merge."""
+    fl = _first_level(n_merge, k, ea, ne, base, idx_a, idx_b, link, shapes, zero)
+    scale = fl.scale_links
+    return _Level(False, n_merge, k, ea, ne, base, idx_a, idx_b, link, shapes, zero,
+                  _per_merge(fl.cut_idx, n_merge, k, ea, ne),
+                  np.ascontiguousarray(fl.base_idx.reshape(n_merge, -1).T), leaves,
+                  np.stack([_per_merge(np.concatenate([row, np.zeros(n_merge * k * (k + ea), np.int64)]),
+                                       n_merge, k, ea, ne)[: k * (k + ne - ea)] for row in scale]))
+
+
+def _per_merge(cut_idx: np.ndarray, n_merge: int, k: int, ea: int, ne: int) -> np.ndarray:
+    """:func:`_first_level`'s flat cut gather (merge-major within each block) as
+    (entries, merges): the batch-last arena keeps a merge's entries in one column.
+    """
+    eb = ne - ea
+    sizes = [k * k, k * eb, k * (k + ea)]
+    parts, lo = [], 0
+    for size in sizes:
+        parts.append(cut_idx[lo: lo + n_merge * size].reshape(n_merge, size).T)
+        lo += n_merge * size
+    return np.ascontiguousarray(np.concatenate(parts, axis=0))
+
+
+@functools.cache
+def _eye(k: int) -> np.ndarray:
+    """The k x k identity (cached: every merge of a k-link cut subtracts from it)."""
+    return np.eye(k)
 
 
 def _mm(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Batch-last matrix product: x (i, l, N) @ y (l, j, N) -> (i, j, N)."""
+    """Batch-last matrix product: x (i, l, N) @ y (l, j, N) -> (i, j, N), one broadcast
+    multiply (and add) per ``l``: on long batch vectors that beats a matmul of tiny blocks.
+    """
     if out is None:
-        out = x[:, 0, None, :] * y[None, 0, :, :]
-    else:
-        np.multiply(x[:, 0, None, :], y[None, 0, :, :], out=out)
+        out = np.empty((x.shape[0], y.shape[1], x.shape[2]), dtype=complex)
+    np.multiply(x[:, 0, None, :], y[None, 0, :, :], out=out)
     if x.shape[1] > 1:
-        tmp = np.empty_like(out)
+        tmp = _scratch("mm_tmp", out.shape)
         for m in range(1, x.shape[1]):
             np.multiply(x[:, m, None, :], y[None, m, :, :], out=tmp)
             out += tmp
@@ -379,69 +509,110 @@ def _inverse_last(g: np.ndarray) -> np.ndarray:
 
 
 def _merge_last(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, res: np.ndarray) -> None:
-    """One batch-last level: halves gathered from ``arena`` (rows, B) into ``res`` (ne, ne, M B)."""
-    k, ea, ne, n = lev.k, lev.ea, lev.ne, res.shape[-1]
-    A = arena[lev.idx_a]  # (k+ea, k+ea, M, B)
-    B = arena[lev.idx_b]
-    t = t_ext[lev.link][:, None, :, None]
-    A[:k] *= t  # waves leaving on a cut link arrive through it
-    B[:k] *= t
-    A = A.reshape(*A.shape[:2], n)
-    B = B.reshape(*B.shape[:2], n)
-    acc, ace, aec, aee = A[:k, :k], A[:k, k:], A[k:, :k], A[k:, k:]
-    bcc, bce, bec, bee = B[:k, :k], B[:k, k:], B[k:, :k], B[k:, k:]
+    """One batch-last level from ``arena`` (rows, B) into ``res`` (stored, M * B): the
+    algebra of :func:`_merge_first` on entries that are whole (merge, block) rows, so every
+    elementwise product is one long vector loop.
+    """
+    k, ea, ne, m = lev.k, lev.ea, lev.ne, lev.n_merge
+    eb = ne - ea
+    n = res.shape[-1]
+    base = _scratch("l_base", (lev.stored, n))
+    np.take(arena, lev.base_idx, axis=0, out=base.reshape(lev.stored, m, -1), mode="clip")
     if not k:
-        res[...] = 0.0
-    else:
-        g = _mm(bcc, acc)
-        np.negative(g, out=g)
-        g[np.arange(k), np.arange(k)] += 1.0
-        r = np.empty((k, ne, n), dtype=complex)
-        _mm(bcc, ace, out=r[:, :ea])
-        r[:, ea:] = bce
-        w = _solve_last(g, r)
-        ib = _mm(acc, w)
-        ib[:, :ea] += ace
-        _mm(aec, w, out=res[:ea])
-        _mm(bec, ib, out=res[ea:])
-    res[:ea, :ea] += aee
-    res[ea:, ea:] += bee
+        res[...] = base
+        return
+    cut = _scratch("l_cut", (lev.cut_idx.shape[0], n))
+    np.take(arena, lev.cut_idx, axis=0, out=cut.reshape(-1, m, n // m), mode="clip")
+    n_x, n_b = k * k, k * (k + eb)
+    cut3 = cut.reshape(-1, m, n // m)
+    cut3[:n_b] *= (t_ext[lev.scale_links[0]] * t_ext[lev.scale_links[1]])[:, :, None]
+    x = cut[:n_x].reshape(k, k, n)
+    bt = cut[n_x:n_b].reshape(k, eb, n)
+    a_c = cut[n_b:].reshape(k, k + ea, n)
+    acc, ace = a_c[:, :k], a_c[:, k:]
+    top = res[: ea * ne].reshape(ea, ne, n)
+    if lev.leaves:  # A_cc = B_cc = 0: the merged matrix is [[A_ee, A_ce.T B_t], [., B_ee]]
+        res[...] = base
+        np.multiply(ace[0][:, None, :], bt[0][None, :, :], out=top[:, ea:])
+        return
+    g = _mm(x, acc)
+    np.subtract(_eye(k)[:, :, None], g, out=g)
+    ginv = _inverse_last(g)
+    w = _scratch("l_w", (k, ne, n))
+    _mm(_mm(ginv, x), ace, out=w[:, :ea])
+    _mm(ginv, bt, out=w[:, ea:])
+    upd = _scratch("l_upd", (lev.stored, n))
+    _mm(np.swapaxes(ace, 0, 1), w, out=upd[: ea * ne].reshape(ea, ne, n))
+    vb = _mm(_mm(acc, ginv), bt)
+    _mm(np.swapaxes(bt, 0, 1), vb, out=upd[ea * ne:].reshape(eb, eb, n))
+    np.add(base, upd, out=res)
+
+
+def _inverse_first(g: np.ndarray) -> np.ndarray:
+    """Inverses of a batch-first stack g (..., k, k): closed forms for one and two links,
+    LAPACK for a handful of matrices, else Gauss-Jordan on a batch-last copy.
+    """
+    k = g.shape[-1]
+    if k == 1:
+        return 1.0 / g
+    if k == 2:
+        out = np.empty_like(g)
+        inv_det = 1.0 / (g[..., 0, 0] * g[..., 1, 1] - g[..., 0, 1] * g[..., 1, 0])
+        out[..., 0, 0] = g[..., 1, 1] * inv_det
+        out[..., 1, 1] = g[..., 0, 0] * inv_det
+        out[..., 0, 1] = -g[..., 0, 1] * inv_det
+        out[..., 1, 0] = -g[..., 1, 0] * inv_det
+        return out
+    count = g.size // (k * k)
+    if count <= _LAPACK_MAX_COUNT:
+        return np.linalg.inv(g)
+    gl = np.ascontiguousarray(np.moveaxis(g.reshape(count, k, k), 0, -1))
+    return np.ascontiguousarray(np.moveaxis(_inverse_last(gl), -1, 0)).reshape(g.shape)
 
 
 def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, res: np.ndarray) -> None:
-    """One batch-first level: halves gathered from ``arena`` (B, cols) into ``res`` (B, M, ne, ne)."""
-    k, ea, ne = lev.k, lev.ea, lev.ne
+    """One batch-first level from ``arena`` (B, cols) into ``res`` (B, M * stored).
+
+    With ``T`` the cut's link transmissions, ``X = T B_cc T`` and ``B_t = T B_ce``, the
+    waves entering A on the cut are ``W x`` with ``W = G^-1 [X A_ce, B_t]``,
+    ``G = I - X A_cc``; those entering B are ``T (A_cc W + [A_ce, 0]) x``. The merged
+    matrix is symmetric (the mesh is reciprocal: ``A_ec = A_ce.T``), so only its A rows,
+    ``[A_ee, 0] + A_ce.T W``, and its B-B block, ``B_ee + B_t.T A_cc G^-1 B_t``, are
+    formed (:func:`_sym_pos`). Every product is one ``np.matmul`` over all (block, merge)
+    pairs; the only elementwise passes are the link scaling of the small cut blocks and
+    one flat add of the kept blocks.
+    """
+    k, ea, ne, m = lev.k, lev.ea, lev.ne, lev.n_merge
+    eb = ne - ea
     batch = arena.shape[0]
-    A = arena.take(lev.idx_a, axis=1)  # (B, M, k+ea, k+ea)
-    B = arena.take(lev.idx_b, axis=1)
-    t = t_ext[lev.link].T[None, :, :, None]
-    A[:, :, :k] *= t
-    B[:, :, :k] *= t
-    acc, ace, aec, aee = A[..., :k, :k], A[..., :k, k:], A[..., k:, :k], A[..., k:, k:]
-    bcc, bce, bec, bee = B[..., :k, :k], B[..., :k, k:], B[..., k:, :k], B[..., k:, k:]
+    base = _scratch("f_base", res.shape)
+    arena.take(lev.base_idx, axis=1, out=base, mode="clip")  # in range by construction: no check
     if not k:
-        res[...] = 0.0
-    else:
-        g = bcc @ acc
-        np.negative(g, out=g)
-        g[..., np.arange(k), np.arange(k)] += 1.0
-        r = np.empty((*g.shape[:-1], ne), dtype=complex)
-        np.matmul(bcc, ace, out=r[..., :ea])
-        r[..., ea:] = bce
-        if k == 1:
-            w = r / g
-        elif batch * lev.n_merge <= _LAPACK_MAX_COUNT:
-            w = np.linalg.solve(g, r)  # one call beats k Gauss-Jordan steps of numpy calls
-        else:  # invert the small k x k on whole rows, then one matmul
-            gl = np.ascontiguousarray(g.transpose(2, 3, 0, 1)).reshape(k, k, -1)
-            inv = _inverse_last(gl).reshape(k, k, *g.shape[:2])
-            w = np.ascontiguousarray(inv.transpose(2, 3, 0, 1)) @ r
-        ib = acc @ w
-        ib[..., :ea] += ace
-        np.matmul(aec, w, out=res[..., :ea, :])
-        np.matmul(bec, ib, out=res[..., ea:, :])
-    res[..., :ea, :ea] += aee
-    res[..., ea:, ea:] += bee
+        res[...] = base
+        return
+    cut = arena.take(lev.cut_idx, axis=1, out=_scratch("f_cut", (batch, len(lev.cut_idx))), mode="clip")
+    n_x, n_b = m * k * k, m * k * (k + eb)
+    cut[:, :n_b] *= t_ext[lev.scale_links[0]] * t_ext[lev.scale_links[1]]
+    x = cut[:, :n_x].reshape(batch, m, k, k)
+    bt = cut[:, n_x:n_b].reshape(batch, m, k, eb)
+    a_c = cut[:, n_b:].reshape(batch, m, k, k + ea)
+    acc, ace = a_c[..., :k], a_c[..., k:]
+    top = res.reshape(batch, m, -1)[..., : ea * ne].reshape(batch, m, ea, ne)
+    if lev.leaves:  # A_cc = B_cc = 0: the merged matrix is [[A_ee, A_ce.T B_t], [., B_ee]]
+        res[...] = base
+        np.multiply(ace[:, :, 0, :, None], bt[:, :, 0, None, :], out=top[..., ea:])
+        return
+    g = x @ acc
+    np.subtract(_eye(k), g, out=g)
+    ginv = _inverse_first(g)
+    w = _scratch("f_w", (batch, m, k, ne))
+    np.matmul(ginv @ x, ace, out=w[..., :ea])
+    np.matmul(ginv, bt, out=w[..., ea:])
+    upd = _scratch("f_upd", (batch, m, ea * ne + eb * eb))
+    np.matmul(np.swapaxes(ace, -1, -2), w, out=upd[..., : ea * ne].reshape(batch, m, ea, ne))
+    vb = (acc @ ginv) @ bt
+    np.matmul(np.swapaxes(bt, -1, -2), vb, out=upd[..., ea * ne:].reshape(batch, m, eb, eb))
+    np.add(base, upd.reshape(batch, -1), out=res)
 
 
 def run_levels(
@@ -455,43 +626,45 @@ def run_levels(
     the TBUs that changed, writing to the same arena positions as a full run.
     """
     batch = last.shape[1]
+    if only is None:
+        n_last = sum(1 for lev in plan.levels if not lev.first)
+        for lev in plan.levels[:n_last]:
+            res = last[lev.base: lev.base + lev.out_size]
+            _merge_last(lev, last, t_ext, res.reshape(lev.stored, lev.n_merge * batch))
+        if first is None:
+            return
+        first[:, : len(plan.handoff)] = last[plan.handoff].T
+        for lev in plan.levels[n_last:]:
+            _merge_first(lev, first, t_ext, first[:, lev.base: lev.base + lev.out_size])
+        return
     handed = False
     for i, lev in enumerate(plan.levels):
-        sel = None if only is None else only.get(i)
-        if only is not None and sel is None:
+        sel = only.get(i)
+        if sel is None:
             continue
         if lev.first and not handed:
             first[:, : len(plan.handoff)] = last[plan.handoff].T
             handed = True
-        if sel is None:
-            if lev.first:
-                res = first[:, lev.base: lev.base + lev.out_size]
-                _merge_first(lev, first, t_ext, res.reshape(batch, lev.n_merge, lev.ne, lev.ne))
-            else:
-                res = last[lev.base: lev.base + lev.out_size]
-                _merge_last(lev, last, t_ext, res.reshape(lev.ne, lev.ne, lev.n_merge * batch))
-            continue
         sub = _subset(lev, sel)
-        ne, ij = lev.ne, np.arange(lev.ne * lev.ne)
+        ij = np.arange(lev.stored)
         if lev.first:
-            res = np.empty((batch, len(sel), ne, ne), dtype=complex)
+            res = np.empty((batch, len(sel) * lev.stored), dtype=complex)
             _merge_first(sub, first, t_ext, res)
-            first[:, lev.base + sel[:, None] * ne * ne + ij[None, :]] = res.reshape(batch, len(sel), -1)
+            first[:, lev.base + sel[:, None] * lev.stored + ij[None, :]] = res.reshape(batch, len(sel), -1)
         else:
-            res = np.empty((ne, ne, len(sel) * batch), dtype=complex)
+            res = np.empty((lev.stored, len(sel) * batch), dtype=complex)
             _merge_last(sub, last, t_ext, res)
             rows = lev.base + ij[:, None] * lev.n_merge + sel[None, :]
-            last[rows] = res.reshape(ne * ne, len(sel), batch)
+            last[rows] = res.reshape(lev.stored, len(sel), batch)
 
 
 def _subset(lev: _Level, sel: np.ndarray) -> _Level:
     """The same level restricted to the merges ``sel`` (output placement is the caller's)."""
     if lev.first:
-        idx_a, idx_b = lev.idx_a[sel], lev.idx_b[sel]
-    else:
-        idx_a, idx_b = lev.idx_a[..., sel], lev.idx_b[..., sel]
-    return _Level(lev.first, len(sel), lev.k, lev.ea, lev.ne, -1, idx_a, idx_b, lev.link[:, sel],
-                  lev.shapes[sel])
+        return _first_level(len(sel), lev.k, lev.ea, lev.ne, -1, lev.idx_a[sel], lev.idx_b[sel],
+                            lev.link[:, sel], lev.shapes[sel], lev.zero, lev.leaves)
+    return _last_level(len(sel), lev.k, lev.ea, lev.ne, -1, lev.idx_a[sel], lev.idx_b[sel],
+                       lev.link[:, sel], lev.shapes[sel], lev.zero, lev.leaves)
 
 
 def merge_macs(plan: MergePlan) -> tuple[int, int]:
@@ -571,7 +744,27 @@ def ancestors(plan: MergePlan, tbus: np.ndarray) -> dict[int, np.ndarray]:
     return {lev: np.array(sorted(m), dtype=np.int64) for lev, m in sorted(hit.items())}
 
 
-_SCRATCH = threading.local()  # per thread: the last arenas, reused by the next call
+_SCRATCH = threading.local()  # per thread: the last arenas and the merges' temporaries
+_SCRATCH_MAX_BYTES = 256 << 20  # a thread's temporaries beyond this (many batch shapes): start afresh
+
+
+def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The calling thread's complex temporary ``name`` of ``shape``, reused from call to call.
+
+    The merges' temporaries are 0.1-2 MB per chunk: fresh ones cost a page fault per
+    4 kB on every call (about a quarter of the solve at 100 wavelengths), reused ones
+    stay mapped and mostly in cache. Contents are whatever the last user left.
+    """
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = {}
+    key = (name, shape)
+    buf = bufs.get(key)
+    if buf is None:
+        if sum(b.nbytes for b in bufs.values()) > _SCRATCH_MAX_BYTES:
+            bufs.clear()
+        buf = bufs[key] = np.empty(shape, dtype=complex)
+    return buf
 
 
 def new_arenas(plan: MergePlan, T: np.ndarray, reuse: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
@@ -599,16 +792,24 @@ def new_arenas(plan: MergePlan, T: np.ndarray, reuse: bool = False) -> tuple[np.
 
 
 def root_matrix(plan: MergePlan, last: np.ndarray, first: np.ndarray | None,
-                inputs: np.ndarray) -> np.ndarray:
-    """Port matrices (B, n_ports, n_inputs) read from solved arenas."""
+                inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Port matrices (B, n_ports, n_inputs) read from solved arenas (into ``out`` if given)."""
     idx = plan.out_idx[:, inputs]
     if plan.out_first:
-        return np.take(first, idx, axis=1)
-    return np.moveaxis(last[idx], -1, 0)
+        return np.take(first, idx, axis=1, out=out, mode="clip")
+    if out is None:
+        return np.moveaxis(last[idx], -1, 0)
+    out[...] = np.moveaxis(last[idx], -1, 0)
+    return out
 
 
-def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.ndarray) -> np.ndarray:
-    """Port matrices of a batch; ``T`` is (B, n_tbus, 4); returns (B, n_ports, n_inputs)."""
+def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.ndarray,
+                out: np.ndarray) -> bool:
+    """Port matrices of a batch into ``out`` (B, n_ports, n_inputs); ``T`` is (B, n_tbus, 4).
+
+    Returns whether every entry is finite (else the caller falls back to sparse LU).
+    """
     last, first = new_arenas(plan, T, reuse=True)
-    run_levels(plan, last, first, np.append(t_link, 0.0))
-    return root_matrix(plan, last, first, inputs)
+    run_levels(plan, last, first, link_factors(t_link))
+    root_matrix(plan, last, first, inputs, out)
+    return bool(np.isfinite(out.sum()))  # one pass: a NaN or inf anywhere reaches the sum

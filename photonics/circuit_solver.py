@@ -38,6 +38,7 @@ from photonics.circuit_merge import (
     ancestors,
     join,
     join_plan,
+    link_factors,
     merge_plan,
     new_arenas,
     node_matrix,
@@ -89,7 +90,7 @@ class CircuitSolver:
                 "this mesh has no merge plan (a TBU linked to itself): use photonics.circuit.solve")
         self._plan = plan
         t_link = 10 ** (-self.params.link_loss_db / 20) * np.exp(1j * self.params.link_phase)
-        self._t_ext = np.append(t_link, 0.0)
+        self._t_ext = link_factors(t_link)
         self._top = np.empty(0)
         self._bot = np.empty(0)
         self._arenas: tuple[np.ndarray, np.ndarray | None] | None = None
@@ -138,7 +139,7 @@ class CircuitSolver:
         if params is not None and params is not self.params:
             self.params = params
             t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
-            self._t_ext = np.append(t_link, 0.0)
+            self._t_ext = link_factors(t_link)
             self._t_port[self.mesh.links[:, 0]] = self._t_port[self.mesh.links[:, 1]] = t_link
             self._full(state)
             return self.mesh.n_tbus
