@@ -14,26 +14,36 @@ exactly the Schur complement of the link unknowns of the cut, eliminated in an o
 keeps every dense block small (the largest is cut-size x port-count). The root of the
 tree is the port-to-port matrix itself: no internal wave is ever solved for.
 
+Every sub-network is reciprocal (each TBU's ``S = [[0, T.T], [T, 0]]`` and each link
+are), so its matrix is symmetric: ``A_ec = A_ce.T``, and a merge forms only its A rows
+``[A_ee, 0] + A_ce.T W`` and its B-B block, never the transposed B-A block (see
+:func:`_merge_first` for the algebra; about a quarter fewer multiply-adds).
+
 Execution. Merges are grouped by height (a merge runs as soon as both halves exist), and
-every merge of one height, for every (state, wavelength) block, is one padded numpy call.
+every merge of one group, for every (state, wavelength) block, is one padded numpy call.
 Results live in two flat "arenas" that every later merge gathers its halves from, so a
 TBU is never copied up the tree: a leaf's scattering entries are read straight from the
-rows of its transfer matrix.
+rows of its transfer matrix. Each merge fetches its cut blocks with one ``take`` (laid
+out at plan time so the link scaling is one contiguous multiply) and its kept blocks with
+another, and writes its result with one flat add; its temporaries are reused from call to
+call (fresh ones cost a page fault per 4 kB).
 
 * Small merges run *batch-last*: an arena row per matrix entry, the (merge, block) pairs
   contiguous along it, so each elementwise product is one long vector loop and the cut
-  inverses are closed forms (one or two links) or Gauss-Jordan on whole rows.
+  inverses are closed forms (one or two links) or Gauss-Jordan on whole rows. A height is
+  split into groups where padding to a common shape would cost more than a group's calls.
+  Joins of two TBUs across one link are a single outer product (their ``A_cc`` is zero).
 * Large merges run *batch-first*: a (block, merge, row, column) stack whose products go
   to ``np.matmul`` (about 0.5 ns per complex multiply-add on one core here), with the cut
-  inverted by Gauss-Jordan on a batch-last copy of the small ``k x k`` matrix.
+  inverted in closed form, by LAPACK, or by Gauss-Jordan on a batch-last copy.
 
 Passive networks make every ``I - B_cc A_cc`` well conditioned unless the whole circuit
 is (a lossless closed loop exactly on resonance), so the inverses need no pivoting: each
 pivot step is the same kind of round-trip matrix for a smaller cut. A non-finite result
 sends the caller to sparse LU.
 
-:func:`merge_levels` exposes the tree so that :mod:`photonics.circuit_solver` can re-merge
-only the path from a changed TBU to the root.
+The plan's tree (``parent``, ``nodes``, :func:`run_levels` with ``only``) lets
+:mod:`photonics.circuit_solver` re-merge only the path from a changed TBU to the root.
 """
 
 from __future__ import annotations
@@ -670,16 +680,20 @@ def _subset(lev: _Level, sel: np.ndarray) -> _Level:
 def merge_macs(plan: MergePlan) -> tuple[int, int]:
     """Complex multiply-adds per (state, wavelength) block: (as padded, unpadded).
 
-    Per merge: ``B_cc A_cc`` (k^3), ``B_cc A_ce`` (k^2 ea), the cut solve (k^3 + k^2 ne),
-    ``A_cc W`` (k^2 ne) and the two output products (ne k ne); ``ne = ea + eb``.
+    Per merge (:func:`_merge_first`): ``X A_cc``, ``G^-1`` (counted k^3), ``G^-1 X`` and
+    ``A_cc G^-1`` (k^3 each); ``W`` (k^2 ne); ``A_cc G^-1 B_t`` (k^2 eb); and the kept
+    rows, ``A_ce.T W`` (ea k ne) and ``B_t.T V_B`` (eb k eb). A join of two TBUs across
+    one link is ``A_ce.T B_t`` alone (ea eb).
     """
-    def macs(k: np.ndarray, ea: np.ndarray, eb: np.ndarray) -> int:
+    def macs(k: np.ndarray, ea: np.ndarray, eb: np.ndarray, leaves: bool) -> int:
+        if leaves:
+            return int(np.sum(ea * eb))
         ne = ea + eb
-        return int(np.sum(2 * k**3 + k * k * ea + 2 * k * k * ne + ne * k * ne))
+        return int(np.sum(4 * k**3 + k * k * (ne + eb) + k * (ea * ne + eb * eb)))
 
-    padded = sum(macs(np.array(lev.k), np.array(lev.ea), np.array(lev.ne - lev.ea)) * lev.n_merge
-                 for lev in plan.levels)
-    real = sum(macs(*lev.shapes.T) for lev in plan.levels)
+    padded = sum(macs(np.array(lev.k), np.array(lev.ea), np.array(lev.ne - lev.ea), lev.leaves)
+                 * lev.n_merge for lev in plan.levels)
+    real = sum(macs(*lev.shapes.T, lev.leaves) for lev in plan.levels)
     return padded, real
 
 
