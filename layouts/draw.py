@@ -125,36 +125,49 @@ def ground(c: Any, grounds: list[tuple[float, float, int]], levels: tuple[list[f
     ``levels = (rails, y_top, y_bottom)``: y of the rail in each inner band and of the
     outer rails above the first and below the last line (µm).
 
-    Every piece between two junctions (a ground via, a stub's foot on its rail, a rail's
-    end on a spine, a ground pad) is one ported straight of the PDK's metal cross-section
-    on the ground layer (:func:`layouts.routing.metal_segment`), so gdsfactory's netlist
-    extraction sees the return net. M2 never carries a signal (signal wires are M3 only),
-    so the ground grid may cross every signal wire; it stays clear of the M2 landings of
-    the signal via stacks, which sit at the heater ends, away from the band centres
-    where the rails run.
+    Every piece of metal is ported for gdsfactory's netlist extraction: a straight of the
+    PDK's metal cross-section on the ground layer (:func:`layouts.routing.metal_segment`)
+    from a ground via, a junction or a ground pad to the next, and a square junction
+    (:func:`layouts.routing.metal_junction`) wherever a stub lands on a rail or a rail on
+    a spine. M2 never carries a signal (signal wires are M3 only), so the ground grid may
+    cross every signal wire; it stays clear of the M2 landings of the signal via stacks,
+    which sit at the heater ends, away from the band centres where the rails run.
+
+    Raises:
+        LayoutError: two stubs land on a rail closer than the ground width.
     """
-    from layouts.routing import metal_segment, wire_cross_section
+    from layouts.routing import metal_junction, metal_segment, wire_cross_section
 
     gf = require_gdsfactory()
     rails, y_top, y_bottom = levels
     stub_xs = wire_cross_section(p, layer_map, "metal_ground")
     grid_xs = wire_cross_section(p, layer_map, "metal_ground", p.ground_width)
+    half = p.ground_width / 2
     last = len(rails)
     (xl, yt), (_, yb), (xr, _), _ = pads.ground_pads
     levels_y = [y_top, *rails, y_bottom]
-    feet: dict[float, set[float]] = {y: {xl, xr} for y in levels_y}
+    feet: dict[float, dict[float, dict[str, float]]] = {y: {} for y in levels_y}
     for x, y, band in grounds:
         rail = y_top if band == -1 else y_bottom if band == last else rails[band]
-        metal_segment(c, stub_xs, (x, y), (x, rail))
-        feet[rail].add(x)
+        side = "N" if y > rail else "S"
+        metal_segment(c, stub_xs, (x, y), (x, rail + (half if side == "N" else -half)))
+        feet[rail].setdefault(x, {"W": p.ground_width, "E": p.ground_width})[side] = p.wire_width
     for y in levels_y:
         xs_on_rail = sorted(feet[y])
-        for a, b in itertools.pairwise(xs_on_rail):
-            metal_segment(c, grid_xs, (a, y), (b, y))
-    spine_y = sorted({yt, yb, *levels_y}, reverse=True)
-    for x in (xl, xr):
-        for a, b in itertools.pairwise(spine_y):
-            metal_segment(c, grid_xs, (x, a), (x, b))
+        if any(b - a < p.ground_width for a, b in itertools.pairwise([xl, *xs_on_rail, xr])):
+            raise LayoutError("two heater ground stubs land closer than the ground width; lower "
+                              "max_ground_drop_v's demand (a narrower ground) or lengthen the TBUs")
+        for x in xs_on_rail:
+            metal_junction(c, grid_xs, (x, y), feet[y][x])
+        for a, b in itertools.pairwise([xl, *xs_on_rail, xr]):
+            metal_segment(c, grid_xs, (a + half, y), (b - half, y))
+    for x, inward in ((xl, "E"), (xr, "W")):
+        tee = {"N": p.ground_width, "S": p.ground_width, inward: p.ground_width}
+        for y in levels_y:
+            metal_junction(c, grid_xs, (x, y), tee)
+        stops = [(yt, 0.0), *((y, half) for y in levels_y), (yb, 0.0)]  # (y, half-size of what is there)
+        for (a, ha), (b, hb) in itertools.pairwise(stops):
+            metal_segment(c, grid_xs, (x, a - ha), (x, b + hb))
     via = gf.get_component(VIA_GROUND_PAD, size=(p.pad_size, p.pad_size))
     for i, (x, y) in enumerate(pads.ground_pads):
         c.add_ref(via, name=f"gnd_via_{i}").dmove((x, y))

@@ -2,9 +2,9 @@
 
 :func:`electrical_nets` extracts the layout's electrical netlist with gdsfactory
 (``component.get_netlist`` with :class:`MetalPortMatcher`: two metal ports at the same
-place are joined) and merges it into nets: a wire straight, a ``wire_corner``, a bond pad
-or a via stack is one piece of metal, so all its ports are one node; a TBU is not (its
-signal and ground terminals of each heater are different nodes).
+place are joined) and merges it into nets: a wire straight, a ``wire_corner``, a bond pad,
+a ground-grid junction or a via stack is one piece of metal, so all its ports are one
+node; a TBU is not (the signal and ground terminals of each heater are different nodes).
 
 :func:`heater_lvs` then checks every heater against the driver's channel map, the map
 :class:`instruments.controller.MeshController` drives by: heater ``(tbu i, arm)`` is
@@ -34,7 +34,7 @@ from photonics.topology import Mesh, mesh_from_spec
 METAL_PORT_TYPES = frozenset({"electrical", "pad"})  # gdsfactory's port types of metal (pads: "pad")
 PORT_TOLERANCE_DBU = 2  # ports within 2 nm are one junction (gdsfactory's own matcher tolerance)
 #: cells that are one piece of metal: every port of an instance of them is one node
-CONDUCTOR_PREFIXES = ("wire_straight", "wire_corner", "pad", "via_stack")
+CONDUCTOR_PREFIXES = ("wire_straight", "wire_corner", "wire_junction", "pad", "via_stack")
 ARMS = ("top", "bot")
 PAD_PREFIXES = ("pad_ch", "pad_gnd")  # bond pad instances (layouts.draw.pads)
 

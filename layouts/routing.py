@@ -34,6 +34,8 @@ from layouts.wiring import PadPlan, Wire
 PAD_EDGE_PORT = {"top": "e4", "bottom": "e2", "left": "e3", "right": "e1"}  # pad port facing the wire
 ROW_FRONT_POINT = 4  # planned points of a row wire: via, drop, exit, column foot, channel corner, ...
 WIRE_STRAIGHT_PREFIX = "wire_straight"  # cell names of the route straights (the LVS treats them as metal)
+WIRE_JUNCTION = "wire_junction"  # cell name of a T/cross junction of the ground grid (metal)
+_JUNCTION_SIDES = {"W": (-1, 0, 180), "N": (0, 1, 90), "E": (1, 0, 0), "S": (0, -1, 270)}
 #: wires per call of the bundle router for a pad row. kfactory's route_smart (gdsfactory
 #: 9.45) detours and then reports a collision when a bundle of 36 wires fans out to a pad
 #: row; bundles of 12 consecutive wires of one front are routed cleanly
@@ -69,6 +71,38 @@ def metal_segment(c: Any, xs: Any, start: tuple[float, float], end: tuple[float,
     ref = c.add_ref(_straight_factory(xs)(abs(end[0] - start[0]) + abs(end[1] - start[1])))
     ref.drotate(angle)
     ref.dmove(start)
+    return ref
+
+
+def metal_junction(c: Any, xs: Any, center: tuple[float, float], arms: dict[str, float]) -> Any:
+    """A square of ``xs``'s width at ``center`` where metal pieces meet, one port per arm (µm).
+
+    ``arms`` maps a side (``"W"``, ``"N"``, ``"E"``, ``"S"``) to the width of the piece
+    arriving there; its port sits on that edge of the square. Every piece then meets
+    exactly one port, so gdsfactory's netlist extraction sees pairs (three pieces ending on
+    one point would be a multi-connection it refuses by default).
+    """
+    gf = require_gdsfactory()
+    gds_layer = gf.get_layer(xs.layer)
+    side = snap(xs.width)
+    key = ("junction", gds_layer.layer, gds_layer.datatype, side, tuple(sorted(arms.items())))
+    cell = _straights.get(key)
+    if cell is None or cell.destroyed():
+        tag = "".join(f"{k}{snap(v):g}" for k, v in sorted(arms.items()))
+        cell = gf.Component(name=f"{WIRE_JUNCTION}_{gds_layer.layer}_{gds_layer.datatype}_W{side:g}_{tag}")
+        cell.function_name = WIRE_JUNCTION
+        cell.settings = gf.kf.KCellSettings(width=side, layer=str(gds_layer.name),
+                                            arms=dict(sorted(arms.items())))
+        h = side / 2
+        cell.add_polygon([(-h, -h), (h, -h), (h, h), (-h, h)], layer=gds_layer)
+        for name, (dx, dy, angle) in _JUNCTION_SIDES.items():
+            if name in arms:
+                cell.add_port(f"e_{name}", center=(dx * h, dy * h), width=snap(arms[name]), orientation=angle,
+                              layer=gds_layer, port_type="electrical")
+        cell.lock()
+        _straights[key] = cell
+    ref = c.add_ref(cell)
+    ref.dmove(center)
     return ref
 
 

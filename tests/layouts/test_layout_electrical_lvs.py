@@ -18,9 +18,11 @@ def test_smartlight_heaters_reach_the_pads_of_their_driver_channels(smartlight_c
     assert report.n_heaters == 142
 
 
-@pytest.mark.parametrize("params", [{}, {"fiber_io": "grating-edge"}], ids=["ring", "grating-edge"])
-def test_other_layouts_pass_the_electrical_lvs(params):
-    assert heater_lvs(mesh_cell("hex:4x3", **params), "hex:4x3").ok
+@pytest.mark.parametrize(("spec", "params"), [("hex:4x3", {}), ("smartlight", {"fiber_io": "grating-edge"})],
+                         ids=["hex:4x3", "smartlight-grating-edge"])
+def test_other_layouts_pass_the_electrical_lvs(spec, params):
+    """Including the fibre-array edge, whose 36-wire pad rows are routed in bundles of 12."""
+    assert heater_lvs(mesh_cell(spec, **params), spec).ok
 
 
 def test_every_wire_is_a_ported_gdsfactory_route_at_the_sized_width():
