@@ -119,3 +119,26 @@ def test_a_pad_map_that_disagrees_with_the_driver_fails():
     assert not report.ok
     assert report.pad_map_mismatch
     assert report.pad_map_mismatch[0].startswith("channel 0:")
+
+
+def test_a_bundle_the_router_cannot_place_is_one_clear_error(monkeypatch):
+    """kfactory's router fails a 36-wire pad-row fan-out (why rows go in bundles of 12)."""
+    from layouts import routing
+    from layouts.errors import LayoutError
+
+    monkeypatch.setattr(routing, "MAX_BUNDLE_WIRES", 100)
+    with pytest.raises(LayoutError, match=r"gdsfactory's router could not route 36 wires from the left side"):
+        build_mesh(mesh_from_spec("smartlight"), LayoutParams(fiber_io="grating-edge"))
+
+
+def test_a_drawn_wire_over_the_budget_is_refused(monkeypatch):
+    from layouts.errors import LayoutError
+
+    real = mesh_cell_module.route_signal_wires
+
+    def longer(*args, **kwargs):
+        return {ch: squares * 10 for ch, squares in real(*args, **kwargs).items()}
+
+    monkeypatch.setattr(mesh_cell_module, "route_signal_wires", longer)
+    with pytest.raises(LayoutError, match=r"over max_line_resistance_ohm 50.0; raise it"):
+        build_mesh(mesh_from_spec("hex:1x1"), LayoutParams())
