@@ -63,9 +63,9 @@ class RoutingGraph:
 
     ``routes`` caches the answers of :func:`photonics.routing.shortest_path` on these costs
     (``{src: {dst: Route or None}}``, plain dicts keyed by port index: read them directly
-    for the cheapest lookup); ``search_state`` caches what the search derives from ``cost``. Both
-    start empty in a copy made with :func:`dataclasses.replace`, so new costs never meet
-    old answers.
+    for the cheapest lookup); ``search_state`` caches what the search derives from
+    ``cost``. Both start empty in a copy made with :func:`dataclasses.replace`, so new
+    costs never meet old answers.
     """
 
     mesh: Mesh
