@@ -1,7 +1,10 @@
-"""Collision-free heater wiring on one metal layer (pure geometry, no gdsfactory).
+"""The plan of the heater wiring on one metal layer (pure geometry, no gdsfactory).
 
 Each heater's signal runs on M3 as a Manhattan polyline from its via stack to a bond
-pad; no two wires cross or touch, so one metal layer is enough.
+pad; no two wires cross or touch, so one metal layer is enough. The plan places the
+pads, sizes the wires (:mod:`layouts.sizing`) and gives the band routes their path;
+:mod:`layouts.routing` draws the wires as gdsfactory routes, leaving the fan-out to the
+pad arrays (step 3) to gdsfactory's bundle router.
 
 1. **Bands.** The space between two zig-zag lines is a band; each heater wires into the
    band its via stack faces. The middle of an inner band (between the heaters of its
