@@ -192,7 +192,8 @@ def route_signal_wires(c: Any, wires: list[Wire], plan: PadPlan, p: LayoutParams
     Returns ``{channel: drawn centre-line length in squares}`` (route backbones / width).
 
     Raises:
-        LayoutError: gdsfactory's router could not place a bundle without a collision.
+        LayoutError: gdsfactory's placer could not follow a band path, or its router could
+            not place a bundle without a collision.
     """
     gf = require_gdsfactory()
     xs = wire_cross_section(p, layer_map)
@@ -208,9 +209,13 @@ def route_signal_wires(c: Any, wires: list[Wire], plan: PadPlan, p: LayoutParams
         band = _clean([*w.points[: ROW_FRONT_POINT + 1 if rows else 2], front])
         start = _port(f"via{w.channel}", band[0], _heading(band[0], band[1]), xs)
         end = _port(f"front{w.channel}", band[-1], (_heading(band[-2], band[-1]) + 180) % 360, xs)
-        route = gf.routing.route_single(c, start, end, cross_section=xs, bend=corner, straight=straight,
-                                        waypoints=band[1:-1], port_type="electrical", auto_taper=False,
-                                        on_error="error")
+        try:
+            route = gf.routing.route_single(c, start, end, cross_section=xs, bend=corner, straight=straight,
+                                            waypoints=band[1:-1], port_type="electrical", auto_taper=False,
+                                            on_error="error")
+        except Exception as exc:  # kfactory's PlacerError: corners closer than a wire width
+            raise LayoutError(f"gdsfactory could not place the wire of heater channel {w.channel} along its "
+                              f"band track ({exc}); increase wire_pitch") from exc
         length[w.channel] = _backbone_um(route, dbu)
         pad_port = pads[f"pad_ch{w.channel}"].ports[PAD_EDGE_PORT[w.pad_edge]]
         groups.setdefault((w.side, w.pad_edge), []).append((w, _port(f"out{w.channel}", front, heading, xs),
