@@ -8,17 +8,25 @@ programmed through the map: ACR and loss vs the model, with and without crosstal
 compensation (all defined in docs/calibration.md).
 
 Run: python benchmarks/bench_calibration.py [--seeds 10 | --seeds 0 1 2 5] [--model realistic|ideal]
-     [--crosstalk-fraction 0.01] [--json]
+     [--crosstalk-fraction 0.01] [--reproducible] [--compare-full-solve] [--json]
 
 ``--seeds N`` (one number) runs seeds 0..N-1; several numbers run exactly those seeds. The chip
 is the realistic simulated chip unless ``--model ideal``; ``--crosstalk-fraction`` sets both the
 chip's crosstalk and what the procedure is told (the design value it assumes for the partner arm).
+``--reproducible`` runs the chip on simulated time only (its drift and settling otherwise follow
+the wall clock too), so a seed gives the same map every run: ``map_digest`` says so.
+``--compare-full-solve`` (implies ``--reproducible``) calibrates every seed twice on a chip that
+solves every reading from scratch (``Chip(incremental=False)``) and twice on the default chip
+(order: full, default, default, full), and reports the CPU times and whether the maps are
+the same bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -40,6 +48,34 @@ from photonics.topology import smartlight
 SECONDS_PER_OPERATION = 0.015  # SmartLight bench: ~15 ms per set-and-read
 
 
+def map_digest(cmap) -> str:
+    """SHA-256 (first 16 hex digits) of the map as saved, without its timestamp and run time."""
+    data = cmap.to_dict()
+    data.pop("created", None)
+    data["quality"] = {k: v for k, v in data["quality"].items() if k != "duration_s"}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def time_solves(chip: Chip) -> list[float]:
+    """Make ``chip.output_field`` add its CPU time (s) to the one-element list returned."""
+    spent, solve_field = [0.0], chip.output_field
+
+    def timed(input_port: int, wavelength_nm: float):
+        c0 = time.process_time()
+        try:
+            return solve_field(input_port, wavelength_nm)
+        finally:
+            spent[0] += time.process_time() - c0
+
+    chip.output_field = timed
+    return spent
+
+
+def frozen_clock() -> float:
+    """A wall clock that stands still: the chip's time is then only what the bench advances."""
+    return 0.0
+
+
 def model_route(chip: Chip, route) -> tuple[float, float]:
     """(transmission dB, ACR dB) of the route on this chip with perfectly set phases (the model)."""
     p = chip.truth.params
@@ -50,14 +86,19 @@ def model_route(chip: Chip, route) -> tuple[float, float]:
     return float(db[route.dst]), float(db[route.dst] - db[others].max())
 
 
-def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float = 0.01) -> dict:
+def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float = 0.01, *,
+             reproducible: bool = False, incremental: bool = True) -> dict:
     mesh = smartlight()
-    chip = Chip(mesh, seed=seed, model=model, crosstalk_fraction=fraction)
+    clock = {"clock": frozen_clock} if reproducible else {}
+    chip = Chip(mesh, seed=seed, model=model, crosstalk_fraction=fraction, incremental=incremental, **clock)
     bench = DirectBench(chip)
-    t0 = time.perf_counter()
+    chip_cpu = time_solves(chip)
+    t0, c0 = time.perf_counter(), time.process_time()
     options = Options(crosstalk_fraction=fraction)
     result = calibrate(bench, options, progress=Progress(stream=None))
-    duration = time.perf_counter() - t0
+    duration, cpu = time.perf_counter() - t0, time.process_time() - c0
+    solve_cpu = chip_cpu[0]
+    solves = dict(chip.solves)
     h = chip.truth.heaters
     err = truth_errors(result.cmap, h)
     # The design law alone (what the map used before K was measured), on the same entries.
@@ -66,7 +107,8 @@ def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float
     t, j = fitted[:, 0].astype(int), fitted[:, 1].astype(int)
     true = differential_fraction(h.crosstalk, h.eta, t, j)
     assumed = differential_fraction(law, result.cmap.eta, t, j)
-    law_error = float(np.sqrt(np.mean((assumed - true) ** 2) / np.mean(true**2)))
+    true_power = np.mean(true**2)  # zero on a chip without crosstalk: no relative error then
+    law_error = float(np.sqrt(np.mean((assumed - true) ** 2) / true_power)) if true_power else float("nan")
     # Setpoint error of a whole configuration (every TBU bar, cross or 50:50) on the chip:
     # compensated with the fitted K, with the design law, and not compensated.
     conf = Configuration(np.random.default_rng(200 + seed).choice([0.0, 1.0, 0.5], mesh.n_tbus))
@@ -97,6 +139,10 @@ def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float
         "warnings": len(result.cmap.quality["warnings"]),
         "bench_time_s_at_15ms": result.operations * SECONDS_PER_OPERATION,
         "duration_s": duration,
+        "cpu_s": cpu,
+        "chip_solve_cpu_s": solve_cpu,
+        "map_digest": map_digest(result.cmap),
+        "chip_solves": solves,
         **{k: v for k, v in err.items() if not isinstance(v, np.ndarray)},
         "true_crosstalk_fraction": float(np.mean(
             np.asarray(h.crosstalk.tocsr()[np.arange(mesh.n_heaters) ^ 1, np.arange(mesh.n_heaters)]).ravel()
@@ -114,22 +160,59 @@ def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float
     }
 
 
+def compare_full_solve(seeds: list[int], model: str, fraction: float) -> list[dict]:
+    """Each seed calibrated twice on a chip that solves every reading whole and twice on the
+    default chip, in the order full, default, default, full (so warm-up and load trends fall
+    on both alike); summed CPU and wall times of the calibrations (route checks untimed), of
+    the chip's solves within them, and whether all four maps are the same bytes.
+    """
+    rows = []
+    for seed in seeds:
+        runs = [run_seed(seed, 1, model, fraction, reproducible=True, incremental=inc)
+                for inc in (False, True, True, False)]
+        full, fast = [runs[0], runs[3]], [runs[1], runs[2]]
+
+        def total(rs: list[dict], key: str) -> float:
+            return round(sum(r[key] for r in rs), 2)
+
+        cpu, solve_cpu = total(fast, "cpu_s"), total(fast, "chip_solve_cpu_s")
+        rows.append({"seed": seed, "model": model, "crosstalk_fraction": fraction,
+                     "full_cpu_s": total(full, "cpu_s"), "cpu_s": cpu,
+                     "cpu_speedup": round(total(full, "cpu_s") / cpu, 2),
+                     "full_chip_solve_cpu_s": total(full, "chip_solve_cpu_s"), "chip_solve_cpu_s": solve_cpu,
+                     "chip_solve_speedup": round(total(full, "chip_solve_cpu_s") / solve_cpu, 2),
+                     "full_wall_s": total(full, "duration_s"), "wall_s": total(fast, "duration_s"),
+                     "same_map": len({r["map_digest"] for r in runs}) == 1,
+                     "map_digest": fast[0]["map_digest"], "chip_solves": fast[0]["chip_solves"],
+                     "load_average_1min": round(os.getloadavg()[0], 2)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 5])
     parser.add_argument("--model", choices=["realistic", "ideal"], default="realistic")
     parser.add_argument("--crosstalk-fraction", type=float, default=0.01)
     parser.add_argument("--routes", type=int, default=20)
+    parser.add_argument("--reproducible", action="store_true", help="the chip on simulated time only")
+    parser.add_argument("--compare-full-solve", action="store_true",
+                        help="also calibrate on a chip solving every reading whole; CPU times, same map?")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
-    rows = [run_seed(s, args.routes, args.model, args.crosstalk_fraction) for s in seeds]
+    if args.compare_full_solve:
+        for row in compare_full_solve(seeds, args.model, args.crosstalk_fraction):
+            print(json.dumps(row))
+        return
+    rows = [run_seed(s, args.routes, args.model, args.crosstalk_fraction, reproducible=args.reproducible)
+            for s in seeds]
     if args.json:
         print(json.dumps(rows, indent=1))
         return
     cols = [("seed", "{}"), ("operations", "{}"), ("rechecks", "{}"), ("failed_tbus", "{}"),
             ("warnings", "{}"), ("bench_time_s_at_15ms", "{:.0f}"),
-            ("duration_s", "{:.1f}"),
+            ("duration_s", "{:.1f}"), ("cpu_s", "{:.1f}"), ("chip_solve_cpu_s", "{:.1f}"),
+            ("map_digest", "{}"),
             ("phase_rms_error_rad", "{:.4f}"), ("phase_max_error_rad", "{:.4f}"),
             ("phase_worst_heater_rms_rad", "{:.4f}"),
             ("delta_rms_error_rad", "{:.4f}"), ("setpoint_rms_error_rad", "{:.4f}"),
