@@ -669,12 +669,30 @@ def run_levels(
 
 
 def _subset(lev: _Level, sel: np.ndarray) -> _Level:
-    """The same level restricted to the merges ``sel`` (output placement is the caller's)."""
+    """The same level restricted to the merges ``sel`` (output placement is the caller's).
+
+    Cached per (level, merges): an incremental solver meets the same few paths again and
+    again, and building a level's gathers costs about as much as running it at one
+    wavelength.
+    """
+    key = (id(lev), sel.tobytes())
+    hit = _SUBSETS.get(key)
+    if hit is not None and hit[0] is lev:
+        return hit[1]
     if lev.first:
-        return _first_level(len(sel), lev.k, lev.ea, lev.ne, -1, lev.idx_a[sel], lev.idx_b[sel],
-                            lev.link[:, sel], lev.shapes[sel], lev.zero, lev.leaves)
-    return _last_level(len(sel), lev.k, lev.ea, lev.ne, -1, lev.idx_a[sel], lev.idx_b[sel],
-                       lev.link[:, sel], lev.shapes[sel], lev.zero, lev.leaves)
+        sub = _first_level(len(sel), lev.k, lev.ea, lev.ne, -1, lev.idx_a[sel], lev.idx_b[sel],
+                           lev.link[:, sel], lev.shapes[sel], lev.zero, lev.leaves)
+    else:
+        sub = _last_level(len(sel), lev.k, lev.ea, lev.ne, -1, lev.idx_a[sel], lev.idx_b[sel],
+                          lev.link[:, sel], lev.shapes[sel], lev.zero, lev.leaves)
+    if len(_SUBSETS) >= _SUBSETS_MAX:
+        _SUBSETS.clear()
+    _SUBSETS[key] = (lev, sub)
+    return sub
+
+
+_SUBSETS: dict[tuple[int, bytes], tuple[_Level, _Level]] = {}
+_SUBSETS_MAX = 4096  # restricted levels kept (a mesh's single-TBU paths need ~n_tbus x depth)
 
 
 def merge_macs(plan: MergePlan) -> tuple[int, int]:
