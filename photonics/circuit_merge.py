@@ -49,6 +49,7 @@ The plan's tree (``parent``, ``nodes``, :func:`run_levels` with ``only``) lets
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import weakref
 from dataclasses import dataclass
@@ -777,26 +778,29 @@ def ancestors(plan: MergePlan, tbus: np.ndarray) -> dict[int, np.ndarray]:
 
 
 _SCRATCH = threading.local()  # per thread: the last arenas and the merges' temporaries
-_SCRATCH_MAX_BYTES = 256 << 20  # a thread's temporaries beyond this (many batch shapes): start afresh
+_SCRATCH_MAX_ENTRIES = 8 << 20  # a temporary larger than this (128 MB) is not kept for reuse
 
 
 def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
     """The calling thread's complex temporary ``name`` of ``shape``, reused from call to call.
 
     The merges' temporaries are 0.1-2 MB per chunk: fresh ones cost a page fault per
-    4 kB on every call (about a quarter of the solve at 100 wavelengths), reused ones
-    stay mapped and mostly in cache. Contents are whatever the last user left.
+    4 kB on every call (about a quarter of the solve at 100 wavelengths). One buffer per
+    name serves every level (each level's temporaries are dead before the next starts), so
+    the memory a solve touches is the largest level's, not the sum: at one wavelength,
+    after other work has evicted the caches, every line touched is a miss. Contents are
+    whatever the last user left.
     """
     bufs = getattr(_SCRATCH, "bufs", None)
     if bufs is None:
         bufs = _SCRATCH.bufs = {}
-    key = (name, shape)
-    buf = bufs.get(key)
-    if buf is None:
-        if sum(b.nbytes for b in bufs.values()) > _SCRATCH_MAX_BYTES:
-            bufs.clear()
-        buf = bufs[key] = np.empty(shape, dtype=complex)
-    return buf
+    size = math.prod(shape)
+    buf = bufs.get(name)
+    if buf is None or buf.size < size:
+        if size > _SCRATCH_MAX_ENTRIES:  # one huge batch: do not keep it alive afterwards
+            return np.empty(shape, dtype=complex)
+        buf = bufs[name] = np.empty(size, dtype=complex)
+    return buf[:size].reshape(shape)
 
 
 def new_arenas(plan: MergePlan, T: np.ndarray, reuse: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
