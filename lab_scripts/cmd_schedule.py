@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import UsageError, add_json_flag, load_mesh, positive, print_json, table
+from lab_scripts.common import (
+    UsageError,
+    add_json_flag,
+    count,
+    load_mesh,
+    positive,
+    print_json,
+    seed,
+    table,
+)
 from lab_scripts.paths import output_folder
 
 SCHEMA = "lumion.schedule"
@@ -32,6 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-budget", action="store_true",
                    help="report link margins but do not refuse links that cannot close the budget")
     p.add_argument("--labelings", type=positive, default=12, help="port labelings to try (default 12)")
+    p.add_argument("--search-checks", type=count, default=None, metavar="N",
+                   help="when no circle labeling reaches the N-1 bound, search the 1-factorizations, "
+                   "routing at most N matchings (default 400; 0: split instead)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the relabelings and the search (default 0)")
     p.add_argument("--out", metavar="DIR", help="write each configuration as a lumion.configuration "
                    "file (DIR/matching-01.json, ...) that `lumion program --configuration` accepts")
     add_json_flag(p)
@@ -68,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--ports spread:N takes a number, not {text!r}") from None
     else:
         ports = [p.strip() for p in text.split(",") if p.strip()]
-    s = schedule(mesh, ports, require_budget=not args.no_budget, labelings=args.labelings)
+    from photonics.fabric.matchings import SEARCH_CHECKS
+    checks = SEARCH_CHECKS if args.search_checks is None else args.search_checks
+    stream = None if args.json else sys.stderr
+    s = schedule(mesh, ports, require_budget=not args.no_budget, labelings=args.labelings, seed=args.seed,
+                 search_checks=checks,
+                 progress=None if stream is None else lambda line: print(line, file=stream, flush=True))
     d = s.to_dict(mesh)
     confs = [c.configuration.for_mesh(mesh) for c in s.configs]
     files = save_configurations(out, "matching", confs, mesh) if out is not None else []
@@ -80,8 +99,11 @@ def run(args: argparse.Namespace) -> int:
                     "out": str(out) if out else None})
         return 0
     gap = "reaches the lower bound" if s.overhead == 0 else f"{s.overhead} above the lower bound"
+    how = {"circle": "circle method", "search": f"factorization search, {s.search_checks} matchings routed",
+           "split": "unroutable matchings split" + (f" after a search of {s.search_checks} matchings"
+                                                    if s.search_checks else "")}[s.method]
     print(f"{len(s.ports)} ports on {args.mesh}: {len(s.configs)} configurations ({gap} of "
-          f"{s.lower_bound}); {s.labelings_tried} labeling(s) tried in {s.seconds:.2f} s")
+          f"{s.lower_bound}; {how}); {s.labelings_tried} labeling(s) tried, {s.seconds:.2f} s")
     rows = [(k + 1, len(c.pairs), c.worst_loss_db, c.worst_acr_db, c.worst_margin_db,
              " ".join(f"{a}-{b}" for a, b in c.pairs)) for k, c in enumerate(s.configs)]
     print(table(rows, ["#", "pairs", "worst loss dB", "worst ACR dB", "margin dB", "pairs (port-port)"]))

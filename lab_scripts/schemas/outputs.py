@@ -333,6 +333,10 @@ class ScheduleOutput(Strict):
     lower_bound: Count
     overhead: Count
     labelings_tried: Count
+    method: Literal["circle", "search", "split"] = Field(
+        description="circle: a circle-method labeling reached the bound; search: the 1-factorization "
+        "search did; split: neither, unroutable matchings were split (overhead > 0)")
+    search_checks: Count = Field(description="matchings the search routed (0: no search ran)")
     compute_s: Seconds = Field(description="computing time (s)")
     worst_loss_db: Db
     worst_acr_db: DbOrNull

@@ -5,8 +5,11 @@ matchings (a 1-factorization); that is also the lower bound on the number of mes
 configurations that together connect every pair, because a port carries one circuit
 per configuration. :func:`schedule` builds the circle-method factorization, routes
 every matching with ``photonics.routing`` (conflict-free, circuit-checked), tries other
-labelings of the ports when a matching does not route, and as a last resort splits a
-matching that still does not route into two (reported as overhead above the bound).
+labelings of the ports when a matching does not route, then gives the failing matchings to
+the exact router. When the circle method still misses the bound it searches the
+1-factorizations themselves (:mod:`photonics.fabric.factorize`, bounded by a question
+budget), and only when that fails too splits a matching that does not route into two
+(reported as overhead above the bound).
 Odd N: a dummy port makes N + 1, so N configurations, each with one port idle.
 
 **A pair is one bidirectional circuit, one route.** The mesh is passive, linear and
@@ -24,8 +27,10 @@ modelled switch time between consecutive configurations.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,11 +40,21 @@ from photonics.budget import Transceiver, link_budget
 from photonics.circuit import solve
 from photonics.configuration import Configuration
 from photonics.errors import MeshSpecError, RoutingError
+from photonics.fabric.factorize import Matching, Pair, SearchStats, pair, search_factorization
 from photonics.fabric.model import DEFAULT_TRANSCEIVER, Fabric, FabricError, _profile
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
-from photonics.routing import parse_failed, route_many
+from photonics.routing import build_graph, conflicts, parse_failed, route_many, shortest_path
 from photonics.routing.verify import plan_state
 from photonics.topology import Mesh
+
+# Matchings the factorization search may route (each one fast router call, plus the exact
+# program when that gives up). 16 ports on smartlight reach the bound after 60-120 of them
+# (docs/fabric.md); 400 keeps a hopeless search to a few minutes of CPU.
+SEARCH_CHECKS = 400
+# Time limit of each integer program inside the search (s). Most matchings are routed or
+# proved unroutable in 0.1-1 s; one that takes longer is counted as unroutable (the search
+# moves on), which keeps one hard program from eating the budget.
+SEARCH_EXACT_LIMIT_S = 5.0
 
 
 def circle_factorization(n: int) -> list[list[tuple[int, int]]]:
@@ -121,6 +136,8 @@ class Schedule:
     lower_bound: int
     labelings_tried: int
     seconds: float
+    method: str = "circle"  # "circle" | "search" | "split" (see schedule)
+    search_checks: int = 0  # matchings the factorization search routed (0: not run)
 
     @property
     def overhead(self) -> int:
@@ -131,7 +148,8 @@ class Schedule:
         """JSON-ready form (``lumion schedule --json``)."""
         return {"ports": [mesh.port_names[p] for p in self.ports], "n_ports": len(self.ports),
                 "count": len(self.configs), "lower_bound": self.lower_bound, "overhead": self.overhead,
-                "labelings_tried": self.labelings_tried, "compute_s": self.seconds,
+                "labelings_tried": self.labelings_tried, "method": self.method,
+                "search_checks": self.search_checks, "compute_s": self.seconds,
                 "worst_loss_db": max(c.worst_loss_db for c in self.configs),
                 "worst_acr_db": min(c.worst_acr_db for c in self.configs),
                 "configurations": [c.to_dict(mesh) for c in self.configs]}
@@ -186,14 +204,20 @@ def schedule(
     seed: int = 0,
     exact: bool = True,
     time_limit_s: float = 30.0,
+    search_checks: int = SEARCH_CHECKS,
+    progress: Callable[[str], None] | None = None,
 ) -> Schedule:
     """Conflict-free perfect matchings whose union covers every pair of ``ports`` once.
 
     Tries the circle method on the ports in the given order, then on up to ``labelings``
     - 1 seeded random relabelings, with the fast router; the first labeling whose every
     matching routes wins (N - 1 configurations, the bound). Otherwise the labeling with
-    the fewest failures is kept, its failing matchings get the exact router (when
-    ``exact``), and any that still fail are split in two, recursively (overhead).
+    the fewest failures is kept and its failing matchings get the exact router (when
+    ``exact``). If some still fail, a seeded search over the 1-factorizations
+    (:func:`~photonics.fabric.factorize.search_factorization`, at most ``search_checks``
+    matchings routed) looks for N - 1 matchings that all route (``method`` "search");
+    when it does not find them the failing matchings are split in two, recursively
+    (``method`` "split", overhead above the bound).
 
     Args:
         mesh_or_fabric: a mesh, or a fabric (its mesh, and the lane declared on the
@@ -207,9 +231,12 @@ def schedule(
             ``transceiver`` lanes; without it margins are still reported (may be negative).
         failed: ``{TBU: "dead"|"bar"|"cross"}`` to route around.
         labelings: how many port labelings to try (the first is the given order).
-        seed: seed of the random relabelings.
-        exact: give failing matchings to the integer program before splitting them.
-        time_limit_s: limit per integer program (s).
+        seed: seed of the random relabelings and of the search.
+        exact: give failing matchings to the integer program before searching or
+            splitting (the search also uses it, with a short time limit).
+        time_limit_s: limit per integer program outside the search (s).
+        search_checks: question budget of the search; 0 skips it.
+        progress: called with one line per step of the search (e.g. print to stderr).
 
     Raises:
         FabricError: fewer than two ports, a port listed twice or unknown, or a pair that
@@ -232,25 +259,60 @@ def schedule(
     params = params or nominal_params(mesh.n_tbus, mesh.n_links, defaults)
     fails = parse_failed(mesh, failed)
     n = len(idx) + len(idx) % 2
-    dummy = -1
-    verts = [*idx, dummy][:n]
-    rounds = circle_factorization(n)
-    rng = np.random.default_rng(seed)
+    verts = [*idx, _DUMMY][:n]
 
-    def route(pairs: list[tuple[int, int]], method: str) -> MatchingConfig:
+    def route(pairs: list[tuple[int, int]], method: str, limit_s: float = time_limit_s) -> MatchingConfig:
         return _route_matching(mesh, pairs, params, method, tx, defaults, required_margin_db,
-                               require_budget, fails, time_limit_s)
+                               require_budget, fails, limit_s)
 
+    tried, results = _best_labeling(verts, route, labelings, np.random.default_rng(seed))
+    pending = [k for k, item in enumerate(results) if not isinstance(item, MatchingConfig)]
+    for k in pending if exact else []:
+        with contextlib.suppress(RoutingError):  # still failing: searched for, or split
+            results[k] = route(results[k], "auto")  # type: ignore[arg-type]
+
+    def done(configs: list[MatchingConfig], method: str, checks: int = 0) -> Schedule:
+        return Schedule(tuple(idx), tuple(configs), n - 1, tried, time.perf_counter() - t0, method, checks)
+
+    if all(isinstance(item, MatchingConfig) for item in results):
+        return done(results, "circle")  # type: ignore[arg-type]
+    checks = 0
+    if search_checks > 0:
+        found, stats = _search(mesh, params, fails, verts, route, exact, seed, search_checks, progress)
+        if found is not None:
+            return done(found, "search", stats.checks)
+        checks = stats.checks
+    configs: list[MatchingConfig] = []
+    for item in results:
+        configs += [item] if isinstance(item, MatchingConfig) else _split(item, route, exact)
+    return done(configs, "split", checks)
+
+
+_DUMMY = -1  # the idle partner of one port per round when the port count is odd
+
+
+def _real_pairs(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The pairs of a round without the dummy port's (odd port counts)."""
+    return [(a, b) for a, b in pairs if _DUMMY not in (a, b)]
+
+
+def _best_labeling(verts: list[int], route: Callable[..., MatchingConfig], labelings: int,
+                   rng: np.random.Generator) -> tuple[int, list[MatchingConfig | list[tuple[int, int]]]]:
+    """(labelings tried, the rounds of the best one: routed, or the pairs that failed).
+
+    The circle method on the given order, then seeded random relabelings, fast router;
+    stops at the first labeling whose every round routes.
+    """
+    rounds = circle_factorization(len(verts))
     best: tuple[int, list[MatchingConfig | list[tuple[int, int]]]] | None = None
     tried = 0
     for attempt in range(max(labelings, 1)):
         tried += 1
-        order = list(range(n)) if attempt == 0 else list(rng.permutation(n))
+        order = list(range(len(verts))) if attempt == 0 else list(rng.permutation(len(verts)))
         results: list[MatchingConfig | list[tuple[int, int]]] = []
         failures = 0
         for rnd in rounds:
-            pairs = [(verts[order[a]], verts[order[b]]) for a, b in rnd]
-            pairs = [(a, b) for a, b in pairs if dummy not in (a, b)]
+            pairs = _real_pairs([(verts[order[a]], verts[order[b]]) for a, b in rnd])
             try:
                 results.append(route(pairs, "fast"))
             except RoutingError:
@@ -263,22 +325,68 @@ def schedule(
         if failures == 0:
             break
     assert best is not None
-    configs: list[MatchingConfig] = []
-    for item in best[1]:
-        if isinstance(item, MatchingConfig):
-            configs.append(item)
-        else:
-            configs += _route_or_split(item, route, exact)
-    return Schedule(tuple(idx), tuple(configs), n - 1, tried, time.perf_counter() - t0)
+    return tried, best[1]
+
+
+def shortest_route_clashes(mesh: Mesh, params: TBUParams, failed: Mapping[int, str],
+                           verts: Sequence[int]) -> dict[Pair, frozenset[Pair]]:
+    """For each pair of ``verts``, the disjoint pairs whose shortest routes break a routing rule
+    together (share a TBU port, or ask one TBU for both states).
+
+    A cheap proxy for "hard to route in one matching", used to order the search's questions.
+    """
+    graph = build_graph(mesh, params, failed)
+    real = [v for v in verts if v != _DUMMY]
+    paths = {pair(a, b): shortest_path(graph, *pair(a, b)) for a, b in itertools.combinations(real, 2)}
+    out: dict[Pair, set[Pair]] = {}
+    for p, q in itertools.combinations(paths, 2):
+        rp, rq = paths[p], paths[q]
+        if set(p) & set(q) or rp is None or rq is None or not conflicts(mesh, [rp, rq]):
+            continue
+        out.setdefault(p, set()).add(q)
+        out.setdefault(q, set()).add(p)
+    return {p: frozenset(qs) for p, qs in out.items()}
+
+
+def _search(mesh: Mesh, params: TBUParams, failed: Mapping[int, str], verts: list[int],
+            route: Callable[..., MatchingConfig], exact: bool, seed: int, checks: int,
+            progress: Callable[[str], None] | None) -> tuple[list[MatchingConfig] | None, SearchStats]:
+    """The factorization search with routing as its test; the routed configurations if found."""
+    routed: dict[Matching, MatchingConfig] = {}
+    t0 = time.process_time()
+
+    def accept(m: Matching, thorough: bool) -> bool:
+        pairs = _real_pairs(m)
+        methods = ("fast", "auto") if exact and thorough else ("fast",)
+        for method in methods:
+            try:
+                routed[m] = route(pairs, method, SEARCH_EXACT_LIMIT_S)
+                return True
+            except RoutingError:
+                pass
+        return False
+
+    def report(kept: int, needed: int, stats: SearchStats) -> None:
+        if progress is not None:
+            bar = "#" * int(20 * kept / max(needed, 1))
+            progress(f"schedule search [{bar:<20}] {kept:>3}/{needed} matchings  {stats.checks:>4}/{checks} "
+                     f"routed  {stats.backtracks} backtracks  {time.process_time() - t0:6.1f} s CPU")
+
+    clash = shortest_route_clashes(mesh, params, failed, verts)
+    found, stats = search_factorization(verts, accept, clash=clash, seed=seed, max_checks=checks,
+                                        progress=report)
+    return (None if found is None else [routed[m] for m in found]), stats
 
 
 def _route_or_split(pairs: list[tuple[int, int]], route: Any, exact: bool) -> list[MatchingConfig]:
-    """Route a matching (exact router), or split it into two halves and recurse."""
-    if exact:
-        try:
-            return [route(pairs, "auto")]
-        except RoutingError:
-            pass
+    """Route a matching (the exact router too when ``exact``), or split it in two and recurse."""
+    with contextlib.suppress(RoutingError):
+        return [route(pairs, "auto" if exact else "fast")]
+    return _split(pairs, route, exact)
+
+
+def _split(pairs: list[tuple[int, int]], route: Any, exact: bool) -> list[MatchingConfig]:
+    """Split a matching that does not route into two halves, each routed or split again."""
     if len(pairs) == 1:
         try:
             return [route(pairs, "auto")]

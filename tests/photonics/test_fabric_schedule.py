@@ -20,6 +20,7 @@ from photonics.fabric import (
     spread_ports,
     well_connected_ports,
 )
+from photonics.fabric.matchings import SEARCH_CHECKS
 from photonics.routing import check_routes, conflicts
 from photonics.topology import hexagonal, smartlight
 
@@ -72,6 +73,43 @@ def test_schedule_configs_conflict_free_and_verified(sched8):
         assert c.reciprocity_error_db < 1e-6
         assert c.worst_acr_db > 20
         assert c.worst_margin_db >= 3
+
+
+@pytest.fixture(scope="module")
+def sched14():
+    """14 spread ports on smartlight: no circle labeling reaches 13, the search does."""
+    mesh = smartlight()
+    return mesh, schedule(mesh, spread_ports(mesh, 14))
+
+
+def test_schedule_14_ports_search_reaches_bound(sched14):
+    mesh, s = sched14
+    assert s.method == "search"
+    assert 0 < s.search_checks <= SEARCH_CHECKS
+    assert len(s.configs) == s.lower_bound == 13
+    assert s.overhead == 0
+    for c in s.configs:  # each a perfect matching of the 14 ports
+        assert sorted(v for p in c.pairs for v in p) == sorted(s.ports)
+    pairs = [frozenset(p) for c in s.configs for p in c.pairs]
+    assert len(pairs) == len(set(pairs)) == 91  # every pair exactly once
+    assert set(pairs) == {frozenset(p) for p in itertools.combinations(s.ports, 2)}
+    for c in s.configs:  # re-checked here, not taken from the search
+        routes = list(c.configuration.routes)
+        assert not conflicts(mesh, routes)
+        for chk in check_routes(mesh, c.configuration, routes):
+            assert chk.transmission_db > -10
+        assert c.worst_margin_db >= 3
+        assert not c.split
+
+
+def test_schedule_without_search_splits_and_says_so():
+    mesh = smartlight()
+    s = schedule(mesh, spread_ports(mesh, 14), search_checks=0, labelings=1, exact=False)
+    assert s.method == "split"
+    assert s.search_checks == 0
+    assert s.overhead > 0
+    assert any(c.split for c in s.configs)
+    assert s.to_dict(mesh)["method"] == "split"
 
 
 def test_schedule_odd_ports_leaves_one_idle():
