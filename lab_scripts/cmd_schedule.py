@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--labelings", type=positive, default=12, help="port labelings to try (default 12)")
     p.add_argument("--search-checks", type=count, default=None, metavar="N",
                    help="when no circle labeling reaches the N-1 bound, search the 1-factorizations, "
-                   "routing at most N matchings (default 400; 0: split instead)")
+                   "routing at most N matchings (default 600; 0: split instead)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the relabelings and the search (default 0)")
     p.add_argument("--out", metavar="DIR", help="write each configuration as a lumion.configuration "
                    "file (DIR/matching-01.json, ...) that `lumion program --configuration` accepts")

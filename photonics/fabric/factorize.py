@@ -35,12 +35,9 @@ Matching = tuple[Pair, ...]  # sorted pairs: one canonical form per matching
 # Below this degree the uncovered graph is split exhaustively: a cubic graph on 16
 # vertices has a few dozen 1-factorizations, a 4-regular one can have thousands.
 END_DEGREE = 3
-# Random perfect matchings drawn per greedy step; the least-colliding are asked first.
+# Random perfect matchings drawn (and asked, least colliding first) per greedy step.
 # 24 draws cost microseconds and give the collision score enough choice.
 DRAWS_PER_STEP = 24
-# Asked per greedy step before giving up on it: the drawn matchings share pairs, so past
-# a handful of refusals the remaining draws are likely refused for the same collisions.
-ASKS_PER_STEP = 24
 # Latest matchings dropped when neither a step nor its repair succeeds: one more than the
 # repair already re-splits, so the redraw changes what the repair could not.
 BACKTRACK = 2
@@ -196,24 +193,34 @@ def search_factorization(
         return collisions(m, clash)
 
     def ok(m: Matching, thorough: bool = True) -> bool:
-        """``accept`` memoised: a quick refusal is asked again thoroughly, never twice."""
-        key = (m, thorough)
-        if key not in memo and not memo.get((m, False), False):
-            if stats.checks >= max_checks:
-                raise _BudgetSpentError
-            stats.checks += 1
-            memo[key] = bool(accept(m, thorough))
-            if progress is not None and stats.checks % PROGRESS_EVERY == 0:
-                progress(len(kept), n - 1, stats)
-        return memo.get(key, False) or memo.get((m, False), False)
+        """``accept`` memoised: a quick refusal may be asked again thoroughly, nothing twice."""
+        known = {t: memo[(m, t)] for t in (False, True) if (m, t) in memo}
+        if any(known.values()):
+            return True
+        if thorough in known or (not thorough and known):
+            return False
+        if stats.checks >= max_checks:
+            raise _BudgetSpentError
+        stats.checks += 1
+        memo[(m, thorough)] = bool(accept(m, thorough))
+        if progress is not None and stats.checks % PROGRESS_EVERY == 0:
+            progress(len(kept), n - 1, stats)
+        return memo[(m, thorough)]
 
-    def all_ok(ms: Sequence[Matching]) -> bool:
+    def all_ok(ms: Sequence[Matching], thorough: bool) -> bool:
         order = sorted(ms, key=lambda m: (not any((m, t) in memo for t in (False, True)), score(m)))
-        return all(ok(m) for m in order)  # known answers first, then the least colliding
+        return all(ok(m, thorough) for m in order)  # known answers first, then the least colliding
 
     def end_game(left: frozenset[Pair]) -> list[Matching] | None:
-        opts = sorted(factorizations(left), key=lambda f: sum(collisions(m, clash) for m in f))
-        return next((list(f) for f in opts if all_ok(f)), None)
+        """A 1-factorization of ``left`` whose matchings are all accepted: every candidate
+        asked quickly first (cheap refusals), then thoroughly.
+        """
+        opts = sorted(factorizations(left), key=lambda f: sum(score(m) for m in f))
+        for thorough in (False, True):
+            found = next((list(f) for f in opts if all_ok(f, thorough)), None)
+            if found is not None:
+                return found
+        return None
 
     def repair(kept: list[Matching], left: frozenset[Pair]) -> list[Matching] | None:
         """Re-split the uncovered pairs together with one kept matching (alternating cycles)."""
@@ -230,7 +237,7 @@ def search_factorization(
         if degree > END_DEGREE - 1:
             draws = list(dict.fromkeys(m for _ in range(DRAWS_PER_STEP) if (m := random_matching(left, rng))))
             asks = sorted(draws, key=score)  # stable: ties keep the draw order
-            return next(([*kept, m] for m in asks[:ASKS_PER_STEP] if ok(m)), None)
+            return next(([*kept, m] for m in asks if ok(m)), None)
         done = end_game(left)
         if done is not None:
             return [*kept, *done]

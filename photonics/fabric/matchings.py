@@ -47,14 +47,15 @@ from photonics.routing import build_graph, conflicts, parse_failed, route_many, 
 from photonics.routing.verify import plan_state
 from photonics.topology import Mesh
 
-# Matchings the factorization search may route (each one fast router call, plus the exact
-# program when that gives up). 16 ports on smartlight reach the bound after 60-120 of them
-# (docs/fabric.md); 400 keeps a hopeless search to a few minutes of CPU.
-SEARCH_CHECKS = 400
-# Time limit of each integer program inside the search (s). Most matchings are routed or
-# proved unroutable in 0.1-1 s; one that takes longer is counted as unroutable (the search
-# moves on), which keeps one hard program from eating the budget.
-SEARCH_EXACT_LIMIT_S = 5.0
+# Questions the factorization search may ask (a quick one is one fast-router call, ~25 ms;
+# a thorough one adds the exact program when that gives up, ~0.1-1 s). The 16-port run in
+# docs/fabric.md needs far fewer; 600 keeps a hopeless search to minutes, not hours.
+SEARCH_CHECKS = 600
+# Time limit of each integer program inside the search (s). Matchings are routed or proved
+# unroutable in 0.1-1 s of CPU; HiGHS counts wall-clock time, so the limit is generous: a
+# program cut short on a loaded machine would be counted as unroutable and change the
+# search's path (the same seed must give the same schedule).
+SEARCH_EXACT_LIMIT_S = 30.0
 
 
 def circle_factorization(n: int) -> list[list[tuple[int, int]]]:
