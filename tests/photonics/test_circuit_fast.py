@@ -46,6 +46,26 @@ def test_merge_matches_sparse(name, lossless, kind):
             np.testing.assert_allclose(s, s.T, atol=1e-12)
 
 
+@pytest.mark.parametrize("lossless", [False, True])
+@pytest.mark.parametrize("name", list(MESHES))
+def test_batch_last_merges_match_sparse(name, lossless):
+    """Enough blocks that the small merges run batch-last (grouped by shape, two-TBU joins
+    in closed form) and only the A rows and B-B block of each merge are formed: still
+    sparse LU's matrix, symmetric as a reciprocal circuit's must be.
+    """
+    mesh = MESHES[name]()
+    rng = np.random.default_rng([len(name), lossless, 16])
+    params = (nominal_params(mesh.n_tbus, mesh.n_links, LOSSLESS) if lossless
+              else fabricated_params(mesh.n_tbus, mesh.n_links, rng))
+    state = MeshState.random(mesh, rng, n_states=2)
+    wl = np.linspace(1540.0, 1560.0, 17)  # 34 blocks: past the all-batch-first threshold
+    assert not merge_plan(mesh).levels[0].first or mesh.n_tbus == 1
+    fast = solve(mesh, state, wl, params)
+    ref = solve_sparse(mesh, state, wl, params)
+    assert np.abs(fast - ref).max() <= 1e-12
+    np.testing.assert_allclose(fast, np.swapaxes(fast, -1, -2), atol=1e-12)
+
+
 def test_input_subset_and_large_batch_match_sparse():
     """More blocks than one chunk (threaded path) and a subset of inputs."""
     mesh = smartlight()
