@@ -38,8 +38,9 @@ END_DEGREE = 3
 # Random perfect matchings drawn (and asked, least colliding first) per greedy step.
 # 24 draws cost microseconds and give the collision score enough choice.
 DRAWS_PER_STEP = 24
-# Latest matchings dropped when neither a step nor its repair succeeds: one more than the
-# repair already re-splits, so the redraw changes what the repair could not.
+# Latest matchings dropped when neither a step nor its repair succeeds, times the number of
+# times it happened: one more than the repair already re-splits, so the redraw changes what
+# the repair could not; growing, so pairs that keep the end game stuck are reached early.
 BACKTRACK = 2
 # Questions between two progress reports inside a step (an end game can ask dozens).
 PROGRESS_EVERY = 10
@@ -249,7 +250,7 @@ def search_factorization(
             nxt = step(kept, left)
             if nxt is None:
                 stats.backtracks += 1
-                nxt = kept[:max(0, len(kept) - BACKTRACK)]
+                nxt = kept[:max(0, len(kept) - BACKTRACK * stats.backtracks)]
             kept = nxt
             left = complete_pairs(verts) - {p for m in kept for p in m}
             stats.steps.append(len(kept))
