@@ -31,6 +31,7 @@ import numpy as np
 
 Pair = tuple[int, int]  # (low, high) vertex labels
 Matching = tuple[Pair, ...]  # sorted pairs: one canonical form per matching
+Option = tuple[list[Matching], tuple[Matching, ...]]  # (matchings kept, a factorization of the rest)
 
 # Below this degree the uncovered graph is split exhaustively: a cubic graph on 16
 # vertices has a few dozen 1-factorizations, a 4-regular one can have thousands.
@@ -212,13 +213,21 @@ def search_factorization(
         order = sorted(ms, key=lambda m: (not any((m, t) in memo for t in (False, True)), score(m)))
         return all(ok(m, thorough) for m in order)  # known answers first, then the least colliding
 
-    def end_game(left: frozenset[Pair]) -> list[Matching] | None:
-        """A 1-factorization of ``left`` whose matchings are all accepted: every candidate
-        asked quickly first (cheap refusals), then thoroughly.
+    def options(base: list[Matching], left: frozenset[Pair]) -> list[Option]:
+        """Every 1-factorization of ``left`` (least colliding first), each after ``base``."""
+        return [(base, f) for f in sorted(factorizations(left), key=lambda f: sum(score(m) for m in f))]
+
+    def settle(opts: list[Option]) -> list[Matching] | None:
+        """The first option whose matchings are all accepted: every option asked quickly
+        first (cheap refusals), then thoroughly, those with fewest matchings still in doubt
+        first (often one thorough question settles them).
         """
-        opts = sorted(factorizations(left), key=lambda f: sum(score(m) for m in f))
+        def doubtful(f: tuple[Matching, ...]) -> int:
+            return sum(not (memo.get((m, False)) or memo.get((m, True))) for m in f)
+
         for thorough in (False, True):
-            found = next((list(f) for f in opts if all_ok(f, thorough)), None)
+            order = sorted(opts, key=lambda o: doubtful(o[1])) if thorough else opts
+            found = next(([*base, *f] for base, f in order if all_ok(f, thorough)), None)
             if found is not None:
                 return found
         return None
@@ -226,11 +235,8 @@ def search_factorization(
     def repair(kept: list[Matching], left: frozenset[Pair]) -> list[Matching] | None:
         """Re-split the uncovered pairs together with one kept matching (alternating cycles)."""
         stats.repairs += 1
-        for i in rng.permutation(len(kept)):
-            done = end_game(left | frozenset(kept[i]))
-            if done is not None:
-                return [*kept[:i], *kept[i + 1:], *done]
-        return None
+        return settle([o for i in rng.permutation(len(kept))
+                       for o in options([*kept[:i], *kept[i + 1:]], left | frozenset(kept[i]))])
 
     def step(kept: list[Matching], left: frozenset[Pair]) -> list[Matching] | None:
         """The kept matchings after one more step, or None when the step is stuck."""
@@ -239,10 +245,7 @@ def search_factorization(
             draws = list(dict.fromkeys(m for _ in range(DRAWS_PER_STEP) if (m := random_matching(left, rng))))
             asks = sorted(draws, key=score)  # stable: ties keep the draw order
             return next(([*kept, m] for m in asks if ok(m)), None)
-        done = end_game(left)
-        if done is not None:
-            return [*kept, *done]
-        return repair(kept, left)
+        return settle(options(kept, left)) or repair(kept, left)
 
     left = complete_pairs(verts)
     try:
