@@ -48,14 +48,15 @@ from photonics.routing.verify import plan_state
 from photonics.topology import Mesh
 
 # Questions the factorization search may ask (a quick one is one fast-router call, ~25 ms;
-# a thorough one adds the exact program when that gives up, ~0.1-1 s). The 16-port run in
-# docs/fabric.md needs far fewer; 600 keeps a hopeless search to minutes, not hours.
+# a thorough one adds the exact program when that gives up, ~0.1-1 s). 16 ports on
+# smartlight needed 56, 254 and 581 for seeds 0-2 (docs/routing.md); 600 keeps a hopeless
+# search to about five minutes of CPU, then the split fallback answers.
 SEARCH_CHECKS = 600
 # Time limit of each integer program inside the search (s). Most matchings are routed or
 # proved unroutable in 0.1-1 s of CPU; the search asks about many, and a program still
 # running after 2 s is cheaper counted as unroutable than finished (16 ports on
-# smartlight, seed 0: with 30 s the search had spent 161 s of CPU unfinished, with 2 s it
-# is done in 44 s). HiGHS counts wall-clock time, so on a heavily loaded machine a program
+# smartlight, seed 0, an earlier version of the search: 161 s of CPU unfinished with a
+# 30 s limit, done in 44 s with 2 s). HiGHS counts wall-clock time, so on a heavily loaded machine a program
 # can hit the limit where it would not on a quiet one, and the same seed can then take
 # another path.
 SEARCH_EXACT_LIMIT_S = 2.0
