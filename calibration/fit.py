@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
+from calibration.lsq import LOSSES, least_squares_trf
+
 # The nominal heater (R0 = 250 Ohm, eta = pi / 1.3 mW) has rho2 = 0.60 rad/mA^2: the rate
 # search spans a factor 5 either way, far wider than any fabrication spread.
 RHO2_SEARCH = (0.12, 3.0)
@@ -231,38 +233,46 @@ def fit_tbu(
         off = 1 + 2 * len(arms)
         return v[0], curves, v[off:off + k], v[off + k:off + 2 * k]
 
-    def residuals(v: np.ndarray) -> np.ndarray:
-        delta, curves, amp, flo = unpack(v)
-        out = []
-        for s, w in zip(sweeps, weights, strict=True):
-            r2, r3 = curves[s.arm]
-            out.append(((fringe_model(s.current_ma, s.arm, delta, r2, r3, amp, flo, signs)
-                         - s.power_mw) * w).ravel())
-        return np.concatenate(out)
-
     n_par = 1 + 2 * len(arms) + 2 * k
+    # Every sweep's readings stacked (rows in sweep order, as the residual vector runs), with
+    # the powers of I each point needs precomputed: the residuals and the Jacobian are then a
+    # handful of array operations per call, with the same arithmetic per element as
+    # fringe_model (the fits are called ~40 times per start).
+    cur = np.concatenate([s.current_ma for s in sweeps]).astype(float)
+    i2, i3 = cur**2, cur**3
+    arm_of = np.concatenate([np.full(len(s.current_ma), n) for n, s in enumerate(sweeps)])
+    sgn_of = np.where(np.array([s.arm for s in sweeps])[arm_of] == 0, 1.0, -1.0)
+    power = np.concatenate([s.power_mw for s in sweeps])
+    wts = np.concatenate(weights)
+    rows = np.arange(len(cur))
+    off = 1 + 2 * len(arms)
+    col2 = 1 + 2 * arm_of  # the rho2 column of each point's arm (rho3 is the next one)
+    outs = np.arange(k)
+    amp_cols = off + outs
+
+    def theta_of(v: np.ndarray) -> np.ndarray:
+        r2 = np.array([float(v[1 + 2 * n]) for n in range(len(sweeps))])[arm_of]
+        r3 = np.array([float(v[2 + 2 * n]) for n in range(len(sweeps))])[arm_of]
+        return v[0] + sgn_of * (r2 * i2 + r3 * i3)
+
+    def residuals(v: np.ndarray) -> np.ndarray:
+        amp, flo = v[off:off + k], v[off + k:off + 2 * k]
+        model = flo[None, :] + amp[None, :] * (1 + signs[None, :] * np.cos(theta_of(v))[:, None]) / 2
+        return ((model - power) * wts).ravel()
 
     def jacobian(v: np.ndarray) -> np.ndarray:
-        delta, curves, amp, _ = unpack(v)
-        blocks = []
-        for n, (s, w) in enumerate(zip(sweeps, weights, strict=True)):
-            r2, r3 = curves[s.arm]
-            i = s.current_ma
-            sgn = 1.0 if s.arm == 0 else -1.0
-            theta = delta + sgn * (r2 * i**2 + r3 * i**3)
-            npts = len(i)
-            J = np.zeros((npts, k, n_par))
-            dtheta = -amp[None, :] * signs[None, :] * np.sin(theta)[:, None] / 2 * w
-            J[:, :, 0] = dtheta
-            J[:, :, 1 + 2 * n] = dtheta * sgn * (i**2)[:, None]
-            J[:, :, 2 + 2 * n] = dtheta * sgn * (i**3)[:, None]
-            off = 1 + 2 * len(arms)
-            for j in range(k):
-                J[:, j, off + j] = (1 + signs[j] * np.cos(theta)) / 2 * w[:, j]
-                J[:, j, off + k + j] = w[:, j]
-            blocks.append(J.reshape(npts * k, n_par))
-        return np.concatenate(blocks)
+        amp = v[off:off + k]
+        theta = theta_of(v)
+        J = np.zeros((len(cur), k, n_par))
+        dtheta = -amp[None, :] * signs[None, :] * np.sin(theta)[:, None] / 2 * wts
+        J[:, :, 0] = dtheta
+        J[rows, :, col2] = dtheta * sgn_of[:, None] * i2[:, None]
+        J[rows, :, col2 + 1] = dtheta * sgn_of[:, None] * i3[:, None]
+        J[:, outs, amp_cols] = (1 + signs[None, :] * np.cos(theta)[:, None]) / 2 * wts
+        J[:, outs, amp_cols + k] = wts
+        return J.reshape(len(cur) * k, n_par)
 
+    lean = loss in LOSSES  # the lean copy of scipy's TRF (same numbers); other losses: scipy's
     i_max = max(float(s.current_ma.max()) for s in sweeps)
     best = None
     for delta0, rates in starts:
@@ -278,8 +288,12 @@ def fit_tbu(
         lo += [0.0] * (2 * k)
         hi += [np.inf] * (2 * k)
         v0 = np.clip(np.array(v0), np.array(lo) + 1e-15, np.array(hi) - 1e-15)
-        res = least_squares(residuals, v0, jac=jacobian, bounds=(lo, hi), loss=loss, f_scale=3.0,
-                            x_scale="jac", max_nfev=200)
+        if lean:
+            res = least_squares_trf(residuals, jacobian, v0, np.array(lo), np.array(hi), loss=loss,
+                                    f_scale=3.0, max_nfev=200)
+        else:
+            res = least_squares(residuals, v0, jac=jacobian, bounds=(lo, hi), loss=loss, f_scale=3.0,
+                                x_scale="jac", max_nfev=200)
         if best is None or res.cost < best.cost:
             best = res
         if np.sqrt(np.mean(best.fun**2)) < GOOD_ENOUGH_RMS:

@@ -69,15 +69,26 @@ def drain_path(peer: np.ndarray, source: int, allowed: set[int], banned: set[int
 
 def _search(peer: np.ndarray, start: int, allowed: set[int], banned: set[int], passable: bool,
             forward: bool) -> tuple[int, list[Hop]] | None:
-    """Dijkstra over TBUs (each used once) from a TBU port out to a mesh port."""
-    heap: list[tuple[float, int, int, tuple[Hop, ...]]] = [(0.0, 0, start, ())]
+    """Dijkstra over TBUs (each used once) from a TBU port out to a mesh port.
+
+    A path is kept as a chain of (hop, previous link) entries in ``trail`` and written out
+    only for the answer: the heap holds (cost, push order, port, chain end), and ties in
+    cost go to the earlier push.
+    """
+    heap: list[tuple[float, int, int, int]] = [(0.0, 0, start, -1)]
+    trail: list[tuple[Hop, int]] = []
     seen = {start // 4}
     counter = 0
     while heap:
-        cost, _, g, hops = heapq.heappop(heap)
+        cost, _, g, node = heapq.heappop(heap)
         p = int(peer[g])
         if p < 0:
-            return -1 - p, list(hops)
+            hops = []
+            while node >= 0:
+                hop, node = trail[node]
+                hops.append(hop)
+            # the chain runs from the last hop pushed back to the first
+            return -1 - p, hops[::-1] if forward else hops
         tbu, local = divmod(p, 4)
         if tbu in seen:
             continue
@@ -88,8 +99,8 @@ def _search(peer: np.ndarray, start: int, allowed: set[int], banned: set[int], p
         for other in far_end(local):
             counter += 1
             # Forward: light enters at ``local``, leaves at ``other``; backward: the reverse.
-            nxt = (*hops, hop_for(tbu, local, other)) if forward else (hop_for(tbu, other, local), *hops)
-            heapq.heappush(heap, (cost + step, counter, 4 * tbu + other, nxt))
+            trail.append((hop_for(tbu, local, other) if forward else hop_for(tbu, other, local), node))
+            heapq.heappush(heap, (cost + step, counter, 4 * tbu + other, len(trail) - 1))
     return None
 
 

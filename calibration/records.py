@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -91,9 +92,22 @@ def tbu_currents(record: TBURecord, cross_fraction: float) -> tuple[float, float
     Uses the effective (differential) curves, which already include the heater's heat on
     its partner arm, so no crosstalk correction is needed for a single TBU.
     """
-    phase, arm = target_differential(np.array([cross_fraction]), np.array([record.delta]))
+    return _tbu_currents(float(cross_fraction), float(record.delta), float(record.g2[0]), float(record.g2[1]),
+                         float(record.g3[0]), float(record.g3[1]))
+
+
+# Every measurement parks all calibrated TBUs (a calibration asks ~14,000 times for ~300
+# distinct curves and states): the Newton inversion is done once per fit and state. The key
+# is the record's numbers themselves, so a re-fitted TBU never reads a stale entry.
+_CURRENTS_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=_CURRENTS_CACHE_SIZE)
+def _tbu_currents(cross_fraction: float, delta: float, g2_top: float, g2_bot: float, g3_top: float,
+                  g3_bot: float) -> tuple[float, float]:
+    phase, arm = target_differential(np.array([cross_fraction]), np.array([delta]))
     a = int(arm[0])
-    i = float(invert_cubic(phase, record.g2[a], record.g3[a])[0])
+    i = float(invert_cubic(phase, (g2_top, g2_bot)[a], (g3_top, g3_bot)[a])[0])
     return (i, 0.0) if a == 0 else (0.0, i)
 
 
