@@ -15,18 +15,30 @@ order on the outermost lane, and run west; paths that go under the bottom do the
 mirror; west ports run straight west. So every path reaches the vertical line
 ``x_strip`` (west of the mesh) in the couplers' order, with no two crossing, and
 gdsfactory's bundle router (``route_bundle``) takes the bundle from there to the
-couplers (a river route: same order at both ends). Lengths in µm.
+couplers (a river route: same order at both ends).
+
+The column's height is fixed (``gc_pitch`` per port), its vertical position is not:
+it is centred on the strip, then shifted by the least amount that leaves every
+waveguide either straight or with a jog of at least two bend footprints
+(:func:`coupler_column`). A smaller jog cannot be made with two 90° bends, and the
+river router then loops the waveguide round into its neighbours: the routing
+collisions hex:2x2 (a 16.3 µm jog) and hex:4x3 had with a centred column. The column
+also moves west, if need be, so the fan-out has the room gdsfactory's
+``get_min_spacing`` asks for. Any routing failure is a one-line
+:class:`~layouts.errors.LayoutError`, never a warning and error-layer polygons.
+Lengths in µm.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layouts.errors import LayoutError, require_gdsfactory
+from layouts.errors import LayoutError, require_gdsfactory, routing_errors
 from layouts.geometry import Placement
 from layouts.params import LayoutParams
-from layouts.pdk import layer, snap
+from layouts.pdk import GRID_UM, grid_steps, layer, snap
 
 LANE_PITCH_UM = 10.0  # waveguide-to-waveguide spacing of the bundles: no evanescent coupling for strip WGs
 
@@ -108,23 +120,108 @@ def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: Layou
         ref = c.add_ref(route, name=f"io_{placement.exits[k].name.split(':')[1]}")
         _attach(ref, starts[k])
         strip_ports.append(ref.ports["o2"])
-    n = len(plan.order)
-    y_centre = (strip_ports[0].y + strip_ports[-1].y) / 2
-    gc_ports = []
-    for i, k in enumerate(plan.order):
-        name = placement.exits[k].name
-        coupler = c.add_ref(gc, name=f"{prefix}_port_{name.split(':')[1]}")
+    # the bundle's bends are the links' Euler bends; a jog needs two of their footprints
+    bend = gf.get_component("bend_euler", radius=p.bend_radius, cross_section=p.cross_section)
+    footprint = abs(bend.ports["o2"].y - bend.ports["o1"].y)
+    ys = coupler_column([q.y for q in strip_ports], p.gc_pitch, 2 * footprint)
+    couplers = []
+    for k, y in zip(plan.order, ys, strict=True):
+        coupler = c.add_ref(gc, name=f"{prefix}_port_{placement.exits[k].name.split(':')[1]}")
         coupler.drotate(180)  # waveguide port o1 faces east, towards the mesh
-        coupler.dmove((x_gc - coupler.ports["o1"].x, snap(y_centre + ((n - 1) / 2 - i) * p.gc_pitch)
-                       - coupler.ports["o1"].y))
-        gc_ports.append(coupler.ports["o1"])
-        c.add_port(name, port=coupler.ports["o2"])
-        c.add_label(name, position=(coupler.ports["o2"].x, coupler.ports["o2"].y), layer=layer("text"))
-    gf.routing.route_bundle(c, strip_ports, gc_ports, cross_section=p.cross_section,
-                            separation=LANE_PITCH_UM)
+        coupler.dmove((x_gc - coupler.ports["o1"].x, y - coupler.ports["o1"].y))
+        couplers.append(coupler)
+    # the fan-out's horizontal room, as gdsfactory's router counts it; move the column
+    # west (away from all metal) when the planned one is too close
+    from gdsfactory.routing.route_bundle import get_min_spacing
+
+    room = get_min_spacing(strip_ports, [q.ports["o1"] for q in couplers], separation=LANE_PITCH_UM,
+                           radius=footprint)
+    if x_strip - x_gc < room:
+        for coupler in couplers:
+            coupler.dmove((snap(x_strip - room - x_gc), 0))
+    gc_ports = [q.ports["o1"] for q in couplers]
+    for k, coupler in zip(plan.order, couplers, strict=True):
+        name = placement.exits[k].name
+        fibre = coupler.ports["o2"]
+        c.add_port(name, port=fibre)
+        c.add_label(name, position=(fibre.x, fibre.y), layer=layer("text"))
+    with routing_errors(f"the {len(strip_ports)} fibre I/O waveguides to the {prefix} column",
+                        "increase basic_unit_length or gc_pitch, or use fiber_io='ring'"):
+        gf.routing.route_bundle(c, strip_ports, gc_ports, cross_section=p.cross_section, bend=bend,
+                                separation=LANE_PITCH_UM, on_collision="error", on_placer_error="error",
+                                raise_on_error=True)
+
+
+def coupler_column(strip_ys: Sequence[float], pitch: float, min_jog: float) -> list[float]:
+    """The couplers' y, ``pitch`` apart, for waveguides arriving at ``strip_ys`` (top to bottom).
+
+    The column is centred on the strip, then shifted by the least amount (µm, ties to
+    the shift upwards) after which every waveguide either runs straight (its coupler at
+    its own y) or jogs by at least ``min_jog`` (µm): a jog with two 90° bends cannot be
+    shorter than two bend footprints. Worked in whole grid steps, so the test is exact.
+    """
+    n = len(strip_ys)
+    if n == 0:
+        return []
+    centre = (strip_ys[0] + strip_ys[-1]) / 2
+    base = [grid_steps(snap(centre + ((n - 1) / 2 - i) * pitch)) for i in range(n)]
+    ys = [grid_steps(y) for y in strip_ys]
+    jog = grid_steps(min_jog)
+    # a shift s makes waveguide i straight at s = d_i and is allowed from |s - d_i| >= jog;
+    # the least allowed shift is therefore 0 or one of these points
+    offsets = [y - b for y, b in zip(ys, base, strict=True)]
+    candidates = sorted({0, *offsets, *(d + jog for d in offsets), *(d - jog for d in offsets)},
+                        key=lambda s: (abs(s), -s))
+    for s in candidates:
+        if all(s == d or abs(s - d) >= jog for d in offsets):
+            return [snap((b + s) * GRID_UM) for b in base]
+    raise AssertionError("unreachable: a shift beyond every offset by min_jog is always allowed")
 
 
 def _attach(ref: Any, start: Any) -> None:
     """Check the extruded path (drawn in chip coordinates) starts exactly on ``start``."""
     if abs(ref.ports["o1"].x - start.x) > 1e-3 or abs(ref.ports["o1"].y - start.y) > 1e-3:
         raise LayoutError("an edge I/O path does not start at its mesh port; the plan is inconsistent")
+
+
+def check_edge_io(component: Any, mesh: Any, gc_pitch: float = LayoutParams.gc_pitch) -> list[str]:
+    """What is wrong with a drawn fibre-array edge (``fiber_io`` ``grating-edge`` or ``edge-coupler``).
+
+    An empty list means: no gdsfactory error markers in the cell, every mesh port of
+    ``mesh`` (a :class:`~photonics.topology.Mesh` or its spec) on one coupler column at
+    exactly ``gc_pitch`` (µm) west of everything else, no two waveguide paths overlapping
+    (:func:`layouts.checks.overlapping_paths`), and the optical LVS
+    (:func:`layouts.lvs.layout_vs_model`) passing. For a layout engineer before tape-out,
+    and the tests.
+    """
+    import itertools
+
+    from layouts.checks import overlapping_paths
+    from layouts.lvs import layout_vs_model
+    from photonics.topology import mesh_from_spec
+
+    gf = require_gdsfactory()
+    model = mesh_from_spec(mesh) if isinstance(mesh, str) else mesh
+    problems = []
+    error_layer = gf.get_layer(gf.CONF.layer_error_path)
+    if not component.dbbox(error_layer).empty():
+        problems.append(f"gdsfactory drew error markers on layer {tuple(gf.CONF.layer_error_path)}")
+    ports = [q for q in component.ports if q.name.startswith("port:")]
+    if len(ports) != model.n_ports:
+        problems.append(f"{len(ports)} mesh ports drawn, the model has {model.n_ports}")
+    xs = {round(q.x, 3) for q in ports}
+    if len(xs) != 1:
+        problems.append(f"the mesh ports are on {len(xs)} columns, not one")
+    gaps = {round(b - a, 3) for a, b in itertools.pairwise(sorted(q.y for q in ports))}
+    if gaps and gaps != {round(gc_pitch, 3)}:
+        problems.append(f"coupler spacings {sorted(gaps)} µm, not {gc_pitch}")
+    couplers = ("gc_port_", "ec_port_")
+    rest = [i.dbbox().left for i in component.insts if not i.name.startswith(couplers)]
+    if xs and rest and max(xs) > min(rest):
+        problems.append("the coupler column is not west of the rest of the chip")
+    overlaps = overlapping_paths(component)
+    if overlaps:
+        problems.append(f"waveguide paths overlap: {overlaps[:3]}")
+    if not layout_vs_model(component, model).ok:
+        problems.append("the optical LVS fails (layouts.lvs.layout_vs_model)")
+    return problems

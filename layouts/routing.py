@@ -26,7 +26,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from layouts.errors import LayoutError, require_gdsfactory
+from layouts.errors import LayoutError, require_gdsfactory, routing_errors
 from layouts.params import LayoutParams
 from layouts.pdk import layer, snap
 from layouts.wiring import PadPlan, Wire
@@ -209,13 +209,12 @@ def route_signal_wires(c: Any, wires: list[Wire], plan: PadPlan, p: LayoutParams
         band = _clean([*w.points[: ROW_FRONT_POINT + 1 if rows else 2], front])
         start = _port(f"via{w.channel}", band[0], _heading(band[0], band[1]), xs)
         end = _port(f"front{w.channel}", band[-1], (_heading(band[-2], band[-1]) + 180) % 360, xs)
-        try:
+        with routing_errors(f"the wire of heater channel {w.channel} along its band track",
+                            "increase wire_pitch"):
+            # on_error="error": kfactory's PlacerError (corners closer than a wire width)
             route = gf.routing.route_single(c, start, end, cross_section=xs, bend=corner, straight=straight,
                                             waypoints=band[1:-1], port_type="electrical", auto_taper=False,
                                             on_error="error")
-        except Exception as exc:  # kfactory's PlacerError: corners closer than a wire width
-            raise LayoutError(f"gdsfactory could not place the wire of heater channel {w.channel} along its "
-                              f"band track ({exc}); increase wire_pitch") from exc
         length[w.channel] = _backbone_um(route, dbu)
         pad_port = pads[f"pad_ch{w.channel}"].ports[PAD_EDGE_PORT[w.pad_edge]]
         groups.setdefault((w.side, w.pad_edge), []).append((w, _port(f"out{w.channel}", front, heading, xs),
@@ -227,15 +226,13 @@ def route_signal_wires(c: Any, wires: list[Wire], plan: PadPlan, p: LayoutParams
         size = MAX_BUNDLE_WIRES if edge in ("top", "bottom") else len(group)
         for first in range(0, len(group), size):
             members = group[first:first + size]
-            try:
+            with routing_errors(f"{len(members)} wires from the {'left' if side == 'L' else 'right'} side "
+                                f"to the {edge} pads", "increase wire_pitch or margin"):
+                # every failure raises: gdsfactory's defaults (gf.CONF) may be set to ignore them
                 routes = gf.routing.route_bundle_electrical(
                     c, [m[1] for m in members], [m[2] for m in members], cross_section=xs, bend=corner,
                     straight=straight, separation=p.wire_pitch - p.wire_width, auto_taper=False,
-                    on_collision="error", raise_on_error=True)
-            except Exception as exc:  # kfactory raises RuntimeError/PlacerError with its own text
-                raise LayoutError(f"gdsfactory's router could not route {len(members)} wires from the "
-                                  f"{'left' if side == 'L' else 'right'} side to the {edge} pads ({exc}); "
-                                  "increase wire_pitch or margin") from exc
+                    on_collision="error", on_placer_error="error", raise_on_error=True)
             for (w, _, _), route in zip(members, routes, strict=True):
                 length[w.channel] += _backbone_um(route, dbu)
     return {ch: um / p.wire_width for ch, um in length.items()}

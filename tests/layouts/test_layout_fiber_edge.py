@@ -1,15 +1,26 @@
 """Every mesh port on one fibre-array column: planar, at 127 µm, clear of metal, and still the model."""
 
 import itertools
+import warnings
 
+import numpy as np
 import pytest
 
+from layouts import fiber_edge
 from layouts.checks import expected_connectivity, netlist_connectivity, overlapping_paths
-from layouts.errors import LayoutError
+from layouts.errors import LayoutError, routing_errors
+from layouts.fiber_edge import check_edge_io, coupler_column
 from layouts.lvs import layout_vs_model
-from layouts.mesh_cell import mesh_cell
+from layouts.mesh_cell import build_mesh, mesh_cell
 from layouts.params import LayoutParams
 from photonics.topology import mesh_from_spec
+
+#: the meshes the edge modes are built for in the tests (~30 s CPU for all of them,
+#: checks included): hex:2x2 and hex:4x3 are the two whose bundle collided when the
+#: column was centred on the strip; hex:1x2 the smallest. Every hex mesh up to 5x5 and
+#: smartlight in both modes: benchmarks/bench_layout_fiber_edge.py (~8 min CPU).
+SWEEP = [("hex:1x2", "edge-coupler"), ("hex:2x2", "grating-edge"), ("hex:2x2", "edge-coupler"),
+         ("hex:4x3", "grating-edge"), ("hex:4x3", "edge-coupler")]
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +101,77 @@ def test_edge_couplers_make_the_west_facet():
 def test_unknown_fiber_io_is_refused():
     with pytest.raises(LayoutError, match="fiber_io must be one of ring, grating-edge, edge-coupler"):
         LayoutParams(fiber_io="edge")
+
+
+@pytest.mark.parametrize(("mesh", "fiber_io"), SWEEP)
+def test_edge_modes_route_cleanly_on_one_column_and_pass_the_lvs(mesh, fiber_io):
+    """No routing warning or error marker; one column at 127 µm west of everything; LVS holds."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # gdsfactory's "Routing failed" is a UserWarning
+        cell = mesh_cell(mesh, fiber_io=fiber_io)
+    assert check_edge_io(cell, mesh) == []
+    prefix = "gc_port_" if fiber_io == "grating-edge" else "ec_port_"
+    assert sum(i.name.startswith(prefix) for i in cell.insts) == mesh_from_spec(mesh).n_ports
+
+
+def test_a_bundle_the_router_cannot_route_is_one_line_error(monkeypatch):
+    """hex:2x2 with its column centred on the strip (the old placement): a 16.3 µm jog collides."""
+
+    def centred(strip_ys, pitch, min_jog):
+        n, mid = len(strip_ys), (strip_ys[0] + strip_ys[-1]) / 2
+        return [round(mid + ((n - 1) / 2 - i) * pitch, 3) for i in range(n)]
+
+    monkeypatch.setattr(fiber_edge, "coupler_column", centred)
+    with pytest.raises(LayoutError, match=r"route the 20 fibre I/O waveguides .*Routing collision") as info:
+        build_mesh(mesh_from_spec("hex:2x2"), LayoutParams(fiber_io="grating-edge"))
+    assert "\n" not in str(info.value)
+
+
+def test_a_routing_warning_is_an_error_too():
+    """Should a router only warn (gdsfactory's default), the warning becomes the LayoutError."""
+    expected = (r"^gdsfactory's router could not route the bundle "
+                r"\(Routing failed: Routing collision in c\); widen it$")
+    with pytest.raises(LayoutError, match=expected), routing_errors("the bundle", "widen it"):
+        warnings.warn("Routing failed: Routing collision in c\nmore text", UserWarning, stacklevel=1)
+
+
+def test_the_edge_check_sees_error_markers_and_a_ring_layout():
+    from layouts.errors import require_gdsfactory
+
+    gf = require_gdsfactory()
+    ring = mesh_cell("hex:1x2")
+    problems = check_edge_io(ring, "hex:1x2")
+    assert any("columns, not one" in q for q in problems)
+    assert any("not 127.0" in q for q in problems)
+    marked = mesh_cell("hex:1x2", fiber_io="edge-coupler").dup()  # a copy: the cached cell is locked
+    assert check_edge_io(marked, "hex:1x2") == []
+    marked.add_polygon([(0, 0), (10, 0), (10, 10)], layer=gf.CONF.layer_error_path)
+    assert any("error markers" in q for q in check_edge_io(marked, "hex:1x2"))
+
+
+def test_the_column_is_centred_when_every_jog_is_long_enough():
+    ys = [100.0, 90.0, -50.0]  # centred couplers at 152, 25, -102: jogs 52, 65, 52 µm
+    assert coupler_column(ys, 127.0, 20.0) == [152.0, 25.0, -102.0]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_column_moves_the_least_that_leaves_no_short_jog(seed):
+    """Against a brute-force search over every shift in 1 nm steps within ±60 µm."""
+    rng = np.random.default_rng(seed)
+    ys = sorted(np.round(rng.uniform(-300, 300, 4), 3).tolist(), reverse=True)
+    min_jog = 20.0
+    got = coupler_column(ys, 127.0, min_jog)
+    nm = np.rint(np.array(ys) * 1000).astype(int)  # the search works in whole nm, as the layout grid
+    centred = np.rint(np.array(coupler_column(ys, 127.0, 0.0)) * 1000).astype(int)  # no jog too short
+    got_nm = np.rint(np.array(got) * 1000).astype(int)
+    jogs = np.abs(got_nm - nm)
+    assert np.all((jogs == 0) | (jogs >= min_jog * 1000))
+    assert set(np.diff(got_nm)) == {-127_000}
+    shifts = np.arange(-60_000, 60_001)  # nm
+    d = np.abs(centred[None, :] + shifts[:, None] - nm[None, :])
+    ok = np.all((d == 0) | (d >= min_jog * 1000), axis=1)
+    shift = abs(int(got_nm[0] - centred[0]))
+    if ok.any():
+        assert shift == np.abs(shifts[ok]).min()
+    else:
+        assert shift > 60_000
