@@ -51,7 +51,7 @@ import scipy.sparse as sp
 
 from calibration.model import HeaterModel, crosstalk_matrix, heater_positions, heater_voltage_v
 from photonics.circuit import solve
-from photonics.circuit_solver import CircuitSolver
+from photonics.circuit_solver import CircuitSolver, ColumnSolver
 from photonics.errors import StateError
 from photonics.physics import PhysicsDefaults, TBUParams, fabricated_params, split_phases
 from photonics.state import MeshState
@@ -306,6 +306,9 @@ class Chip:
         self._cache: dict[tuple, np.ndarray] = {}
         # Per wavelength (nm, exact): the last state solved there, with its solver if it has one.
         self._solvers: OrderedDict[float, CircuitSolver | Solved] = OrderedDict()
+        # Per wavelength (nm, exact): the full solve's set-up (merge plan, link factors, the
+        # transfers' per-TBU constants), kept while the chip's physics object is the same.
+        self._columns: OrderedDict[float, ColumnSolver] = OrderedDict()
         self._params: TBUParams | None = None  # optical_params(), rebuilt when faults change
         # How each solve went: "full" (one port, no solver), "built" (a solver, from scratch),
         # "incremental" (a solver updated), "reused" (a solver's state read at another port).
@@ -449,9 +452,12 @@ class Chip:
                 held = CircuitSolver(self.mesh, state, [wavelength_nm], params)
             except StateError:  # a mesh without a merge plan: the general solve covers it
                 how = "full"
-        if how == "full":
+        if how == "full" and not self.incremental:  # the reference: the general solve, every time
             held = Solved(state, params)
             field = solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
+        elif how == "full":
+            held = Solved(state, params)
+            field = self._full_solve(state, params, input_port, wavelength_nm)
         else:
             field = held.matrix(inputs=[input_port])[0, :, 0]
         self.solves[how] += 1
@@ -459,6 +465,22 @@ class Chip:
         while len(self._solvers) > MAX_SOLVERS:
             self._solvers.popitem(last=False)
         return field
+
+    def _full_solve(self, state: MeshState, params: TBUParams, input_port: int,
+                    wavelength_nm: float) -> np.ndarray:
+        """One column of the whole-mesh solve: the bytes :func:`photonics.circuit.solve` gives,
+        from a :class:`~photonics.circuit_solver.ColumnSolver` kept per wavelength.
+        """
+        col = self._columns.pop(wavelength_nm, None)
+        if col is None or col.params is not params:
+            try:
+                col = ColumnSolver(self.mesh, params, wavelength_nm)
+            except StateError:  # a mesh without a merge plan: the general solve covers it
+                return solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
+        self._columns[wavelength_nm] = col
+        while len(self._columns) > MAX_SOLVERS:
+            self._columns.popitem(last=False)
+        return col.field(state, input_port)
 
     def output_field(self, input_port: int, wavelength_nm: float) -> np.ndarray:
         """Complex field at every mesh port (n_ports,) for unit field into ``input_port``."""
