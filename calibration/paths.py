@@ -36,14 +36,6 @@ def hop_for(tbu: int, entry: int, exit_: int) -> Hop:
 UNKNOWN_COST = 10.0  # a TBU at an unknown split: passable (it is a fixed linear element) but dear
 
 
-def _cost(tbu: int, allowed: set[int], banned: set[int], passable: bool) -> float | None:
-    if tbu in banned:
-        return None
-    if tbu in allowed:
-        return 1.0
-    return UNKNOWN_COST if passable else None
-
-
 def feed_path(peer: np.ndarray, target: int, allowed: set[int], banned: set[int],
               passable: bool = False) -> tuple[int, list[Hop]] | None:
     """Cheapest way to bring light from a mesh port into global TBU port ``target``.
@@ -71,12 +63,12 @@ def _search(peer: np.ndarray, start: int, allowed: set[int], banned: set[int], p
             forward: bool) -> tuple[int, list[Hop]] | None:
     """Dijkstra over TBUs (each used once) from a TBU port out to a mesh port.
 
-    A path is kept as a chain of (hop, previous link) entries in ``trail`` and written out
-    only for the answer: the heap holds (cost, push order, port, chain end), and ties in
-    cost go to the earlier push.
+    A path is kept as a chain of (TBU, entry, exit, previous link) entries in ``trail`` and
+    made into :class:`Hop` objects only for the answer: the heap holds (cost, push order,
+    port, chain end), and ties in cost go to the earlier push.
     """
     heap: list[tuple[float, int, int, int]] = [(0.0, 0, start, -1)]
-    trail: list[tuple[Hop, int]] = []
+    trail: list[tuple[int, int, int, int]] = []
     seen = {start // 4}
     counter = 0
     while heap:
@@ -85,21 +77,26 @@ def _search(peer: np.ndarray, start: int, allowed: set[int], banned: set[int], p
         if p < 0:
             hops = []
             while node >= 0:
-                hop, node = trail[node]
-                hops.append(hop)
+                tbu, entry, exit_, node = trail[node]
+                hops.append(Hop(tbu, entry, exit_))
             # the chain runs from the last hop pushed back to the first
             return -1 - p, hops[::-1] if forward else hops
         tbu, local = divmod(p, 4)
         if tbu in seen:
             continue
-        step = _cost(tbu, allowed, banned, passable)
-        if step is None:
+        if tbu in banned:
+            continue
+        if tbu in allowed:
+            step = 1.0
+        elif passable:
+            step = UNKNOWN_COST
+        else:
             continue
         seen.add(tbu)
-        for other in far_end(local):
+        for other in (2, 3) if local < 2 else (0, 1):  # far_end(local)
             counter += 1
             # Forward: light enters at ``local``, leaves at ``other``; backward: the reverse.
-            trail.append((hop_for(tbu, local, other) if forward else hop_for(tbu, other, local), node))
+            trail.append((tbu, local, other, node) if forward else (tbu, other, local, node))
             heapq.heappush(heap, (cost + step, counter, 4 * tbu + other, len(trail) - 1))
     return None
 
