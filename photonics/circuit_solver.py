@@ -302,7 +302,12 @@ class ColumnSolver:
 
     def field(self, state: MeshState, input_port: int) -> np.ndarray:
         """Field (n_ports,) at every mesh port for unit field into ``input_port`` in ``state``."""
-        n = self.mesh.n_tbus
+        n, n_ports = self.mesh.n_tbus, self.mesh.n_ports
+        if not 0 <= int(input_port) < n_ports:
+            raise StateError(f"input ports must lie in 0..{n_ports - 1}")
+        if state.phi_top.shape != (n,):
+            raise StateError(f"ColumnSolver takes one state of {n} TBUs, not phi_top of shape "
+                             f"{state.phi_top.shape}")
         T = self._cache.transfers(self._all, state.phi_top, state.phi_bot).reshape(1, n, 4)
         last, first = new_arenas(self._plan, T, reuse=True)
         run_levels(self._plan, last, first, self._t_ext)
