@@ -1,7 +1,8 @@
 """Full smartlight calibration on the simulated bench, several seeds, judged against the truth.
 
 Per seed: set-and-read operations (and the bench time they would take at SmartLight's
-15 ms per operation), wall-clock duration of the run here, self-phase RMS/max error vs the
+15 ms per operation), wall-clock duration and CPU time of the run here (with the CPU spent in
+the chip's solves and in the fits, and the load average), self-phase RMS/max error vs the
 hidden truth over each heater's working range, the passive-offset and setpoint errors,
 the fitted crosstalk K vs the truth (and what the design law alone would give), and routes
 programmed through the map: ACR and loss vs the model, with and without crosstalk
@@ -29,6 +30,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,6 +73,31 @@ def time_solves(chip: Chip) -> list[float]:
     return spent
 
 
+@contextmanager
+def timed_fits():
+    """Add the CPU time (s) of the fringe and crosstalk fits inside the block to the list yielded."""
+    import calibration.crosstalk as xt
+    import calibration.procedure as proc
+
+    spent = [0.0]
+    real = (proc.fit_tbu, xt.fit_crosstalk)
+
+    def timing(fn):
+        def wrapped(*args, **kwargs):
+            c0 = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.process_time() - c0
+        return wrapped
+
+    proc.fit_tbu, xt.fit_crosstalk = timing(real[0]), timing(real[1])
+    try:
+        yield spent
+    finally:
+        proc.fit_tbu, xt.fit_crosstalk = real
+
+
 def frozen_clock() -> float:
     """A wall clock that stands still: the chip's time is then only what the bench advances."""
     return 0.0
@@ -95,7 +122,8 @@ def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float
     chip_cpu = time_solves(chip)
     t0, c0 = time.perf_counter(), time.process_time()
     options = Options(crosstalk_fraction=fraction)
-    result = calibrate(bench, options, progress=Progress(stream=None))
+    with timed_fits() as fit_cpu:
+        result = calibrate(bench, options, progress=Progress(stream=None))
     duration, cpu = time.perf_counter() - t0, time.process_time() - c0
     solve_cpu = chip_cpu[0]
     solves = dict(chip.solves)
@@ -141,6 +169,8 @@ def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float
         "duration_s": duration,
         "cpu_s": cpu,
         "chip_solve_cpu_s": solve_cpu,
+        "fit_cpu_s": fit_cpu[0],
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "map_digest": map_digest(result.cmap),
         "chip_solves": solves,
         **{k: v for k, v in err.items() if not isinstance(v, np.ndarray)},
@@ -212,6 +242,7 @@ def main() -> None:
     cols = [("seed", "{}"), ("operations", "{}"), ("rechecks", "{}"), ("failed_tbus", "{}"),
             ("warnings", "{}"), ("bench_time_s_at_15ms", "{:.0f}"),
             ("duration_s", "{:.1f}"), ("cpu_s", "{:.1f}"), ("chip_solve_cpu_s", "{:.1f}"),
+            ("fit_cpu_s", "{:.1f}"),
             ("map_digest", "{}"),
             ("phase_rms_error_rad", "{:.4f}"), ("phase_max_error_rad", "{:.4f}"),
             ("phase_worst_heater_rms_rad", "{:.4f}"),
