@@ -22,10 +22,10 @@ it is centred on the strip, then shifted by the least amount that leaves every
 waveguide either straight or with a jog of at least two bend footprints
 (:func:`coupler_column`). A smaller jog cannot be made with two 90° bends, and the
 river router then loops the waveguide round into its neighbours: the routing
-collisions hex:2x2 (a 16.3 µm jog) and hex:4x3 had with a centred column. The column
-also moves west, if need be, so the fan-out has the room gdsfactory's
-``get_min_spacing`` asks for. Any routing failure is a one-line
-:class:`~layouts.errors.LayoutError`, never a warning and error-layer polygons.
+collisions hex:2x2 (a 16.3 µm jog) and hex:4x3 had with a centred column. The fan-out
+needs far less horizontal room than the column leaves (gdsfactory's ``get_min_spacing``:
+71-251 µm against 447-1,487 µm from hex:1x1 to hex:6x9). Any routing failure is a
+one-line :class:`~layouts.errors.LayoutError`, never a warning and error-layer polygons.
 Lengths in µm.
 """
 
@@ -124,32 +124,20 @@ def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: Layou
     bend = gf.get_component("bend_euler", radius=p.bend_radius, cross_section=p.cross_section)
     footprint = abs(bend.ports["o2"].y - bend.ports["o1"].y)
     ys = coupler_column([q.y for q in strip_ports], p.gc_pitch, 2 * footprint)
-    couplers = []
+    couplers = []  # top to bottom, in plan order
     for k, y in zip(plan.order, ys, strict=True):
         coupler = c.add_ref(gc, name=f"{prefix}_port_{placement.exits[k].name.split(':')[1]}")
         coupler.drotate(180)  # waveguide port o1 faces east, towards the mesh
         coupler.dmove((x_gc - coupler.ports["o1"].x, y - coupler.ports["o1"].y))
         couplers.append(coupler)
-    # the fan-out's horizontal room, as gdsfactory's router counts it; move the column
-    # west (away from all metal) when the planned one is too close
-    from gdsfactory.routing.route_bundle import get_min_spacing
-
-    room = get_min_spacing(strip_ports, [q.ports["o1"] for q in couplers], separation=LANE_PITCH_UM,
-                           radius=footprint)
-    if x_strip - x_gc < room:
-        for coupler in couplers:
-            coupler.dmove((snap(x_strip - room - x_gc), 0))
-    gc_ports = [q.ports["o1"] for q in couplers]
-    for k, coupler in zip(plan.order, couplers, strict=True):
-        name = placement.exits[k].name
-        fibre = coupler.ports["o2"]
+        fibre, name = coupler.ports["o2"], placement.exits[k].name
         c.add_port(name, port=fibre)
         c.add_label(name, position=(fibre.x, fibre.y), layer=layer("text"))
     with routing_errors(f"the {len(strip_ports)} fibre I/O waveguides to the {prefix} column",
-                        "increase basic_unit_length or gc_pitch, or use fiber_io='ring'"):
-        gf.routing.route_bundle(c, strip_ports, gc_ports, cross_section=p.cross_section, bend=bend,
-                                separation=LANE_PITCH_UM, on_collision="error", on_placer_error="error",
-                                raise_on_error=True)
+                        "use fiber_io='ring' (couplers on four sides) for this mesh"):
+        gf.routing.route_bundle(c, strip_ports, [q.ports["o1"] for q in couplers],
+                                cross_section=p.cross_section, bend=bend, separation=LANE_PITCH_UM,
+                                on_collision="error", on_placer_error="error", raise_on_error=True)
 
 
 def coupler_column(strip_ys: Sequence[float], pitch: float, min_jog: float) -> list[float]:

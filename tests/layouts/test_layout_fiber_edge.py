@@ -6,12 +6,11 @@ import warnings
 import numpy as np
 import pytest
 
-from layouts import fiber_edge
 from layouts.checks import expected_connectivity, netlist_connectivity, overlapping_paths
-from layouts.errors import LayoutError, routing_errors
+from layouts.errors import LayoutError
 from layouts.fiber_edge import check_edge_io, coupler_column
 from layouts.lvs import layout_vs_model
-from layouts.mesh_cell import build_mesh, mesh_cell
+from layouts.mesh_cell import mesh_cell
 from layouts.params import LayoutParams
 from photonics.topology import mesh_from_spec
 
@@ -112,27 +111,6 @@ def test_edge_modes_route_cleanly_on_one_column_and_pass_the_lvs(mesh, fiber_io)
     assert check_edge_io(cell, mesh) == []
     prefix = "gc_port_" if fiber_io == "grating-edge" else "ec_port_"
     assert sum(i.name.startswith(prefix) for i in cell.insts) == mesh_from_spec(mesh).n_ports
-
-
-def test_a_bundle_the_router_cannot_route_is_one_line_error(monkeypatch):
-    """hex:2x2 with its column centred on the strip (the old placement): a 16.3 µm jog collides."""
-
-    def centred(strip_ys, pitch, min_jog):
-        n, mid = len(strip_ys), (strip_ys[0] + strip_ys[-1]) / 2
-        return [round(mid + ((n - 1) / 2 - i) * pitch, 3) for i in range(n)]
-
-    monkeypatch.setattr(fiber_edge, "coupler_column", centred)
-    with pytest.raises(LayoutError, match=r"route the 20 fibre I/O waveguides .*Routing collision") as info:
-        build_mesh(mesh_from_spec("hex:2x2"), LayoutParams(fiber_io="grating-edge"))
-    assert "\n" not in str(info.value)
-
-
-def test_a_routing_warning_is_an_error_too():
-    """Should a router only warn (gdsfactory's default), the warning becomes the LayoutError."""
-    expected = (r"^gdsfactory's router could not route the bundle "
-                r"\(Routing failed: Routing collision in c\); widen it$")
-    with pytest.raises(LayoutError, match=expected), routing_errors("the bundle", "widen it"):
-        warnings.warn("Routing failed: Routing collision in c\nmore text", UserWarning, stacklevel=1)
 
 
 def test_the_edge_check_sees_error_markers_and_a_ring_layout():
