@@ -9,7 +9,8 @@ programmed through the map: ACR and loss vs the model, with and without crosstal
 compensation (all defined in docs/calibration.md).
 
 Run: python benchmarks/bench_calibration.py [--seeds 10 | --seeds 0 1 2 5] [--model realistic|ideal]
-     [--crosstalk-fraction 0.01] [--reproducible] [--compare-full-solve] [--json]
+     [--crosstalk-fraction 0.01] [--reproducible] [--compare-full-solve] [--fit-trial-evaluations N]
+     [--json]
 
 ``--seeds N`` (one number) runs seeds 0..N-1; several numbers run exactly those seeds. The chip
 is the realistic simulated chip unless ``--model ideal``; ``--crosstalk-fraction`` sets both the
@@ -114,14 +115,14 @@ def model_route(chip: Chip, route) -> tuple[float, float]:
 
 
 def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float = 0.01, *,
-             reproducible: bool = False, incremental: bool = True) -> dict:
+             reproducible: bool = False, incremental: bool = True, trial: int = 0) -> dict:
     mesh = smartlight()
     clock = {"clock": frozen_clock} if reproducible else {}
     chip = Chip(mesh, seed=seed, model=model, crosstalk_fraction=fraction, incremental=incremental, **clock)
     bench = DirectBench(chip)
     chip_cpu = time_solves(chip)
     t0, c0 = time.perf_counter(), time.process_time()
-    options = Options(crosstalk_fraction=fraction)
+    options = Options(crosstalk_fraction=fraction, fit_trial_evaluations=trial)
     with timed_fits() as fit_cpu:
         result = calibrate(bench, options, progress=Progress(stream=None))
     duration, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -227,6 +228,8 @@ def main() -> None:
     parser.add_argument("--reproducible", action="store_true", help="the chip on simulated time only")
     parser.add_argument("--compare-full-solve", action="store_true",
                         help="also calibrate on a chip solving every reading whole; CPU times, same map?")
+    parser.add_argument("--fit-trial-evaluations", type=int, default=0,
+                        help="Options.fit_trial_evaluations (0: every fit start runs to its end)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
@@ -234,8 +237,8 @@ def main() -> None:
         for row in compare_full_solve(seeds, args.model, args.crosstalk_fraction):
             print(json.dumps(row))
         return
-    rows = [run_seed(s, args.routes, args.model, args.crosstalk_fraction, reproducible=args.reproducible)
-            for s in seeds]
+    rows = [run_seed(s, args.routes, args.model, args.crosstalk_fraction, reproducible=args.reproducible,
+                     trial=args.fit_trial_evaluations) for s in seeds]
     if args.json:
         print(json.dumps(rows, indent=1))
         return

@@ -39,12 +39,6 @@ RHO3_RATIO_BOUNDS = (-0.1, 0.2)
 GOOD_ENOUGH_RMS = 2.0
 # Function evaluations a fit may take from one start.
 MAX_NFEV = 200
-# A start after the first runs this many evaluations before it is given the rest: if its
-# cost is then still above the best start's final cost it is dropped (a trust-region fit's
-# cost never rises). On the smartlight calibrations the dropped starts were aliased rates
-# ending 1.7-100x above the best (or at the same minimum), and the first start wins in all
-# but a few fits; they had taken ~3/4 of all fitting time. 0 runs every start to the end.
-TRIAL_NFEV = 15
 
 
 @dataclass(frozen=True)
@@ -198,6 +192,7 @@ def fit_tbu(
     noise: NoiseModel | None = None,
     loss: str = "soft_l1",
     prior: tuple[float, np.ndarray, np.ndarray] | None = None,
+    trial_nfev: int = 0,
 ) -> TBUFit:
     """Joint fit of a TBU's heater sweeps (one or both arms), all seen at the same outputs.
 
@@ -207,6 +202,14 @@ def fit_tbu(
         noise: reading noise model used for weights.
         loss: robust loss of ``least_squares`` ("soft_l1", "huber", "linear", ...).
         prior: optional (delta, rho2 (2,), rho3 (2,)) of an earlier fit, added as a start.
+        trial_nfev: 0 (the default) runs every start to its end. A positive number lets a
+            start after the first run that many evaluations, then drops it when its cost is
+            still above the best start's final cost (a trust-region fit's cost never rises,
+            so it could only win by overtaking later). Faster (on smartlight the dropped
+            aliased starts took ~3/4 of all fitting time) but not the same numbers: a later
+            start that ends at the *same* minimum a hair lower is dropped too, so a fit can
+            move by ~1e-6 and a later decision (a recheck) can flip; see
+            docs/calibration.md ("What a calibration costs").
 
     Returns:
         The :class:`TBUFit`; arms that were not swept keep NaN coefficients.
@@ -299,11 +302,11 @@ def fit_tbu(
         if lean:
             lo_a, hi_a = np.array(lo), np.array(hi)
             res = None
-            if best is not None and TRIAL_NFEV:
-                # A later start first runs TRIAL_NFEV evaluations; the cost only falls from
-                # there, and one still above the best so far is dropped (see TRIAL_NFEV).
+            if best is not None and trial_nfev > 0:
+                # A later start first runs trial_nfev evaluations; the cost only falls from
+                # there, and one still above the best so far is dropped (see the docstring).
                 res = least_squares_trf(residuals, jacobian, v0, lo_a, hi_a, loss=loss, f_scale=3.0,
-                                        max_nfev=TRIAL_NFEV)
+                                        max_nfev=trial_nfev)
                 if res.status == 0 and res.cost >= best.cost:
                     continue
                 if res.status == 0:

@@ -260,7 +260,8 @@ class Run:
         base = base_currents(self.mesh.n_heaters, self.records, probe)
         sweeps = measure_sweeps(self.bench, probe, base, currents, opts.wavelength_nm, opts.settle_s)
         pri = None if prior is None else (prior.delta, np.array(prior.g2), np.array(prior.g3))
-        fit = fit_tbu(sweeps, np.array(probe.signs), self.noise, loss=opts.loss, prior=pri)
+        fit = fit_tbu(sweeps, np.array(probe.signs), self.noise, loss=opts.loss, prior=pri,
+                      trial_nfev=opts.fit_trial_evaluations)
         if self.keep_sweeps:
             self.sweeps[probe.tbu] = (probe, sweeps, fit)
         self.last_sweeps = sweeps
