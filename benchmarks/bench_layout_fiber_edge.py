@@ -1,0 +1,84 @@
+"""Sweep of the fibre-array edge modes: which meshes route, which are refused, and the CPU cost.
+
+Usage: python benchmarks/bench_layout_fiber_edge.py [--quick] [MESH ...]
+(needs the `layout` extra: gdsfactory). By default every hexagonal mesh hex:1x1 to
+hex:5x5, smartlight and hex:9x9, in both edge modes (``grating-edge``, ``edge-coupler``);
+hex:9x9 is refused with the default 60/80 µm pads and is drawn again with 40 µm pads at
+a 50 µm pitch. Each layout is built with gdsfactory's "Routing failed" warning raised as
+an error and checked with :func:`layouts.fiber_edge.check_edge_io` (no error markers,
+one column at 127 µm west of everything, no overlapping waveguide paths, optical LVS).
+``--quick`` skips the check (build only). Times are the process's CPU time
+(``time.process_time``): the machine may be shared; the load average is printed.
+
+The CI runs a few of these meshes (tests/layouts/test_layout_fiber_edge.py); this is the
+long sweep (about 8 minutes of CPU with the checks).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+
+MODES = ("grating-edge", "edge-coupler")
+DEFAULT_MESHES = [f"hex:{r}x{c}" for r in range(1, 6) for c in range(1, 6)] + ["smartlight", "hex:9x9"]
+#: hex:9x9 again with smaller bond pads, which fit the three pad sides the edge modes leave
+SMALL_PADS = {"pad_size": 40.0, "pad_pitch": 50.0}
+
+
+def run(mesh: str, mode: str, check: bool, **params: float) -> dict[str, object]:
+    """Build one layout (and check it); the row of the table."""
+    from layouts.errors import LayoutError
+    from layouts.fiber_edge import check_edge_io
+    from layouts.mesh_cell import mesh_cell
+
+    row: dict[str, object] = {"mesh": mesh, "mode": mode, "params": params}
+    t0 = time.process_time()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="Routing failed", category=UserWarning)
+            cell = mesh_cell(mesh, fiber_io=mode, **params)
+    except LayoutError as exc:
+        row.update(status="refused", build_cpu_s=time.process_time() - t0, reason=str(exc))
+        return row
+    row["build_cpu_s"] = time.process_time() - t0
+    row["ports"] = sum(q.name.startswith("port:") for q in cell.ports)
+    if check:
+        t1 = time.process_time()
+        problems = check_edge_io(cell, mesh)
+        row["check_cpu_s"] = time.process_time() - t1
+        row["status"] = "ok" if not problems else "FAIL: " + "; ".join(problems)
+    else:
+        row["status"] = "built"
+    return row
+
+
+def main(argv: list[str]) -> int:
+    from layouts.errors import require_gdsfactory
+
+    check = "--quick" not in argv
+    meshes = [a for a in argv if not a.startswith("--")] or DEFAULT_MESHES
+    require_gdsfactory()
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    print(f"{'mesh':<24}{'mode':<14}{'ports':>6}{'build CPU s':>12}{'check CPU s':>12}  status")
+    failed = 0
+    total = time.process_time()
+    for mesh in meshes:
+        for mode in MODES:
+            rows = [run(mesh, mode, check)]
+            if mesh == "hex:9x9" and rows[0]["status"] == "refused":
+                rows.append(run(mesh, mode, check, **SMALL_PADS))
+            for r in rows:
+                label = r["mesh"] + (" (40/50 µm pads)" if r["params"] else "")
+                status = r["status"] if r["status"] != "refused" else f"refused: {r['reason']}"
+                print(f"{label:<24}{r['mode']:<14}{r.get('ports', ''):>6}{r['build_cpu_s']:>12.1f}"
+                      f"{r.get('check_cpu_s', float('nan')):>12.1f}  {status}", flush=True)
+                failed += str(r["status"]).startswith("FAIL")
+    print(f"total CPU {time.process_time() - total:.0f} s; load average at end: {os.getloadavg()[0]:.2f}; "
+          f"{failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
