@@ -25,6 +25,11 @@ wavelength that is what pays, since numpy's per-call cost, not arithmetic, domin
 path re-merge. A change of the chip itself (``params``) or of most TBUs at once (a
 temperature step) re-solves everything: :data:`_FULL_FRACTION` says where the path
 re-merge stops paying.
+
+:class:`ColumnSolver` is the other end: a whole-mesh solve of single states at one wavelength,
+one input port each (a simulated bench's reading when every step moves many TBUs), with
+the merge's set-up and the transfers' per-TBU constants (:class:`TransferCache`) made once;
+it returns :func:`photonics.circuit.solve`'s bytes.
 """
 
 from __future__ import annotations

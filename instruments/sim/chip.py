@@ -22,11 +22,13 @@ Heater phases are set at the reference wavelength; the circuit solve scales them
 Solving (:meth:`Chip.output_field`): per wavelength the chip remembers the last state it
 solved. A step wider than :data:`INCREMENTAL_MAX_TBUS` TBUs (a heater step moving its
 neighbours through crosstalk, a temperature step, settling, a new dead TBU) is one full
-solve of the port read, as before. When the same state is read again at another port, or
-the next step changes a single TBU (a heater sweep on a chip without crosstalk onto its
-neighbours), the chip keeps a :class:`~photonics.circuit_solver.CircuitSolver` for that
-wavelength: further ports of the state cost no solve and single-TBU steps are incremental
-updates. Every path gives the full solve's result (the same bytes, or within 1e-12).
+solve of the port read, by a :class:`~photonics.circuit_solver.ColumnSolver` kept per
+wavelength (the merge of :func:`photonics.circuit.solve`, its set-up made once: the same
+bytes). When the same state is read again at another port, or the next step changes a
+single TBU (a heater sweep on a chip without crosstalk onto its neighbours), the chip keeps
+a :class:`~photonics.circuit_solver.CircuitSolver` for that wavelength: further ports of the
+state cost no solve and single-TBU steps are incremental updates. Every path gives the full
+solve's result (the same bytes, or within 1e-12).
 
 Time: the chip has a clock (``now_s``): the wall clock since the chip was made plus whatever
 :meth:`Chip.advance` added. The simulators on their server threads simply live in wall time;
