@@ -107,6 +107,11 @@ def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: Layou
     ends (west of every metal shape), µm. ``coupler_cell = (cell, prefix)``: the coupler
     (waveguide port ``o1`` facing west in the cell, fibre or facet port ``o2``) and its
     instance name prefix (``gc`` or ``ec``: instances ``<prefix>_port_<n>``).
+    Sets ``c.info["fiber_column_shift_um"]``: how far :func:`coupler_column` moved the
+    column from the centre of the bundle (µm, up is positive).
+
+    Raises:
+        LayoutError: gdsfactory could not route the bundle (see :func:`layouts.errors.routing_errors`).
     """
     gf = require_gdsfactory()
     gc, prefix = coupler_cell
@@ -124,6 +129,8 @@ def route_to_edge(c: Any, placement: Placement, starts: dict[int, Any], p: Layou
     bend = gf.get_component("bend_euler", radius=p.bend_radius, cross_section=p.cross_section)
     footprint = abs(bend.ports["o2"].y - bend.ports["o1"].y)
     ys = coupler_column([q.y for q in strip_ports], p.gc_pitch, 2 * footprint)
+    centred = (strip_ports[0].y + strip_ports[-1].y) / 2 + (len(ys) - 1) / 2 * p.gc_pitch
+    c.info["fiber_column_shift_um"] = snap(ys[0] - centred)  # how far the column left the centre
     couplers = []  # top to bottom, in plan order
     for k, y in zip(plan.order, ys, strict=True):
         coupler = c.add_ref(gc, name=f"{prefix}_port_{placement.exits[k].name.split(':')[1]}")
