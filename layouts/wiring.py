@@ -160,7 +160,10 @@ def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad
         n = sum(len(v) for v in sides.values())
         raise LayoutError(
             f"{n} heater pads do not fit around the chip at a {pad_pitch} µm pitch (the top and "
-            f"bottom rows hold {4 * row_cap}); use a smaller pad_pitch or a smaller mesh")
+            f"bottom rows hold {4 * row_cap}"
+            + ("; the west edge holds the fibre couplers, so its wires need the rows" if no_column else "")
+            + "); use a smaller pad_pitch" + (", fiber_io='ring'" if no_column else "")
+            + " or a smaller mesh")
     ground = []
     x_pads = {}
     fronts = {}

@@ -155,3 +155,9 @@ def test_the_column_moves_the_least_that_leaves_no_short_jog(seed):
         assert shift == np.abs(shifts[ok]).min()
     else:
         assert shift > 60_000
+
+
+def test_a_mesh_too_big_for_one_fibre_edge_is_refused_with_what_to_do():
+    """hex:9x9's 324 heater pads fit the ring but not with the west column kept for couplers."""
+    with pytest.raises(LayoutError, match=r"west edge holds the fibre couplers.*fiber_io='ring'"):
+        mesh_cell("hex:9x9", fiber_io="grating-edge")
