@@ -93,7 +93,8 @@ class _Level:
     shapes: np.ndarray  # (M, 3) unpadded (cut, kept from A, kept from B) of every merge
     zero: int = -1  # the arena's zero entry
     cut_idx: np.ndarray | None = None  # the cut blocks' arena positions (see _first_level)
-    base_idx: np.ndarray | None = None  # A_ee's then B_ee's arena positions, per merge
+    base_idx: np.ndarray | None = None  # batch-first: blockdiag(A_ee, B_ee) in the stored
+    # layout; batch-last: A_ee's then B_ee's positions only (added in place, no zero block)
     leaves: bool = False  # every merge joins two TBUs across one link: A_cc = B_cc = 0
     scale_links: np.ndarray | None = None  # (2, ...) links whose transmissions multiply each
     # scaled cut entry (X = T B_cc T, B_t = T B_ce): indices into t_ext, ONE for "no link"
@@ -412,12 +413,13 @@ def _first_level(n_merge: int, k: int, ea: int, ne: int, base: int, idx_a: np.nd
     ``cut_idx`` lists, for all merges in turn, ``B_cc`` (k, k), then ``B_ce`` (k, eb), then
     ``A_c`` = ``[A_cc, A_ce]`` (k, k + ea): one ``take`` fetches every block a merge
     multiplies, and the parts that take the link transmission are one contiguous run.
-    ``base_idx`` lists, per merge, ``A_ee`` (ea, ea) then ``B_ee`` (eb, eb): the blocks the
-    merge adds to its products (never the zero block between them). No ``*_ec`` block is
-    fetched: the mesh is reciprocal, so ``A_ec = A_ce.T``.
+    ``base_idx`` is the merged matrix's ``blockdiag(A_ee, B_ee)`` (the zero entry
+    elsewhere) in the stored layout of :func:`_sym_pos`, added to the products in one flat
+    pass. No ``*_ec`` block is fetched: the mesh is reciprocal, so ``A_ec = A_ce.T``.
     """
-    base_idx = np.concatenate([idx_a[:, k:, k:].reshape(n_merge, -1),
-                               idx_b[:, k:, k:].reshape(n_merge, -1)], axis=1)
+    top = np.full((n_merge, ea, ne), zero, dtype=np.int64)
+    top[:, :, :ea] = idx_a[:, k:, k:]
+    base_idx = np.concatenate([top.reshape(n_merge, -1), idx_b[:, k:, k:].reshape(n_merge, -1)], axis=1)
     cut_idx = np.concatenate([idx_b[:, :k, :k].ravel(), idx_b[:, :k, k:].ravel(),
                               idx_a[:, :k, :].ravel()])
     return _Level(True, n_merge, k, ea, ne, base, idx_a, idx_b, link, shapes, zero, cut_idx,
@@ -452,7 +454,9 @@ def _last_level(n_merge: int, k: int, ea: int, ne: int, base: int, idx_a: np.nda
     scale = fl.scale_links
     return _Level(False, n_merge, k, ea, ne, base, idx_a, idx_b, link, shapes, zero,
                   _per_merge(fl.cut_idx, n_merge, k, ea, ne),
-                  np.ascontiguousarray(fl.base_idx.reshape(n_merge, -1).T), leaves,
+                  np.ascontiguousarray(np.concatenate([idx_a[:, k:, k:].reshape(n_merge, -1),
+                                                       idx_b[:, k:, k:].reshape(n_merge, -1)], axis=1).T),
+                  leaves,
                   np.stack([_per_merge(np.concatenate([row, np.zeros(n_merge * k * (k + ea), np.int64)]),
                                        n_merge, k, ea, ne)[: k * (k + ne - ea)] for row in scale]))
 
@@ -618,22 +622,17 @@ def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, res: np.ndar
     matrix is symmetric (the mesh is reciprocal: ``A_ec = A_ce.T``), so only its A rows,
     ``[A_ee, 0] + A_ce.T W``, and its B-B block, ``B_ee + B_t.T (A_cc W_B)`` with
     ``W_B = G^-1 B_t`` (W's last eb columns), are formed (:func:`_sym_pos`). Every product
-    is one ``np.matmul`` over all (block, merge) pairs, written straight into ``res``;
-    the only elementwise passes are the link scaling of the small cut blocks and the adds
-    of ``A_ee`` and ``B_ee``.
+    is one ``np.matmul`` over all (block, merge) pairs; the only elementwise passes are the
+    link scaling of the small cut blocks and one flat add of the kept blocks (a strided add
+    into the arena costs more numpy setup than it saves at one wavelength).
     """
     k, ea, ne, m = lev.k, lev.ea, lev.ne, lev.n_merge
     eb = ne - ea
     batch = arena.shape[0]
-    r3 = res.reshape(batch, m, lev.stored)
-    top = r3[..., : ea * ne].reshape(batch, m, ea, ne)
-    bot = r3[..., ea * ne:].reshape(batch, m, eb, eb)
-    ee = arena.take(lev.base_idx, axis=1, out=_scratch("f_ee", (batch, len(lev.base_idx))),
-                    mode="clip").reshape(batch, m, -1)  # in range by construction: no check
-    ee_a = ee[..., : ea * ea].reshape(batch, m, ea, ea)
-    ee_b = ee[..., ea * ea:].reshape(batch, m, eb, eb)
+    base = _scratch("f_base", res.shape)
+    arena.take(lev.base_idx, axis=1, out=base, mode="clip")  # in range by construction: no check
     if not k:
-        _block_diag(top, bot, ee_a, ee_b, ea)
+        res[...] = base
         return
     cut = arena.take(lev.cut_idx, axis=1, out=_scratch("f_cut", (batch, len(lev.cut_idx))), mode="clip")
     n_x, n_b = m * k * k, m * k * (k + eb)
@@ -643,9 +642,9 @@ def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, res: np.ndar
     a_c = cut[:, n_b:].reshape(batch, m, k, k + ea)
     acc, ace = a_c[..., :k], a_c[..., k:]
     if lev.leaves:  # A_cc = B_cc = 0: the merged matrix is [[A_ee, A_ce.T B_t], [., B_ee]]
-        top[..., :ea] = ee_a
+        res[...] = base
+        top = res.reshape(batch, m, -1)[..., : ea * ne].reshape(batch, m, ea, ne)
         np.multiply(ace[:, :, 0, :, None], bt[:, :, 0, None, :], out=top[..., ea:])
-        bot[...] = ee_b
         return
     xa = np.matmul(x, a_c, out=_scratch("f_xa", (batch, m, k, k + ea)))
     g = np.subtract(_eye(k), xa[..., :k], out=_scratch("f_g", (batch, m, k, k)))
@@ -653,11 +652,11 @@ def _merge_first(lev: _Level, arena: np.ndarray, t_ext: np.ndarray, res: np.ndar
     w = _scratch("f_w", (batch, m, k, ne))
     np.matmul(ginv, xa[..., k:], out=w[..., :ea])
     np.matmul(ginv, bt, out=w[..., ea:])
-    np.matmul(np.swapaxes(ace, -1, -2), w, out=top)
-    top[..., :ea] += ee_a
+    upd = _scratch("f_upd", (batch, m, ea * ne + eb * eb))
+    np.matmul(np.swapaxes(ace, -1, -2), w, out=upd[..., : ea * ne].reshape(batch, m, ea, ne))
     vb = np.matmul(acc, w[..., ea:], out=_scratch("f_vb", (batch, m, k, eb)))
-    np.matmul(np.swapaxes(bt, -1, -2), vb, out=bot)
-    bot += ee_b
+    np.matmul(np.swapaxes(bt, -1, -2), vb, out=upd[..., ea * ne:].reshape(batch, m, eb, eb))
+    np.add(base, upd.reshape(batch, -1), out=res)
 
 
 def run_levels(
