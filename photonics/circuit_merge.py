@@ -25,8 +25,10 @@ Results live in two flat "arenas" that every later merge gathers its halves from
 TBU is never copied up the tree: a leaf's scattering entries are read straight from the
 rows of its transfer matrix. Each merge fetches its cut blocks with one ``take`` (laid
 out at plan time so the link scaling is one contiguous multiply) and its kept blocks with
-another, and writes its result with one flat add; its temporaries are reused from call to
-call (fresh ones cost a page fault per 4 kB).
+another, and writes its products into the arena (batch-last: then adds its kept blocks
+there; batch-first: one flat add of the kept blocks); its temporaries are reused from call
+to call (fresh ones cost a page fault per 4 kB). During a merge numpy's ufunc buffer is
+held small (:data:`_UFUNC_BUFSIZE`).
 
 * Small merges run *batch-last*: an arena row per matrix entry, the (merge, block) pairs
   contiguous along it, so each elementwise product is one long vector loop and the cut
@@ -35,7 +37,8 @@ call (fresh ones cost a page fault per 4 kB).
   Joins of two TBUs across one link are a single outer product (their ``A_cc`` is zero).
 * Large merges run *batch-first*: a (block, merge, row, column) stack whose products go
   to ``np.matmul`` (about 0.5 ns per complex multiply-add on one core here), with the cut
-  inverted in closed form, by LAPACK, or by Gauss-Jordan on a batch-last copy.
+  inverted in closed form, by Gauss-Jordan over the stack (three links) or by LAPACK,
+  :data:`_FIRST_SUB` blocks at a time.
 
 Passive networks make every ``I - B_cc A_cc`` well conditioned unless the whole circuit
 is (a lossless closed loop exactly on resonance), so the inverses need no pivoting: each
