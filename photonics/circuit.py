@@ -30,6 +30,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -61,26 +62,64 @@ def tbu_transfers(
     """
     if state.n_tbus != params.n_tbus:
         raise StateError(f"state has {state.n_tbus} TBUs but the chip has {params.n_tbus}")
-    wl = np.asarray(wavelengths_nm, dtype=float)
-    wl0 = params.center_wavelength_nm
+    k = transfer_constants(params, np.asarray(wavelengths_nm, dtype=float))
     phases = state.batched  # (S, n, 2)
-    prop = propagation_phase(params, wl)  # (W, n)
-    scale = heater_phase_scale(wl, wl0)[None, :, None]  # (1, W, 1)
-    gain_db = -params.loss_db
-    amp_top = 10 ** (gain_db / 20)  # (n,)
-    amp_bot = 10 ** ((gain_db - params.arm_imbalance_db) / 20)
+    scale = k.scale[None, :, None]  # (1, W, 1)
     # arm factors gain * exp(j phi): (S, W, n) each
-    top = amp_top * np.exp(1j * (phases[:, None, :, 0] * scale + (params.offset_top + prop)))
-    bot = amp_bot * np.exp(1j * (phases[:, None, :, 1] * scale + (params.offset_bot + prop)))
-    k1 = kappa_at(params.kappa1, wl, params.kappa_slope_per_nm, wl0)  # (W, n)
-    k2 = kappa_at(params.kappa2, wl, params.kappa_slope_per_nm, wl0)
+    top = k.amp_top * np.exp(1j * (phases[:, None, :, 0] * scale + k.c_top))
+    bot = k.amp_bot * np.exp(1j * (phases[:, None, :, 1] * scale + k.c_bot))
+    return arm_transfers(top, bot, k)
+
+
+class TransferConstants(NamedTuple):
+    """What :func:`tbu_transfers` needs besides the heater phases, per TBU and wavelength.
+
+    Attributes:
+        scale: heater phase scale ``lambda0 / lambda``, (W,).
+        amp_top, amp_bot: arm amplitude gains (loss, the bottom arm's imbalance), (n,).
+        c_top, c_bot: arm phase constants (rad): offset plus propagation phase, (W, n).
+        t2t1, s2s1, t2s1, s2t1: coupler field products, (W, n).
+    """
+
+    scale: np.ndarray
+    amp_top: np.ndarray
+    amp_bot: np.ndarray
+    c_top: np.ndarray
+    c_bot: np.ndarray
+    t2t1: np.ndarray
+    s2s1: np.ndarray
+    t2s1: np.ndarray
+    s2t1: np.ndarray
+
+
+def transfer_constants(params: TBUParams, wavelengths_nm: np.ndarray) -> TransferConstants:
+    """The state-independent part of :func:`tbu_transfers` at ``wavelengths_nm`` (nm)."""
+    wl0 = params.center_wavelength_nm
+    prop = propagation_phase(params, wavelengths_nm)  # (W, n)
+    gain_db = -params.loss_db
+    k1 = kappa_at(params.kappa1, wavelengths_nm, params.kappa_slope_per_nm, wl0)  # (W, n)
+    k2 = kappa_at(params.kappa2, wavelengths_nm, params.kappa_slope_per_nm, wl0)
     t1, s1, t2, s2 = np.sqrt(1 - k1), np.sqrt(k1), np.sqrt(1 - k2), np.sqrt(k2)
+    return TransferConstants(
+        scale=heater_phase_scale(wavelengths_nm, wl0), amp_top=10 ** (gain_db / 20),
+        amp_bot=10 ** ((gain_db - params.arm_imbalance_db) / 20),
+        c_top=params.offset_top + prop, c_bot=params.offset_bot + prop,
+        t2t1=t2 * t1, s2s1=s2 * s1, t2s1=t2 * s1, s2t1=s2 * t1)
+
+
+def arm_transfers(top: np.ndarray, bot: np.ndarray, k: TransferConstants | tuple) -> np.ndarray:
+    """Forward matrices (..., 2, 2) from the arm factors ``top``/``bot`` (gain * exp(j phi)).
+
+    ``k`` holds the coupler products (``t2t1, s2s1, t2s1, s2t1``, broadcasting against
+    ``top``) as the last four fields of :class:`TransferConstants`.
+    """
+    t2t1, s2s1, t2s1, s2t1 = k[-4:]
     # T = c2 diag(top, bot) c1 with c = [[t, j s], [j s, t]]
     out = np.empty((*top.shape, 2, 2), dtype=complex)
-    out[..., 0, 0] = (t2 * t1) * top - (s2 * s1) * bot
-    out[..., 0, 1] = 1j * ((t2 * s1) * top + (s2 * t1) * bot)
-    out[..., 1, 0] = 1j * ((s2 * t1) * top + (t2 * s1) * bot)
-    out[..., 1, 1] = (t2 * t1) * bot - (s2 * s1) * top
+    out[..., 0, 0] = t2t1 * top - s2s1 * bot
+    out[..., 0, 1] = 1j * (t2s1 * top + s2t1 * bot)
+    out[..., 1, 0] = 1j * (s2t1 * top + t2s1 * bot)
+    out[..., 1, 1] = t2t1 * bot - s2s1 * top
     return out
 
 

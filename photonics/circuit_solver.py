@@ -38,7 +38,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from photonics.circuit import tbu_transfers
+from photonics.circuit import arm_transfers, solve, tbu_transfers, transfer_constants
 from photonics.circuit_merge import (
     ancestors,
     join,
@@ -247,39 +247,22 @@ def _sub_params(params: TBUParams, tbus: np.ndarray) -> TBUParams:
 
 
 class TransferCache:
-    """Per-TBU constants of :func:`~photonics.circuit.tbu_transfers` at one wavelength, so the
-    transfer matrices of a few TBUs cost a dozen small array operations (the same formula,
-    the same operations per element).
+    """Per-TBU constants of :func:`~photonics.circuit.tbu_transfers` at one wavelength
+    (:func:`~photonics.circuit.transfer_constants`), so the transfer matrices of a few TBUs
+    cost a dozen small array operations (the same formula, the same operations per element).
     """
 
     def __init__(self, params: TBUParams, wavelength_nm: float) -> None:
-        from photonics.physics import heater_phase_scale, kappa_at, propagation_phase
-
-        wl = np.array([float(wavelength_nm)])
-        wl0 = params.center_wavelength_nm
-        prop = propagation_phase(params, wl)[0]
-        self.scale = heater_phase_scale(wl, wl0)[0]
-        gain_db = -params.loss_db
-        self.amp_top = 10 ** (gain_db / 20)
-        self.amp_bot = 10 ** ((gain_db - params.arm_imbalance_db) / 20)
-        self.c_top = params.offset_top + prop
-        self.c_bot = params.offset_bot + prop
-        k1 = kappa_at(params.kappa1, wl, params.kappa_slope_per_nm, wl0)[0]
-        k2 = kappa_at(params.kappa2, wl, params.kappa_slope_per_nm, wl0)[0]
-        t1, s1, t2, s2 = np.sqrt(1 - k1), np.sqrt(k1), np.sqrt(1 - k2), np.sqrt(k2)
-        self.t2t1, self.s2s1, self.t2s1, self.s2t1 = t2 * t1, s2 * s1, t2 * s1, s2 * t1
+        k = transfer_constants(params, np.array([float(wavelength_nm)]))
+        self.scale, self.amp_top, self.amp_bot = k.scale[0], k.amp_top, k.amp_bot
+        self.c_top, self.c_bot = k.c_top[0], k.c_bot[0]
+        self.couplers = (k.t2t1[0], k.s2s1[0], k.t2s1[0], k.s2t1[0])
 
     def transfers(self, tbus: np.ndarray, phi_top: np.ndarray, phi_bot: np.ndarray) -> np.ndarray:
         """Forward matrices (len(tbus), 2, 2) of ``tbus`` at heater phases ``phi_top/bot[tbus]``."""
         top = self.amp_top[tbus] * np.exp(1j * (phi_top[tbus] * self.scale + self.c_top[tbus]))
         bot = self.amp_bot[tbus] * np.exp(1j * (phi_bot[tbus] * self.scale + self.c_bot[tbus]))
-        t2t1, s2s1, t2s1, s2t1 = self.t2t1[tbus], self.s2s1[tbus], self.t2s1[tbus], self.s2t1[tbus]
-        out = np.empty((len(tbus), 2, 2), dtype=complex)
-        out[:, 0, 0] = t2t1 * top - s2s1 * bot
-        out[:, 0, 1] = 1j * (t2s1 * top + s2t1 * bot)
-        out[:, 1, 0] = 1j * (s2t1 * top + t2s1 * bot)
-        out[:, 1, 1] = t2t1 * bot - s2s1 * top
-        return out
+        return arm_transfers(top, bot, tuple(c[tbus] for c in self.couplers))
 
 
 class ColumnSolver:
@@ -319,7 +302,5 @@ class ColumnSolver:
         out = root_matrix(self._plan, last, first, np.array([int(input_port)]))[0, :, 0].copy()
         if np.isfinite(out.sum()):
             return out
-        from photonics.circuit import solve
-
         whole = solve(self.mesh, state, [self.wavelength_nm], self.params, inputs=[int(input_port)])
         return whole[0, 0, :, 0]
