@@ -251,20 +251,18 @@ def fit_tbu(
     # fringe_model (the fits are called ~40 times per start).
     cur = np.concatenate([s.current_ma for s in sweeps]).astype(float)
     i2, i3 = cur**2, cur**3
-    arm_of = np.concatenate([np.full(len(s.current_ma), n) for n, s in enumerate(sweeps)])
-    sgn_of = np.where(np.array([s.arm for s in sweeps])[arm_of] == 0, 1.0, -1.0)
+    sweep_of = np.concatenate([np.full(len(s.current_ma), n) for n, s in enumerate(sweeps)])
+    sgn_of = np.where(np.array([s.arm for s in sweeps])[sweep_of] == 0, 1.0, -1.0)
     power = np.concatenate([s.power_mw for s in sweeps])
     wts = np.concatenate(weights)
     rows = np.arange(len(cur))
     off = 1 + 2 * len(arms)
-    col2 = 1 + 2 * arm_of  # the rho2 column of each point's arm (rho3 is the next one)
+    col2 = 1 + 2 * sweep_of  # the rho2 column of each point's sweep (rho3 is the next one)
     outs = np.arange(k)
     amp_cols = off + outs
 
     def theta_of(v: np.ndarray) -> np.ndarray:
-        r2 = np.array([float(v[1 + 2 * n]) for n in range(len(sweeps))])[arm_of]
-        r3 = np.array([float(v[2 + 2 * n]) for n in range(len(sweeps))])[arm_of]
-        return v[0] + sgn_of * (r2 * i2 + r3 * i3)
+        return v[0] + sgn_of * (v[col2] * i2 + v[col2 + 1] * i3)
 
     def residuals(v: np.ndarray) -> np.ndarray:
         amp, flo = v[off:off + k], v[off + k:off + 2 * k]
