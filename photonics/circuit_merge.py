@@ -680,12 +680,9 @@ def run_levels(
             _merge_last(lev, last, t_ext, res.reshape(lev.stored, lev.n_merge * batch))
         if first is None:
             return
-        if batch <= _FIRST_SUB:
-            first[:, : len(plan.handoff)] = last[plan.handoff].T
         for lo in range(0, batch, _FIRST_SUB):  # a few blocks at a time: see _FIRST_SUB
             sub = first[lo: lo + _FIRST_SUB]
-            if batch > _FIRST_SUB:
-                sub[:, : len(plan.handoff)] = last[plan.handoff, lo: lo + _FIRST_SUB].T
+            sub[:, : len(plan.handoff)] = last[plan.handoff, lo: lo + _FIRST_SUB].T
             for lev in plan.levels[n_last:]:
                 _merge_first(lev, sub, t_ext, sub[:, lev.base: lev.base + lev.out_size])
         return
