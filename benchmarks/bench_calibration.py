@@ -232,6 +232,9 @@ def main() -> None:
                         help="Options.fit_trial_evaluations (0: every fit start runs to its end)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if len(args.seeds) == 1 and args.seeds[0] < 1:
+        parser.error("--seeds N runs seeds 0..N-1, so N must be at least 1 (--seeds 1 runs seed 0); "
+                     "or list two or more seeds")
     seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
     if args.compare_full_solve:
         for row in compare_full_solve(seeds, args.model, args.crosstalk_fraction):
