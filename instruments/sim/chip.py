@@ -255,12 +255,20 @@ def solve_kind(held: CircuitSolver | Solved | None, state: MeshState, params: TB
 
 
 def settle_fraction(elapsed_s: float, realism: Realism | None) -> float:
-    """Share of the last phase step still to come ``elapsed_s`` after it (0: settled)."""
+    """Share of a phase step still to come ``elapsed_s`` after it (0: settled)."""
+    fast, slow = settle_decay(elapsed_s, realism)
+    return 0.0 if realism is None else (1 - realism.slow_fraction) * fast + realism.slow_fraction * slow
+
+
+def settle_decay(elapsed_s: float, realism: Realism | None) -> tuple[float, float]:
+    """How much of the fast and of the slow thermal response is still to come ``elapsed_s``
+    after a step: ``(exp(-t / settle_fast_s), exp(-t / settle_slow_s))``, both 0 once
+    :data:`SETTLED_TIME_CONSTANTS` slow time constants have passed (or with no realism).
+    """
     if realism is None or elapsed_s >= SETTLED_TIME_CONSTANTS * realism.settle_slow_s:
-        return 0.0
+        return 0.0, 0.0
     t = max(elapsed_s, 0.0)
-    return (realism.slow_fraction * math.exp(-t / realism.settle_slow_s)
-            + (1 - realism.slow_fraction) * math.exp(-t / realism.settle_fast_s))
+    return math.exp(-t / realism.settle_fast_s), math.exp(-t / realism.settle_slow_s)
 
 
 class Chip:
@@ -323,8 +331,14 @@ class Chip:
         self._advanced_s = 0.0
         self._set_at_s = -math.inf
         n = mesh.n_heaters
-        self._from = np.zeros(n)  # heater arm phases when the currents last changed (rad)
-        self._to = np.zeros(n)  # the phases they settle to
+        # The heater arm phases (rad) settle to ``_to``; at the last current change the fast
+        # and the slow thermal responses still had ``_fast_left`` and ``_slow_left`` to go.
+        # Each decays on its own time constant, so a step taken while an earlier one is
+        # still settling adds to what is left (linear superposition): it does not restart
+        # the earlier step's slow tail as a fast one.
+        self._to = np.zeros(n)
+        self._fast_left = np.zeros(n)
+        self._slow_left = np.zeros(n)
         self.temperature_k: Callable[[float], float] = self._wander
         for tbu, how in (failed or {}).items():
             self.fail_tbu(tbu, how)
@@ -362,8 +376,13 @@ class Chip:
             raise StateError(f"need {self.mesh.n_heaters} finite, non-negative currents (mA)")
         with self._lock:
             now = self.now_s()
-            self._from = self._arm_phases(now)
-            self._to = self._truth.heaters.phases(c, with_alpha=False)
+            fast, slow = self._left(now)
+            to = self._truth.heaters.phases(c, with_alpha=False)
+            r = self._truth.realism
+            slow_share = 0.0 if r is None else r.slow_fraction
+            self._fast_left = fast + (1 - slow_share) * (to - self._to)
+            self._slow_left = slow + slow_share * (to - self._to)
+            self._to = to
             self._set_at_s = now
             self.currents_ma = c.copy()
             self._cache.clear()
@@ -401,10 +420,17 @@ class Chip:
             self._params = None
 
     # -- optics -----------------------------------------------------------------------
+    def _left(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """What the fast and the slow thermal responses still have to move (rad) at ``now``."""
+        fast, slow = settle_decay(now - self._set_at_s, self._truth.realism)
+        return fast * self._fast_left, slow * self._slow_left
+
     def _arm_phases(self, now: float) -> np.ndarray:
-        """Heater-made arm phases (rad) at time ``now``, on their way from the last step."""
-        left = settle_fraction(now - self._set_at_s, self._truth.realism)
-        return self._to + left * (self._from - self._to) if left else self._to
+        """Heater-made arm phases (rad) at time ``now``, on their way to ``_to``."""
+        if not settle_fraction(now - self._set_at_s, self._truth.realism):
+            return self._to
+        fast, slow = self._left(now)
+        return self._to - fast - slow
 
     def _temperature_now(self) -> float:
         """Chip temperature offset (K) now, rounded for the optics cache."""
