@@ -228,6 +228,7 @@ def _serve(
     created: bool,
     rate: float,
 ) -> int:
+    from calibration.heater_map import IdealMap
     from controlplane.app import create_app
     from controlplane.errors import ServiceError
     from controlplane.service import ControlPlane
@@ -259,7 +260,14 @@ def _serve(
         "reconciled": actions[0]["actions"] if actions else [],
         "telemetry_period_s": args.telemetry_period_s,
         "on_dark": args.on_dark,
+        "heater_map": "ideal" if isinstance(cp.heater_map, IdealMap) else "fitted",
     }
+    if info["heater_map"] == "ideal" and args.telemetry_period_s > 0:
+        # Not an error (a bench can be served before it is calibrated), but never silent:
+        # through the ideal law routes leak, and a dark transmitter may not show in the DOM.
+        print(f"warning: no calibration map for chip {cp.chip_id}: routes are programmed through "
+              "the ideal heater law, leak light, and optical detection may miss a dark accelerator; "
+              "calibrate the chip (lumion calibrate) and restart with --map MAP.json", file=sys.stderr)
     if args.json:
         print(json.dumps(info), flush=True)
     else:

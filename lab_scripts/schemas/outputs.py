@@ -652,6 +652,9 @@ class ServeOutput(Strict):
     reconciled: list[dict[str, object]] = Field(description="what the start-up reconciliation did")
     telemetry_period_s: Seconds
     on_dark: Literal["auto", "alert"]
+    heater_map: Literal["fitted", "ideal"] = Field(
+        description="the heater map in force: a calibration map (--map, or the one recorded in the "
+                    "database), or the ideal heater law (routes then leak light)")
 
 
 class YieldGroup(Strict):
