@@ -53,7 +53,8 @@ from calibration.heater_map import HeaterMap
 from instruments.controller import InstrumentBench, MeshController
 from instruments.errors import BenchConfigError
 from instruments.heater_driver import HeaterDriver
-from instruments.scpi import PowerMeter, TunableLaser
+from instruments.laser import TunableLaser
+from instruments.power_meter import PowerMeter
 from instruments.transceiver import MODULE_ADDRESS, SerialI2CBridge, SMBusI2C, TransceiverModule
 from instruments.transport import SerialTransport
 from photonics.errors import LumionError

@@ -286,8 +286,8 @@ class InstrumentBench:
 
     Args:
         controller: writes heater currents.
-        laser: a :class:`~instruments.scpi.TunableLaser` with a fiber switch module.
-        meter: a :class:`~instruments.scpi.PowerMeter`.
+        laser: a :class:`~instruments.laser.TunableLaser` with a fiber switch module.
+        meter: a :class:`~instruments.power_meter.PowerMeter`.
         switch_outputs: mesh port index -> fiber switch output feeding it.
         meter_channels: mesh port index -> (slot, channel) of the meter head there.
         chip_id: id a calibration map is tied to.

@@ -11,7 +11,8 @@ from instruments.errors import (
     TransientError,
     UnknownCommandError,
 )
-from instruments.scpi import PowerMeter, TunableLaser
+from instruments.laser import TunableLaser
+from instruments.power_meter import PowerMeter
 from instruments.sim.chip import Chip
 from instruments.sim.scpi_devices import ScpiServer, SimLaser, SimPowerMeter
 from instruments.testing import ScriptedResource, expected_protocol

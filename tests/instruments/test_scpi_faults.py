@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from instruments.errors import InstrumentError
-from instruments.scpi import PowerMeter, TunableLaser
+from instruments.laser import TunableLaser
+from instruments.power_meter import PowerMeter
 from instruments.sim.chip import Chip
 from instruments.sim.scpi_devices import FAULT_KINDS, ScpiServer, SimLaser, SimPowerMeter
 from photonics.topology import hexagonal
