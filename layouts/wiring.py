@@ -17,7 +17,9 @@ pad arrays (step 3) to gdsfactory's bundle router.
 3. **Fan-out.** At each side the arriving wires (top to bottom) split into three sets:
    the top ones climb and turn along a channel above the chip to pads in the top row,
    the bottom ones mirror that, the middle ones jog to a column of pads on the side
-   edge. Nested L-shapes keep every set planar.
+   edge. Nested L-shapes keep every set planar. Each side's row pads start at its own
+   end of the row; they stop at the middle unless a side needs more (the west side in
+   the fibre-array edge modes has no column), and then the sides share the rows.
 
 All lengths are in µm.
 """
@@ -144,34 +146,33 @@ def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad
 
     ``no_column``: sides ("L", "R") with no pad column, whose wires all go to the top and
     bottom rows (the west edge keeps room for the fibre-array couplers).
+
+    Each side takes the same number of wires to each row, the fewest with which every
+    side's column holds the rest, with its row pads on its own half of the rows. When
+    that is more than a half row holds (a tall mesh whose west edge holds the fibre
+    couplers), the sides share the rows instead (:func:`_share_rows`): each takes only
+    the row pads it needs, so one side's pads may pass the middle of the rows. Layouts
+    that fit the half rows are planned exactly as before.
+
+    Raises:
+        LayoutError: the pads do not fit even with the rows shared.
     """
     sides = {s: sorted([w for w in wires if w.side == s], key=lambda w: -w.points[-1][1]) for s in "LR"}
     x_first = gap + pad_size / 2 + pad_pitch  # first wire pad, from x_left (ground pad before it)
     row_cap = int((pf.x_mid - pf.x_left - x_first - pad_size / 2 - gap / 2) // pad_pitch) + 1
-    for k in range(max(len(v) for v in sides.values()) + 1):
-        y_pt = pf.y_top + gap + k * pitch + gap + pad_size / 2
-        y_pb = pf.y_bottom - gap - k * pitch - gap - pad_size / 2
-        col_cap = int((y_pt - y_pb) // pad_pitch) + 1
-        if all(len(v) - 2 * k <= (0 if s in no_column else col_cap) for s, v in sides.items()):
-            break
-    else:  # pragma: no cover - the loop always ends with k large enough for the column
-        k = 0
+    k = _equal_rows(sides, pf, pitch, pad_pitch, pad_size, gap, no_column)
+    rows = dict.fromkeys(sides, k)
     if k > row_cap:
-        n = sum(len(v) for v in sides.values())
-        raise LayoutError(
-            f"{n} heater pads do not fit around the chip at a {pad_pitch} µm pitch (the top and "
-            f"bottom rows hold {4 * row_cap}"
-            + ("; the west edge holds the fibre couplers, so its wires need the rows" if no_column else "")
-            + "); use a smaller pad_pitch" + (", fiber_io='ring'" if no_column else "")
-            + " or a smaller mesh")
+        rows = _share_rows(sides, pf, (pitch, pad_pitch, pad_size, gap), k, no_column)
+    y_pt, y_pb = _row_levels(pf, k, pitch, pad_size, gap)
     ground = []
     x_pads = {}
     fronts = {}
     for s, ws in sides.items():
         sign = 1.0 if s == "L" else -1.0
         x0 = pf.x_left if s == "L" else pf.x_right
-        n_t = min(k, len(ws))
-        n_b = min(k, len(ws) - n_t)
+        n_t = min(rows[s], len(ws))
+        n_b = min(rows[s], len(ws) - n_t)
         top, mid, bot = ws[:n_t], ws[n_t:len(ws) - n_b], ws[len(ws) - n_b:]
         for i, w in enumerate(top):
             _nest(w, x0 - sign * (i + 1) * pitch, pf.y_top + gap + i * pitch,
@@ -180,7 +181,8 @@ def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad
             _nest(w, x0 - sign * (j + 1) * pitch, pf.y_bottom - gap - j * pitch,
                   x0 + sign * (x_first + (n_b - 1 - j) * pad_pitch), y_pb, "bottom")
         ground += [(x0 + sign * (x_first - pad_pitch), y_pt), (x0 + sign * (x_first - pad_pitch), y_pb)]
-        x_col0 = x0 - sign * ((k + 1) * pitch + gap)
+        # the column's jogs start outside this side's own row-wire columns
+        x_col0 = x0 - sign * ((rows[s] + 1) * pitch + gap)
         fronts[s] = x_col0 + sign * pitch
         ys = [w.points[-1][1] for w in mid]
         n_m = len(mid)
@@ -202,6 +204,73 @@ def fan_out(wires: list[Wire], pf: PadFrame, pitch: float, pad_pitch: float, pad
             w.points.append((x_pad, targets[j]))
             w.pad, w.pad_edge = (x_pad, targets[j]), "left" if s == "L" else "right"
     return PadPlan(y_pt, y_pb, x_pads["L"], x_pads["R"], ground, fronts)
+
+
+def _row_levels(pf: PadFrame, channels: int, pitch: float, pad_size: float,
+                gap: float) -> tuple[float, float]:
+    """The y of the top and bottom pad rows beyond ``channels`` row-wire channels (µm)."""
+    y_pt = pf.y_top + gap + channels * pitch + gap + pad_size / 2
+    y_pb = pf.y_bottom - gap - channels * pitch - gap - pad_size / 2
+    return y_pt, y_pb
+
+
+def _column_cap(pf: PadFrame, channels: int, pitch: float, pad_pitch: float, pad_size: float,
+                gap: float) -> int:
+    """Pads a side column holds between the two pad rows (both rows included)."""
+    y_pt, y_pb = _row_levels(pf, channels, pitch, pad_size, gap)
+    return int((y_pt - y_pb) // pad_pitch) + 1
+
+
+def _equal_rows(sides: dict[str, list[Wire]], pf: PadFrame, pitch: float, pad_pitch: float,
+                pad_size: float, gap: float, no_column: str) -> int:
+    """Fewest wires per row and side with which every side's column holds the rest."""
+    for k in range(max(len(v) for v in sides.values()) + 1):
+        col_cap = _column_cap(pf, k, pitch, pad_pitch, pad_size, gap)
+        if all(len(v) - 2 * k <= (0 if s in no_column else col_cap) for s, v in sides.items()):
+            return k
+    return 0  # pragma: no cover - the loop always ends with k large enough for the column
+
+
+def _row_slots(pf: PadFrame, pad_pitch: float, pad_size: float, gap: float) -> int:
+    """Wire pads one row holds between its two ground pads, both sides together.
+
+    The sides' innermost pads keep ``pad_size + gap`` between centres (the clearance the
+    half-row split keeps across the middle); a side with no row pad counts its ground pad
+    as its innermost one.
+    """
+    x_first = gap + pad_size / 2 + pad_pitch
+    room = pf.x_right - pf.x_left - 2 * x_first - pad_size - gap
+    return max(0, int(room // pad_pitch) + 2)
+
+
+def _share_rows(sides: dict[str, list[Wire]], pf: PadFrame, sizes: tuple[float, float, float, float],
+                channels: int, no_column: str) -> dict[str, int]:
+    """Each side's wires per row when the sides share the rows.
+
+    ``sizes = (pitch, pad_pitch, pad_size, gap)``. Every side takes the fewest wires per
+    row with which its column (none for ``no_column`` sides) holds the rest, its column
+    as tall as ``channels`` row-wire channels above and below the mesh make it (the
+    fewest with which every column fits, :func:`_equal_rows`). More channels make the
+    columns taller, but hold few more pads for much longer row wires: hex:9x9 in the edge
+    modes would fit its last 5 pads with 38 more channels, and its wires, widened to
+    their resistance budget, then no longer fit the bands. So the channels are not grown.
+
+    Raises:
+        LayoutError: the two sides' row pads do not fit one row.
+    """
+    pitch, pad_pitch, pad_size, gap = sizes
+    slots = _row_slots(pf, pad_pitch, pad_size, gap)
+    col_cap = _column_cap(pf, channels, pitch, pad_pitch, pad_size, gap)
+    rows = {s: max(0, -(-(len(v) - (0 if s in no_column else col_cap)) // 2)) for s, v in sides.items()}
+    if sum(rows.values()) <= slots:
+        return rows
+    n = sum(len(v) for v in sides.values())
+    raise LayoutError(
+        f"{n} heater pads do not fit around the chip at a {pad_pitch} µm pitch (the top and "
+        f"bottom rows hold {2 * slots}"
+        + ("; the west edge holds the fibre couplers, so its wires need the rows" if no_column else "")
+        + "); use a smaller pad_pitch" + (", fiber_io='ring'" if no_column else "")
+        + " or a smaller mesh")
 
 
 def _nest(w: Wire, x_col: float, y_chan: float, x_pad: float, y_pad: float, edge: str) -> None:

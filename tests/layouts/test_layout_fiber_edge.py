@@ -20,6 +20,11 @@ from photonics.topology import mesh_from_spec
 #: smartlight in both modes: benchmarks/bench_layout_fiber_edge.py (~8 min CPU).
 SWEEP = [("hex:1x2", "edge-coupler"), ("hex:2x2", "grating-edge"), ("hex:2x2", "edge-coupler"),
          ("hex:4x3", "grating-edge"), ("hex:4x3", "edge-coupler")]
+#: the cheapest of the tall meshes the edge modes refused while each side had only its
+#: half of the top and bottom pad rows (46 TBUs; its 40 west wires need 20 pads a row, the
+#: half holds 18; its east column holds all 52 east wires); the sides now share the rows
+#: (layouts.wiring.fan_out). ~13 s CPU with the checks (hex:8x2, 67 TBUs: ~20 s)
+SHARED_ROWS = ("hex:9x1", "grating-edge")
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +162,43 @@ def test_the_column_moves_the_least_that_leaves_no_short_jog(seed):
         assert shift > 60_000
 
 
+def _top_row_split(cell) -> tuple[float, float]:
+    """The x of the last pad of the west run of the top row, and of the row's middle (µm).
+
+    The top row is two runs of pads at the pad pitch, the west side's from the west ground
+    pad and the east side's from the east one, with a wider gap between the runs.
+    """
+    rows = [r for r in cell.info["pads"] if r["edge"] == "top"]
+    xs = sorted(r["x"] for r in rows)
+    grounds = [r["x"] for r in rows if r["channel"] is None]
+    split = max(range(len(xs) - 1), key=lambda i: xs[i + 1] - xs[i])
+    return xs[split], (min(grounds) + max(grounds)) / 2
+
+
+def test_a_tall_mesh_shares_the_pad_rows_and_passes_both_lvs():
+    """Its west wires' pads pass the middle of the rows; optical and electrical LVS hold."""
+    from layouts.checks import wiring_report
+    from layouts.electrical_lvs import heater_lvs
+
+    mesh, fiber_io = SHARED_ROWS
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # gdsfactory's "Routing failed" is a UserWarning
+        cell = mesh_cell(mesh, fiber_io=fiber_io)
+    assert check_edge_io(cell, mesh) == []
+    lvs = heater_lvs(cell, mesh)
+    assert lvs.ok, lvs.to_dict()
+    report = wiring_report(cell)  # the merged metal: no two signal wires touch
+    assert all(len(vias) == 1 for vias in report["pad_to_vias"].values())
+    assert report["ground_ok"]
+    west_end, middle = _top_row_split(cell)
+    assert west_end > middle
+
+
 def test_a_mesh_too_big_for_one_fibre_edge_is_refused_with_what_to_do():
-    """hex:9x9's 324 heater pads fit the ring but not with the west column kept for couplers."""
+    """hex:9x9's 556 heater pads do not fit with the west column kept for couplers.
+
+    Even with the sides sharing the top and bottom rows: the west side needs 136 pads a
+    row and the east side 69 beside its column, and a row holds 200.
+    """
     with pytest.raises(LayoutError, match=r"west edge holds the fibre couplers.*fiber_io='ring'"):
         mesh_cell("hex:9x9", fiber_io="grating-edge")
