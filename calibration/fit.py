@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import least_squares
+from scipy.optimize import OptimizeResult, least_squares
 
-from calibration.lsq import LOSSES, least_squares_trf
+from calibration.lsq import LOSSES, LsqResult, least_squares_trf
 
 # The nominal heater (R0 = 250 Ohm, eta = pi / 1.3 mW) has rho2 = 0.60 rad/mA^2: the rate
 # search spans a factor 5 either way, far wider than any fabrication spread.
@@ -39,6 +39,20 @@ RHO3_RATIO_BOUNDS = (-0.1, 0.2)
 GOOD_ENOUGH_RMS = 2.0
 # Function evaluations a fit may take from one start.
 MAX_NFEV = 200
+# Periodogram minima tried per arm as starts: the deepest and the next two, since noise or
+# stray light can rank the true fringe rate second.
+SEED_RANKS = 3
+# The deepest rate is also tried at its half and double: a fit started at an alias of the
+# true rate settles in a local minimum the least-squares step cannot leave.
+ALIAS_FACTORS = (1.0, 0.5, 2.0)
+# The robust loss's scale (in meter sigmas): residuals beyond ~3 sigma count as outliers.
+ROBUST_SCALE = 3.0
+# A start's fringe amplitude is at least this (mW): at zero the phases would have no effect
+# on the model and their Jacobian columns would vanish.
+MIN_START_AMPLITUDE_MW = 1e-12
+# Starts are moved this far inside the bounds: the trust-region solver needs a strictly
+# feasible start.
+BOUND_MARGIN = 1e-15
 
 
 @dataclass(frozen=True)
@@ -160,7 +174,7 @@ def periodogram(
     return chi2, c1, c2
 
 
-def _seed_rates(x: np.ndarray, p: np.ndarray, w: np.ndarray, n_best: int = 3) -> list[float]:
+def _seed_rates(x: np.ndarray, p: np.ndarray, w: np.ndarray, n_best: int = SEED_RANKS) -> list[float]:
     """Best local minima of the periodogram over the plausible heater rates (rad/mA^2)."""
     span = max(float(x.max() - x.min()), 1e-9)
     # Resolution a tenth of a fringe over the whole sweep; the fit refines from there.
@@ -184,6 +198,145 @@ def _delta_seed(x: np.ndarray, p: np.ndarray, w: np.ndarray, rate: float, arm: i
     cos_d = (signs * c1[0]).sum()
     sin_d = (-sigma * signs * c2[0]).sum()
     return float(np.arctan2(sin_d, cos_d))
+
+
+# A start: (delta seed (rad), rho2 seed (rad/mA^2) per swept arm).
+Start = tuple[float, dict[int, float]]
+# One start's fit: the lean TRF's result, or scipy's for the losses it does not write out
+# (both carry x, cost, fun, jac and status).
+FitResult = LsqResult | OptimizeResult
+
+
+@dataclass(frozen=True, eq=False)
+class _StackedSweeps:
+    """Every sweep of one TBU as one least-squares problem over the parameter vector
+    ``v = [delta, (rho2, rho3) per swept arm, amplitude_mw (k), floor_mw (k)]``.
+
+    The readings are stacked in sweep order (as the residual vector runs) with the powers of
+    I each point needs precomputed: the residuals and the Jacobian are then a handful of array
+    operations per call, with the same arithmetic per element as :func:`fringe_model` (the
+    fits call them ~40 times per start).
+    """
+
+    arms: list[int]
+    signs: np.ndarray  # (k,) +1 cross, -1 bar
+    i2: np.ndarray  # (n,) current squared of every reading (mA^2)
+    i3: np.ndarray  # (n,) current cubed (mA^3)
+    arm_sign: np.ndarray  # (n,) +1 where the top heater is swept, -1 the bottom one
+    rho2_col: np.ndarray  # (n,) column of v holding the rho2 of the reading's sweep (rho3: next)
+    power_mw: np.ndarray  # (n, k) readings
+    weights: np.ndarray  # (n, k) 1/sigma of each reading (1/mW)
+
+    @property
+    def n_outputs(self) -> int:
+        """Outputs every sweep is read at (k)."""
+        return len(self.signs)
+
+    @property
+    def amp_col(self) -> int:
+        """Column of v holding the first output's amplitude (the floors follow the amplitudes)."""
+        return 1 + 2 * len(self.arms)
+
+    @property
+    def n_par(self) -> int:
+        """Length of the parameter vector v."""
+        return self.amp_col + 2 * self.n_outputs
+
+    def unpack(self, v: np.ndarray) -> tuple[float, dict[int, tuple[float, float]], np.ndarray, np.ndarray]:
+        """(delta (rad), {arm: (rho2, rho3)}, amplitude_mw (k), floor_mw (k)) of a parameter vector."""
+        k, off = self.n_outputs, self.amp_col
+        curves = {a: (float(v[1 + 2 * n]), float(v[2 + 2 * n])) for n, a in enumerate(self.arms)}
+        return v[0], curves, v[off:off + k], v[off + k:off + 2 * k]
+
+    def theta(self, v: np.ndarray) -> np.ndarray:
+        """(n,) total arm phase difference (rad) at every reading."""
+        return v[0] + self.arm_sign * (v[self.rho2_col] * self.i2 + v[self.rho2_col + 1] * self.i3)
+
+    def residuals(self, v: np.ndarray) -> np.ndarray:
+        """(n k,) weighted residuals (model - reading) / sigma, readings in row-major order."""
+        k, off, signs = self.n_outputs, self.amp_col, self.signs
+        amp, flo = v[off:off + k], v[off + k:off + 2 * k]
+        model = flo[None, :] + amp[None, :] * (1 + signs[None, :] * np.cos(self.theta(v))[:, None]) / 2
+        return ((model - self.power_mw) * self.weights).ravel()
+
+    def jacobian(self, v: np.ndarray) -> np.ndarray:
+        """(n k, n_par) derivative of :meth:`residuals` by every parameter."""
+        k, off, signs, wts = self.n_outputs, self.amp_col, self.signs, self.weights
+        n, outs = len(self.i2), np.arange(k)
+        rows, col2, amp_cols = np.arange(n), self.rho2_col, off + outs
+        amp = v[off:off + k]
+        theta = self.theta(v)
+        J = np.zeros((n, k, self.n_par))
+        dtheta = -amp[None, :] * signs[None, :] * np.sin(theta)[:, None] / 2 * wts
+        J[:, :, 0] = dtheta
+        J[rows, :, col2] = dtheta * self.arm_sign[:, None] * self.i2[:, None]
+        J[rows, :, col2 + 1] = dtheta * self.arm_sign[:, None] * self.i3[:, None]
+        J[:, outs, amp_cols] = (1 + signs[None, :] * np.cos(theta)[:, None]) / 2 * wts
+        J[:, outs, amp_cols + k] = wts
+        return J.reshape(n * k, self.n_par)
+
+
+def _stack_sweeps(sweeps: list[Sweep], weights: list[np.ndarray], signs: np.ndarray) -> _StackedSweeps:
+    """The joint least-squares problem of ``sweeps`` (``weights``: 1/sigma per reading)."""
+    cur = np.concatenate([s.current_ma for s in sweeps]).astype(float)
+    sweep_of = np.concatenate([np.full(len(s.current_ma), n) for n, s in enumerate(sweeps)])
+    return _StackedSweeps(
+        arms=[s.arm for s in sweeps], signs=signs, i2=cur**2, i3=cur**3,
+        arm_sign=np.where(np.array([s.arm for s in sweeps])[sweep_of] == 0, 1.0, -1.0),
+        rho2_col=1 + 2 * sweep_of,
+        power_mw=np.concatenate([s.power_mw for s in sweeps]), weights=np.concatenate(weights),
+    )
+
+
+def _periodogram_starts(sweeps: list[Sweep], weights: list[np.ndarray], signs: np.ndarray) -> list[Start]:
+    """Starts from each sweep's best periodogram rates: the best with its half and double
+    (the aliasing guard), then the runners-up; delta is seeded from the first sweep's best rate.
+    """
+    per_arm_rates = {s.arm: _seed_rates(s.current_ma**2, s.power_mw, w)
+                     for s, w in zip(sweeps, weights, strict=True)}
+    first = sweeps[0]
+    delta0 = _delta_seed(first.current_ma**2, first.power_mw, weights[0], per_arm_rates[first.arm][0],
+                         first.arm, signs)
+    starts: list[Start] = []
+    for rank in range(SEED_RANKS):
+        for factor in ALIAS_FACTORS if rank == 0 else (1.0,):
+            rates = {a: c[min(rank, len(c) - 1)] * factor for a, c in per_arm_rates.items()}
+            starts.append((delta0, rates))
+    return starts
+
+
+def _parameter_bounds(arms: list[int], n_outputs: int, i_max_ma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) bounds of the parameter vector (see :class:`_StackedSweeps`)."""
+    lo, hi = [-np.inf], [np.inf]
+    for _ in arms:
+        # rho2: the rate search widened by 2 either way; rho3: RHO3_RATIO_BOUNDS of the largest
+        # rate (the lower one also over the top current, so the curve stays monotone)
+        lo += [RHO2_SEARCH[0] / 2, RHO3_RATIO_BOUNDS[0] * RHO2_SEARCH[1] / max(i_max_ma, 1e-9)]
+        hi += [RHO2_SEARCH[1] * 2, RHO3_RATIO_BOUNDS[1] * RHO2_SEARCH[1]]
+    lo += [0.0] * (2 * n_outputs)
+    hi += [np.inf] * (2 * n_outputs)
+    return np.array(lo), np.array(hi)
+
+
+def _start_levels(sweeps: list[Sweep], n_outputs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(highest, lowest but not negative) reading of every output over all sweeps (mW)."""
+    top = np.array([max(float(np.max(s.power_mw[:, j])) for s in sweeps) for j in range(n_outputs)])
+    bottom = np.array([max(min(float(np.min(s.power_mw[:, j])) for s in sweeps), 0.0)
+                       for j in range(n_outputs)])
+    return top, bottom
+
+
+def _start_vector(start: Start, arms: list[int], levels: tuple[np.ndarray, np.ndarray],
+                  bounds: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The parameter vector of a start: no rho3, the fringe spanning the readings' range."""
+    delta0, rates = start
+    top, bottom = levels
+    v0 = [delta0]
+    for a in arms:
+        v0 += [rates[a], 0.0]
+    v0 += list(np.maximum(top - bottom, MIN_START_AMPLITUDE_MW)) + list(bottom)
+    lo, hi = bounds
+    return np.clip(np.array(v0), lo + BOUND_MARGIN, hi - BOUND_MARGIN)
 
 
 def fit_tbu(
@@ -216,144 +369,105 @@ def fit_tbu(
     """
     noise = noise or NoiseModel()
     signs = np.asarray(signs, float)
-    k = len(signs)
     arms = [s.arm for s in sweeps]
     if len(set(arms)) != len(arms) or not sweeps:
         raise ValueError("give one sweep per arm (top = 0, bottom = 1)")
     weights = [1.0 / noise.sigma(s.power_mw) for s in sweeps]
-    peak = max(float(np.max(s.power_mw)) for s in sweeps)
-
-    # Seeds: per-sweep periodogram minima, then their half and double (aliasing guard).
-    per_arm_rates: dict[int, list[float]] = {}
-    deltas: list[float] = []
-    for s, w in zip(sweeps, weights, strict=True):
-        x = s.current_ma**2
-        cands = _seed_rates(x, s.power_mw, w)
-        per_arm_rates[s.arm] = cands
-        deltas.append(_delta_seed(x, s.power_mw, w, cands[0], s.arm, signs))
-    starts: list[tuple[float, dict[int, float]]] = []
-    for rank in range(3):
-        for factor in (1.0, 0.5, 2.0) if rank == 0 else (1.0,):
-            rates = {a: c[min(rank, len(c) - 1)] * factor for a, c in per_arm_rates.items()}
-            starts.append((deltas[0], rates))
-    if prior is not None and np.isfinite(prior[0]):
+    starts = _periodogram_starts(sweeps, weights, signs)
+    if prior is not None and np.isfinite(prior[0]):  # an earlier fit is the likeliest start: first
         starts.insert(0, (float(prior[0]), {a: float(prior[1][a]) for a in arms}))
+    problem = _stack_sweeps(sweeps, weights, signs)
+    best = _best_of_starts(problem, starts, sweeps, loss, trial_nfev)
+    return _fit_result(problem, best, sweeps)
 
-    def unpack(v: np.ndarray) -> tuple[float, dict[int, tuple[float, float]], np.ndarray, np.ndarray]:
-        curves = {a: (float(v[1 + 2 * n]), float(v[2 + 2 * n])) for n, a in enumerate(arms)}
-        off = 1 + 2 * len(arms)
-        return v[0], curves, v[off:off + k], v[off + k:off + 2 * k]
 
-    n_par = 1 + 2 * len(arms) + 2 * k
-    # Every sweep's readings stacked (rows in sweep order, as the residual vector runs), with
-    # the powers of I each point needs precomputed: the residuals and the Jacobian are then a
-    # handful of array operations per call, with the same arithmetic per element as
-    # fringe_model (the fits are called ~40 times per start).
-    cur = np.concatenate([s.current_ma for s in sweeps]).astype(float)
-    i2, i3 = cur**2, cur**3
-    sweep_of = np.concatenate([np.full(len(s.current_ma), n) for n, s in enumerate(sweeps)])
-    sgn_of = np.where(np.array([s.arm for s in sweeps])[sweep_of] == 0, 1.0, -1.0)
-    power = np.concatenate([s.power_mw for s in sweeps])
-    wts = np.concatenate(weights)
-    rows = np.arange(len(cur))
-    off = 1 + 2 * len(arms)
-    col2 = 1 + 2 * sweep_of  # the rho2 column of each point's sweep (rho3 is the next one)
-    outs = np.arange(k)
-    amp_cols = off + outs
+def _fit_from(problem: _StackedSweeps, v0: np.ndarray, bounds: tuple[np.ndarray, np.ndarray], loss: str,
+              best_cost: float | None, trial_nfev: int) -> FitResult | None:
+    """One start's fit, or None when its trial shows it cannot beat ``best_cost`` (see fit_tbu)."""
+    lo, hi = bounds
+    if loss not in LOSSES:  # a loss the lean copy of scipy's TRF does not write out: scipy's own
+        return least_squares(problem.residuals, v0, jac=problem.jacobian, bounds=(lo, hi), loss=loss,
+                             f_scale=ROBUST_SCALE, x_scale="jac", max_nfev=MAX_NFEV)
+    if best_cost is not None and trial_nfev > 0:
+        # A later start first runs trial_nfev evaluations; the cost only falls from there,
+        # and one still above the best so far is dropped (see the docstring of fit_tbu).
+        trial = least_squares_trf(problem.residuals, problem.jacobian, v0, lo, hi, loss=loss,
+                                  f_scale=ROBUST_SCALE, max_nfev=trial_nfev)
+        if trial.status != 0:
+            return trial  # it converged within the trial: that is its whole fit
+        if trial.cost >= best_cost:
+            return None
+        # it may win: run it whole (the same path, on to convergence)
+    return least_squares_trf(problem.residuals, problem.jacobian, v0, lo, hi, loss=loss,
+                             f_scale=ROBUST_SCALE, max_nfev=MAX_NFEV)
 
-    def theta_of(v: np.ndarray) -> np.ndarray:
-        return v[0] + sgn_of * (v[col2] * i2 + v[col2 + 1] * i3)
 
-    def residuals(v: np.ndarray) -> np.ndarray:
-        amp, flo = v[off:off + k], v[off + k:off + 2 * k]
-        model = flo[None, :] + amp[None, :] * (1 + signs[None, :] * np.cos(theta_of(v))[:, None]) / 2
-        return ((model - power) * wts).ravel()
-
-    def jacobian(v: np.ndarray) -> np.ndarray:
-        amp = v[off:off + k]
-        theta = theta_of(v)
-        J = np.zeros((len(cur), k, n_par))
-        dtheta = -amp[None, :] * signs[None, :] * np.sin(theta)[:, None] / 2 * wts
-        J[:, :, 0] = dtheta
-        J[rows, :, col2] = dtheta * sgn_of[:, None] * i2[:, None]
-        J[rows, :, col2 + 1] = dtheta * sgn_of[:, None] * i3[:, None]
-        J[:, outs, amp_cols] = (1 + signs[None, :] * np.cos(theta)[:, None]) / 2 * wts
-        J[:, outs, amp_cols + k] = wts
-        return J.reshape(len(cur) * k, n_par)
-
-    lean = loss in LOSSES  # the lean copy of scipy's TRF (same numbers); other losses: scipy's
+def _best_of_starts(problem: _StackedSweeps, starts: list[Start], sweeps: list[Sweep], loss: str,
+                    trial_nfev: int) -> FitResult:
+    """The lowest-cost fit over ``starts``, stopping at the first that is good enough."""
     i_max = max(float(s.current_ma.max()) for s in sweeps)
+    bounds = _parameter_bounds(problem.arms, problem.n_outputs, i_max)
+    levels = _start_levels(sweeps, problem.n_outputs)
     best = None
-    for delta0, rates in starts:
-        amp0 = np.array([max(float(np.max(s.power_mw[:, j])) for s in sweeps) for j in range(k)])
-        flo0 = np.array([max(min(float(np.min(s.power_mw[:, j])) for s in sweeps), 0.0) for j in range(k)])
-        v0 = [delta0]
-        lo, hi = [-np.inf], [np.inf]
-        for a in arms:
-            v0 += [rates[a], 0.0]
-            lo += [RHO2_SEARCH[0] / 2, RHO3_RATIO_BOUNDS[0] * RHO2_SEARCH[1] / max(i_max, 1e-9)]
-            hi += [RHO2_SEARCH[1] * 2, RHO3_RATIO_BOUNDS[1] * RHO2_SEARCH[1]]
-        v0 += list(np.maximum(amp0 - flo0, 1e-12)) + list(flo0)
-        lo += [0.0] * (2 * k)
-        hi += [np.inf] * (2 * k)
-        v0 = np.clip(np.array(v0), np.array(lo) + 1e-15, np.array(hi) - 1e-15)
-        if lean:
-            lo_a, hi_a = np.array(lo), np.array(hi)
-            res = None
-            if best is not None and trial_nfev > 0:
-                # A later start first runs trial_nfev evaluations; the cost only falls from
-                # there, and one still above the best so far is dropped (see the docstring).
-                res = least_squares_trf(residuals, jacobian, v0, lo_a, hi_a, loss=loss, f_scale=3.0,
-                                        max_nfev=trial_nfev)
-                if res.status == 0 and res.cost >= best.cost:
-                    continue
-                if res.status == 0:
-                    res = None  # it may win: run it whole (the same path, on to convergence)
-            if res is None:
-                res = least_squares_trf(residuals, jacobian, v0, lo_a, hi_a, loss=loss, f_scale=3.0,
-                                        max_nfev=MAX_NFEV)
-        else:
-            res = least_squares(residuals, v0, jac=jacobian, bounds=(lo, hi), loss=loss, f_scale=3.0,
-                                x_scale="jac", max_nfev=MAX_NFEV)
+    for start in starts:
+        v0 = _start_vector(start, problem.arms, levels, bounds)
+        res = _fit_from(problem, v0, bounds, loss, None if best is None else best.cost, trial_nfev)
+        if res is None:
+            continue
         if best is None or res.cost < best.cost:
             best = res
         if np.sqrt(np.mean(best.fun**2)) < GOOD_ENOUGH_RMS:
             break
-    assert best is not None
+    assert best is not None  # there is always a start, and the first one always runs
+    return best
 
-    delta, curves, amp, flo = unpack(best.x)
-    m = best.fun.size
-    dof = max(m - n_par, 1)
-    J = best.jac
+
+def _covariance(best: FitResult, n_par: int) -> np.ndarray:
+    """(n_par, n_par) parameter covariance: the Gauss-Newton inverse scaled by the reduced chi^2."""
+    dof = max(best.fun.size - n_par, 1)
     s2 = 2 * best.cost / dof
-    cov = np.linalg.pinv(J.T @ J) * s2
-    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
-    rho2 = np.full(2, np.nan)
-    rho3 = np.full(2, np.nan)
-    s_r2 = np.full(2, np.nan)
-    s_r3 = np.full(2, np.nan)
-    s_2pi = np.full(2, np.nan)
+    return np.linalg.pinv(best.jac.T @ best.jac) * s2
+
+
+def _arm_curves(arms: list[int], curves: dict[int, tuple[float, float]], cov: np.ndarray, sd: np.ndarray
+                ) -> dict[str, np.ndarray]:
+    """The :class:`TBUFit` fields that are (2,) per arm (top, bottom; NaN where not swept):
+    rho2, rho3, their sigmas (``sd``: every parameter's), and the sigma of the arm's phase at
+    its 2 pi current (rad), which delta's uncertainty is part of.
+    """
+    fields = ("rho2", "rho3", "sigma_rho2", "sigma_rho3", "sigma_phase_2pi")
+    out = {name: np.full(2, np.nan) for name in fields}
     for n, a in enumerate(arms):
-        rho2[a], rho3[a] = curves[a]
-        s_r2[a], s_r3[a] = sd[1 + 2 * n], sd[2 + 2 * n]
-        i2pi = float(_current_for(2 * np.pi, rho2[a], rho3[a]))
-        g = np.zeros(n_par)
+        out["rho2"][a], out["rho3"][a] = curves[a]
+        out["sigma_rho2"][a], out["sigma_rho3"][a] = sd[1 + 2 * n], sd[2 + 2 * n]
+        i2pi = float(_current_for(2 * np.pi, out["rho2"][a], out["rho3"][a]))
+        g = np.zeros(len(cov))  # d(phase at i2pi) / d(parameters)
         g[0] = 1.0
         g[1 + 2 * n], g[2 + 2 * n] = i2pi**2, i2pi**3
-        s_2pi[a] = float(np.sqrt(max(g @ cov @ g, 0.0)))
-    raw = residuals(best.x)
+        out["sigma_phase_2pi"][a] = float(np.sqrt(max(g @ cov @ g, 0.0)))
+    return out
+
+
+def _fit_result(problem: _StackedSweeps, best: FitResult, sweeps: list[Sweep]) -> TBUFit:
+    """The :class:`TBUFit` of the winning fit: parameters, uncertainties and residuals."""
+    delta, curves, amp, flo = problem.unpack(best.x)
+    signs = problem.signs
+    cov = _covariance(best, problem.n_par)
+    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
+    raw = problem.residuals(best.x)
     chunks = np.cumsum([s.power_mw.size for s in sweeps])[:-1]
     abs_res = np.concatenate([
         (fringe_model(s.current_ma, s.arm, delta, *curves[s.arm], amp, flo, signs) - s.power_mw).ravel()
         for s in sweeps
     ])
+    peak = max(float(np.max(s.power_mw)) for s in sweeps)
     return TBUFit(
         delta=float(np.mod(delta, 2 * np.pi)),
-        rho2=rho2, rho3=rho3, amplitude_mw=amp, floor_mw=flo, signs=signs,
-        sigma_delta=float(sd[0]), sigma_rho2=s_r2, sigma_rho3=s_r3, sigma_phase_2pi=s_2pi,
+        amplitude_mw=amp, floor_mw=flo, signs=signs, sigma_delta=float(sd[0]),
+        **_arm_curves(problem.arms, curves, cov, sd),
         rms_residual=float(np.sqrt(np.mean(raw**2))),
-        rms_residual_rel=float(np.sqrt(np.mean(abs_res**2)) / max(peak, 1e-30)),
-        n_points=int(m),
+        rms_residual_rel=float(np.sqrt(np.mean(abs_res**2)) / max(peak, 1e-30)),  # 1e-30: all-dark sweeps
+        n_points=int(best.fun.size),
         residuals=[r.reshape(s.power_mw.shape) for r, s in zip(np.split(raw, chunks), sweeps, strict=True)],
     )
 
