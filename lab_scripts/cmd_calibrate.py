@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, count, fraction, load_mesh, print_json, seed, table
@@ -10,6 +11,9 @@ from lab_scripts.errors import opening, reading
 from lab_scripts.paths import JSON_SUFFIXES, output_file, output_folder
 
 DEFAULT_SEED = 0  # the simulated chip when neither --seed nor [sim] seed says otherwise
+# Readings per heater sweep at the least: a one-arm, one-output fringe fit already has five
+# parameters (delta, rho2, rho3, amplitude, floor), and eight readings leave it some to spare.
+MIN_SWEEP_POINTS = 8
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -75,78 +79,117 @@ def effective_seed(given: int | None, config: dict[str, Any] | None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Calibrate, save, report."""
-    import sys
-
-    import numpy as np
-
-    from calibration.procedure import Options, Progress, calibrate
-    from calibration.verify import measure_route, sample_routes
-
-    if args.points < 8 or (args.refine_points and args.refine_points < 8):
-        raise UsageError("sweeps need at least 8 points (--points, --refine-points)")
+    if args.points < MIN_SWEEP_POINTS or (args.refine_points and args.refine_points < MIN_SWEEP_POINTS):
+        raise UsageError(f"sweeps need at least {MIN_SWEEP_POINTS} points (--points, --refine-points)")
     out = output_file(args.out, "--out", JSON_SUFFIXES)
     ckpt = output_file(args.checkpoint, "--checkpoint") if args.checkpoint is not None else \
         out.with_name(out.name + ".ckpt")
     plot_dir = output_folder(args.plot, "--plot") if args.plot is not None else None
     bench = open_bench(args)
     try:
-        mesh = bench.mesh
-        options = Options(points=args.points, refine_points=args.refine_points,
-                          crosstalk_fraction=args.crosstalk_fraction)
-        progress = Progress(stream=None if args.quiet or args.json else sys.stderr)
-        result = calibrate(bench, options, checkpoint=ckpt, progress=progress,
-                           keep_sweeps=plot_dir is not None)
-        cmap = result.cmap
-        payload: dict[str, Any] = {
-            "chip_id": cmap.chip_id, "out": str(out), "n_tbus": mesh.n_tbus, "n_heaters": mesh.n_heaters,
-            "operations": result.operations, "duration_s": round(result.duration_s, 3),
-            "resumed_operations": cmap.quality["resumed_operations"],
-            "fit_rms_residual": cmap.quality["fit_rms_residual"],
-            "fit_rms_residual_rel": cmap.quality["fit_rms_residual_rel"],
-            "worst_sigma_phase_2pi_rad": float(np.max(cmap.quality["sigma_phase_2pi_rad"])),
-            "crosstalk_fraction": cmap.nearest_fraction, "crosstalk_entries": int(cmap.crosstalk.nnz),
-            "failed_tbus": cmap.failed_tbus(), "warnings": list(cmap.quality.get("warnings", [])),
-        }
-        errors = None
-        chip = getattr(bench, "chip", None) or getattr(getattr(bench, "sim", None), "chip", None)
-        if chip is not None:  # a simulated bench: judge against the hidden truth
-            from calibration.evaluate import truth_errors
-
-            errors = truth_errors(cmap, chip.truth.heaters)
-            payload.update({k: v for k, v in errors.items() if not isinstance(v, np.ndarray)})
-            cmap.quality.update({k: v for k, v in errors.items() if not isinstance(v, np.ndarray)})
-        cmap.save(out)
-        ckpt.unlink(missing_ok=True)  # the map is written: a later run starts afresh
-        cmap.check_usable()  # a refused map is written (to inspect) but not verified or used
-        if args.verify_routes > 0:
-            ops0 = bench.operations
-            routes = sample_routes(mesh, args.verify_routes,
-                                   np.random.default_rng(args.effective_seed), avoid=set(cmap.failed))
-            rows = []
-            for r in routes:
-                on = measure_route(bench, cmap, r, compensate=True)
-                off = measure_route(bench, cmap, r, compensate=False)
-                rows.append({"src": mesh.port_names[r.src], "dst": mesh.port_names[r.dst],
-                             "n_tbus": len(r.hops),
-                             "transmission_db": on.transmission_db, "acr_db": on.acr_db,
-                             "acr_uncompensated_db": off.acr_db,
-                             "transmission_uncompensated_db": off.transmission_db})
-            payload["routes"] = rows
-            payload["min_acr_db"] = min(r["acr_db"] for r in rows)
-            payload["min_acr_uncompensated_db"] = min(r["acr_uncompensated_db"] for r in rows)
-            payload["verify_operations"] = bench.operations - ops0
-        if plot_dir is not None:
-            plot_dir.mkdir(exist_ok=True)
-            payload["plot"] = _plots(plot_dir, mesh, result, errors, args.plot_tbu)
+        payload, errors = _calibrate_and_report(bench, args, out, ckpt, plot_dir)
     finally:
         close = getattr(bench, "close", None)
         if close:
             close()
     if args.json:
         print_json(payload)
-        return 0
+    else:
+        _print_report(payload, errors)
+    return 0
+
+
+def _calibrate_and_report(bench: Any, args: argparse.Namespace, out: Path, ckpt: Path,
+                          plot_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Calibrate through ``bench``, write the map to ``out``, verify routes and plot as asked.
+
+    Returns:
+        (the report, the errors against the simulated chip's truth or None on real hardware).
+    """
+    import sys
+
+    from calibration.procedure import Options, Progress, calibrate
+
+    options = Options(points=args.points, refine_points=args.refine_points,
+                      crosstalk_fraction=args.crosstalk_fraction)
+    progress = Progress(stream=None if args.quiet or args.json else sys.stderr)
+    result = calibrate(bench, options, checkpoint=ckpt, progress=progress, keep_sweeps=plot_dir is not None)
+    cmap = result.cmap
+    payload = _map_summary(result, bench.mesh, out)
+    errors = _judge_against_truth(bench, cmap, payload)
+    cmap.save(out)
+    ckpt.unlink(missing_ok=True)  # the map is written: a later run starts afresh
+    cmap.check_usable()  # a refused map is written (to inspect) but not verified or used
+    if args.verify_routes > 0:
+        payload.update(_verify_routes(bench, cmap, args.verify_routes, args.effective_seed))
+    if plot_dir is not None:
+        plot_dir.mkdir(exist_ok=True)
+        payload["plot"] = _plots(plot_dir, bench.mesh, result, errors, args.plot_tbu)
+    return payload, errors
+
+
+def _map_summary(result: Any, mesh: Any, out: Path) -> dict[str, Any]:
+    """The report's head: what was calibrated, at what cost, and how well the fits went."""
+    import numpy as np
+
+    cmap = result.cmap
+    return {
+        "chip_id": cmap.chip_id, "out": str(out), "n_tbus": mesh.n_tbus, "n_heaters": mesh.n_heaters,
+        "operations": result.operations, "duration_s": round(result.duration_s, 3),
+        "resumed_operations": cmap.quality["resumed_operations"],
+        "fit_rms_residual": cmap.quality["fit_rms_residual"],
+        "fit_rms_residual_rel": cmap.quality["fit_rms_residual_rel"],
+        "worst_sigma_phase_2pi_rad": float(np.max(cmap.quality["sigma_phase_2pi_rad"])),
+        "crosstalk_fraction": cmap.nearest_fraction, "crosstalk_entries": int(cmap.crosstalk.nnz),
+        "failed_tbus": cmap.failed_tbus(), "warnings": list(cmap.quality.get("warnings", [])),
+    }
+
+
+def _judge_against_truth(bench: Any, cmap: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """On a simulated bench, the map's errors against the chip's hidden truth, also added (the
+    scalar ones) to ``payload`` and to the map's quality record; None on real hardware.
+    """
+    import numpy as np
+
+    chip = getattr(bench, "chip", None) or getattr(getattr(bench, "sim", None), "chip", None)
+    if chip is None:
+        return None
+    from calibration.evaluate import truth_errors
+
+    errors = truth_errors(cmap, chip.truth.heaters)
+    payload.update({k: v for k, v in errors.items() if not isinstance(v, np.ndarray)})
+    cmap.quality.update({k: v for k, v in errors.items() if not isinstance(v, np.ndarray)})
+    return errors
+
+
+def _verify_routes(bench: Any, cmap: Any, n_routes: int, seed: int) -> dict[str, Any]:
+    """Program ``n_routes`` sampled routes with and without crosstalk compensation and measure
+    each: the per-route rows, the worst ACR (dB) both ways and the bench operations it took.
+    """
+    import numpy as np
+
+    from calibration.verify import measure_route, sample_routes
+
+    mesh = bench.mesh
+    ops0 = bench.operations
+    routes = sample_routes(mesh, n_routes, np.random.default_rng(seed), avoid=set(cmap.failed))
+    rows = []
+    for r in routes:
+        on = measure_route(bench, cmap, r, compensate=True)
+        off = measure_route(bench, cmap, r, compensate=False)
+        rows.append({"src": mesh.port_names[r.src], "dst": mesh.port_names[r.dst], "n_tbus": len(r.hops),
+                     "transmission_db": on.transmission_db, "acr_db": on.acr_db,
+                     "acr_uncompensated_db": off.acr_db,
+                     "transmission_uncompensated_db": off.transmission_db})
+    return {"routes": rows, "min_acr_db": min(r["acr_db"] for r in rows),
+            "min_acr_uncompensated_db": min(r["acr_uncompensated_db"] for r in rows),
+            "verify_operations": bench.operations - ops0}
+
+
+def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> None:
+    """The report for a reader: cost, fit quality, warnings, truth errors, routes, plots."""
     print(f"calibrated {payload['n_heaters']} heaters of {payload['chip_id']} in {payload['operations']} "
-          f"operations ({payload['duration_s']:.1f} s); map written to {out}")
+          f"operations ({payload['duration_s']:.1f} s); map written to {payload['out']}")
     print(f"fit residual RMS {payload['fit_rms_residual']:.2f} sigma "
           f"({payload['fit_rms_residual_rel']:.2%} of fringe amplitude)")
     for line in payload["warnings"]:
@@ -161,7 +204,6 @@ def run(args: argparse.Namespace) -> int:
                     ["src", "dst", "TBUs", "trans dB", "ACR dB", "ACR no-comp dB"]))
     for p in payload.get("plot", []):
         print(f"plot: {p}")
-    return 0
 
 
 def _plots(directory: Any, mesh: Any, result: Any, errors: Any, tbu: str | None) -> list[str]:
