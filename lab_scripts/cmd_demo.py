@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,77 +87,26 @@ def _ring_resonator(out: Path) -> tuple[dict[str, Any], Path]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo and print a short report."""
-    from calibration.heater_map import IdealMap
     from instruments.sim.chip import Chip
     from instruments.sim.direct import DirectBench
-    from lab_scripts.cmd_failover import draw_plan, timeline_plot
     from photonics.configuration import mesh_label
-    from photonics.fabric import FabricError, default_fabric, failover, place_job, ring_job
 
     t_start = time.perf_counter()
     out = output_folder(args.out, "--out")
-    fabric = default_fabric()
-    if args.fail not in [a.name for a in fabric.accelerators if not a.spare]:
-        raise UsageError(f"--fail {args.fail}: no such accelerator in the ring; choose from "
-                         f"{', '.join(a.name for a in fabric.accelerators if not a.spare)}")
+    fabric = _fabric_with_worker(args.fail)
     out.mkdir(exist_ok=True)
     mesh = fabric.mesh
     bench = DirectBench(Chip(mesh, seed=args.seed))
     say = (lambda *_a: None) if args.json else (lambda *a: print(*a, flush=True))
     say(f"simulated chip {bench.chip_id}: {mesh.n_tbus} TBUs, {mesh.n_ports} ports, {mesh.n_heaters} heaters")
-
-    # 1. calibration (cached per chip)
-    calib: dict[str, Any] = {"calibrated": False}
-    hmap: Any = IdealMap(mesh.n_heaters)
-    if not args.no_calibrate:
-        from calibration.map import CalibrationError, CalibrationMap
-
-        cache = out / f"calibration-{bench.chip_id}.json"
-        try:
-            hmap = CalibrationMap.load(cache, chip_id=bench.chip_id)
-            calib = {"calibrated": True, "cached": str(cache), "elapsed_s": 0.0}
-            say(f"calibration: reusing {cache}")
-        except CalibrationError:
-            from calibration.procedure import Options, Progress, calibrate
-
-            say("calibration: sweeping every heater on the simulated bench (cached for the next run) ...")
-            t0 = time.perf_counter()
-            res = calibrate(bench, Options(),
-                            progress=Progress(stream=None if args.json else sys.stderr, every=20))
-            hmap = res.cmap
-            hmap.save(cache)
-            calib = {"calibrated": True, "cached": str(cache), "elapsed_s": time.perf_counter() - t0,
-                     "operations": res.operations}
-
-    # 2. place the ring and measure it
-    job = ring_job(fabric.workers, "ring")
-    plan = place_job(fabric, job, heater_map=hmap)
-    bench.set_currents(plan.heater)
-    before = _measure_links(bench, fabric, plan)
-    rx_sens = [fabric.lane(lk.route.dst).rx_sensitivity_dbm for lk in plan.links]
-    p_before = draw_plan(out / "mesh_before.png", mesh, plan, "ring of 8 accelerators", fabric=fabric)
-
-    # 3. fail one, recover, program only the changed heaters, measure again
-    with planning(FabricError):
-        rec = failover(fabric, job, args.fail, plan, heater_map=hmap)
-    written = bench.currents()
-    for ch, value in rec.program.items():
-        written[ch] = value
-    bench.set_currents(written)
-    after = _measure_links(bench, fabric, rec.plan)
-    held = [i for i in range(len(job.links)) if i not in rec.rerouted]
-    drift = max(abs(after[i] - before[i]) for i in held)
+    calib, hmap = _heater_map(bench, out, args, say)
+    job, plan, before, p_before = _place_ring(bench, fabric, hmap, out)
+    rec, after = _fail_and_recover(bench, fabric, job, plan, hmap, args.fail)
     rec_d = rec.to_dict(mesh)
-    p_after = draw_plan(out / "mesh_after.png", mesh, rec.plan, f"{args.fail} failed, {rec.spare} spliced in",
-                        rec.rerouted, fabric)
-    p_time = timeline_plot(out / "recovery_timeline.png", [rec_d], "modelled recovery timeline")
-    ring_fig, p_ring = _ring_resonator(out)
-    links = []
-    for i, lk in enumerate(rec.plan.links):
-        links.append({"link": f"{lk.link[0]}->{lk.link[1]}", "rerouted": i in rec.rerouted,
-                      "model_margin_db": lk.margin_db,
-                      "measured_rx_dbm": after[i], "measured_margin_db": after[i] - rx_sens[i],
-                      "before_rx_dbm": None if i in rec.rerouted else before[i]})
+    plots = {"mesh_before": p_before, **_recovery_plots(out, fabric, rec, rec_d, args.fail)}
+    ring_fig, plots["ring_spectrum"] = _ring_resonator(out)
+    links = _link_rows(fabric, plan, rec, before, after)
+    drift = _held_links_drift(job, rec, before, after)
     report = {
         "mesh": mesh_label(mesh),
         "chip": {"chip_id": bench.chip_id, "n_tbus": mesh.n_tbus, "n_ports": mesh.n_ports,
@@ -168,21 +118,136 @@ def run(args: argparse.Namespace) -> int:
         "held_links_power_change_db": drift,
         "all_links_close": all(x["measured_margin_db"] > 0 for x in links),
         "ring": ring_fig,
-        "plot": {"mesh_before": str(p_before), "mesh_after": str(p_after), "timeline": str(p_time),
-                 "ring_spectrum": str(p_ring)},
+        "plot": {name: str(path) for name, path in plots.items()},
         "elapsed_s": time.perf_counter() - t_start,
     }
     if args.json:
         print_json(report)
-        return 0
+    else:
+        _print_story(report, plan, rec, args.fail, say)
+    return 0
+
+
+def _fabric_with_worker(name: str) -> Any:
+    """The default fabric, after checking that ``name`` (the accelerator to fail) is in its ring."""
+    from photonics.fabric import default_fabric
+
+    fabric = default_fabric()
+    workers = [a.name for a in fabric.accelerators if not a.spare]
+    if name not in workers:
+        raise UsageError(f"--fail {name}: no such accelerator in the ring; choose from {', '.join(workers)}")
+    return fabric
+
+
+def _heater_map(bench: Any, out: Path, args: argparse.Namespace, say: Callable[..., None]
+                ) -> tuple[dict[str, Any], Any]:
+    """(what the report says of calibration, the heater map to program through): the ideal map
+    with ``--no-calibrate``, else the chip's map cached in ``out``, else a fresh calibration.
+    """
+    from calibration.heater_map import IdealMap
+
+    if args.no_calibrate:
+        return {"calibrated": False}, IdealMap(bench.mesh.n_heaters)
+    from calibration.map import CalibrationError, CalibrationMap
+
+    cache = out / f"calibration-{bench.chip_id}.json"
+    try:
+        hmap = CalibrationMap.load(cache, chip_id=bench.chip_id)
+    except CalibrationError:
+        return _calibrate_into(bench, cache, say, quiet=args.json)
+    say(f"calibration: reusing {cache}")
+    return {"calibrated": True, "cached": str(cache), "elapsed_s": 0.0}, hmap
+
+
+def _calibrate_into(bench: Any, cache: Path, say: Callable[..., None], quiet: bool
+                    ) -> tuple[dict[str, Any], Any]:
+    """Calibrate the chip with the default options and cache the map for the next run."""
+    from calibration.procedure import Options, Progress, calibrate
+
+    say("calibration: sweeping every heater on the simulated bench (cached for the next run) ...")
+    t0 = time.perf_counter()
+    res = calibrate(bench, Options(), progress=Progress(stream=None if quiet else sys.stderr, every=20))
+    res.cmap.save(cache)
+    calib = {"calibrated": True, "cached": str(cache), "elapsed_s": time.perf_counter() - t0,
+             "operations": res.operations}
+    return calib, res.cmap
+
+
+def _place_ring(bench: Any, fabric: Any, hmap: Any, out: Path) -> tuple[Any, Any, list[float], Path]:
+    """Place a ring over the fabric's workers, program it and measure every link.
+
+    Returns:
+        (the ring job, its plan, each link's received power (dBm), the plot of the plan).
+    """
+    from lab_scripts.cmd_failover import draw_plan
+    from photonics.fabric import place_job, ring_job
+
+    job = ring_job(fabric.workers, "ring")
+    plan = place_job(fabric, job, heater_map=hmap)
+    bench.set_currents(plan.heater)
+    before = _measure_links(bench, fabric, plan)
+    plot = draw_plan(out / "mesh_before.png", fabric.mesh, plan, "ring of 8 accelerators", fabric=fabric)
+    return job, plan, before, plot
+
+
+def _fail_and_recover(bench: Any, fabric: Any, job: Any, plan: Any, hmap: Any, fail: str
+                      ) -> tuple[Any, list[float]]:
+    """Fail accelerator ``fail``, splice in the best spare writing only the heaters that change,
+    and measure every link again: (the recovery, each link's received power (dBm)).
+    """
+    from photonics.fabric import FabricError, failover
+
+    with planning(FabricError):
+        rec = failover(fabric, job, fail, plan, heater_map=hmap)
+    written = bench.currents()
+    for ch, value in rec.program.items():
+        written[ch] = value
+    bench.set_currents(written)
+    return rec, _measure_links(bench, fabric, rec.plan)
+
+
+def _recovery_plots(out: Path, fabric: Any, rec: Any, rec_d: dict[str, Any], fail: str) -> dict[str, Path]:
+    """The mesh with its routes after the recovery, and the recovery's modelled timeline."""
+    from lab_scripts.cmd_failover import draw_plan, timeline_plot
+
+    return {
+        "mesh_after": draw_plan(out / "mesh_after.png", fabric.mesh, rec.plan,
+                                f"{fail} failed, {rec.spare} spliced in", rec.rerouted, fabric),
+        "timeline": timeline_plot(out / "recovery_timeline.png", [rec_d], "modelled recovery timeline"),
+    }
+
+
+def _link_rows(fabric: Any, plan: Any, rec: Any, before: list[float], after: list[float]
+               ) -> list[dict[str, Any]]:
+    """One row per link after the recovery: modelled and measured margins, and the power it
+    read before the failure (None for a re-routed link).
+    """
+    # The margins are taken against the receivers of the plan before the failure.
+    rx_sens = [fabric.lane(lk.route.dst).rx_sensitivity_dbm for lk in plan.links]
+    return [{"link": f"{lk.link[0]}->{lk.link[1]}", "rerouted": i in rec.rerouted,
+             "model_margin_db": lk.margin_db,
+             "measured_rx_dbm": after[i], "measured_margin_db": after[i] - rx_sens[i],
+             "before_rx_dbm": None if i in rec.rerouted else before[i]}
+            for i, lk in enumerate(rec.plan.links)]
+
+
+def _held_links_drift(job: Any, rec: Any, before: list[float], after: list[float]) -> float:
+    """Largest change (dB) of received power over the links the recovery left in place."""
+    held = [i for i in range(len(job.links)) if i not in rec.rerouted]
+    return max(abs(after[i] - before[i]) for i in held)
+
+
+def _print_story(report: dict[str, Any], plan: Any, rec: Any, fail: str, say: Callable[..., None]) -> None:
+    """The report for a reader: calibration, placement, recovery, links, timings, plots."""
+    calib, links, ring_fig = report["calibration"], report["links"], report["ring"]
     if calib.get("elapsed_s"):
         say(f"calibration: {calib['elapsed_s']:.1f} s"
             + (f", RMS phase error {calib['rms_phase_error_rad']:.3f} rad" if "rms_phase_error_rad" in calib
                else ""))
     say(f"ring placed: {len(plan.links)} links, worst model margin {plan.worst_margin_db:.2f} dB")
-    say(f"{args.fail} fails -> {rec.spare} spliced in: {len(rec.changed_tbus)} TBUs, "
+    say(f"{fail} fails -> {rec.spare} spliced in: {len(rec.changed_tbus)} TBUs, "
         f"{len(rec.program)} heaters written; other routes bit-identical: {rec.held_unchanged}; "
-        f"their measured power moved by at most {drift:.3f} dB")
+        f"their measured power moved by at most {report['held_links_power_change_db']:.3f} dB")
     print(table([(x["link"], "yes" if x["rerouted"] else "", x["model_margin_db"], x["measured_rx_dbm"],
                   x["measured_margin_db"]) for x in links],
                 ["link", "re-routed", "model margin dB", "measured rx dBm", "measured margin dB"]))
@@ -193,4 +258,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"ring resonator: FSR {ring_fig['fsr_ghz']:.2f} GHz (expected {ring_fig['expected_fsr_ghz']:.2f})")
     for p in report["plot"].values():
         print(f"wrote {p}")
-    return 0
