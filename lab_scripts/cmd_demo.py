@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     rec_d = rec.to_dict(mesh)
     plots = {"mesh_before": p_before, **_recovery_plots(out, fabric, rec, rec_d, args.fail)}
     ring_fig, plots["ring_spectrum"] = _ring_resonator(out)
-    links = _link_rows(fabric, plan, rec, before, after)
+    links = _link_rows(fabric, rec, before, after)
     drift = _held_links_drift(job, rec, before, after)
     report = {
         "mesh": mesh_label(mesh),
@@ -217,16 +217,16 @@ def _recovery_plots(out: Path, fabric: Any, rec: Any, rec_d: dict[str, Any], fai
     }
 
 
-def _link_rows(fabric: Any, plan: Any, rec: Any, before: list[float], after: list[float]
-               ) -> list[dict[str, Any]]:
+def _link_rows(fabric: Any, rec: Any, before: list[float], after: list[float]) -> list[dict[str, Any]]:
     """One row per link after the recovery: modelled and measured margins, and the power it
     read before the failure (None for a re-routed link).
     """
-    # The margins are taken against the receivers of the plan before the failure.
-    rx_sens = [fabric.lane(lk.route.dst).rx_sensitivity_dbm for lk in plan.links]
+    # A link's margin is against the receiver it now ends at: a re-routed link ends at the
+    # spare's lane, not at the failed accelerator's.
     return [{"link": f"{lk.link[0]}->{lk.link[1]}", "rerouted": i in rec.rerouted,
              "model_margin_db": lk.margin_db,
-             "measured_rx_dbm": after[i], "measured_margin_db": after[i] - rx_sens[i],
+             "measured_rx_dbm": after[i],
+             "measured_margin_db": after[i] - fabric.lane(lk.route.dst).rx_sensitivity_dbm,
              "before_rx_dbm": None if i in rec.rerouted else before[i]}
             for i, lk in enumerate(rec.plan.links)]
 
