@@ -567,7 +567,8 @@ def fit_crosstalk(power_mw: np.ndarray, signs: np.ndarray, setting: np.ndarray, 
         return J.reshape(n * n_out, -1)
 
     v0 = np.concatenate([np.maximum(np.mean(p, axis=0), 1e-12), np.zeros(2), np.zeros(n_agg)])
-    res = least_squares(residuals, v0, jac=jacobian, loss=loss, f_scale=3.0, x_scale="jac", max_nfev=200)
+    res = least_squares(residuals, v0, jac=jacobian, loss=loss, f_scale=ROBUST_SCALE, x_scale="jac",
+                        max_nfev=MAX_NFEV)
     m, n_par = res.fun.size, v0.size
     s2 = 2 * res.cost / max(m - n_par, 1)
     cov = np.linalg.pinv(res.jac.T @ res.jac) * s2

@@ -22,6 +22,11 @@ UNIT_DBM, UNIT_W = 0, 1  # 816x / 8164B POW:UNIT codes (query answers +0 / +1)
 METER_WAVELENGTH_NM = (800.0, 1700.0)  # InGaAs 8163x / N774x heads
 ATIM_S = (1e-4, 10.0)  # averaging time
 RANGE_DBM = (-60.0, 10.0)  # manual range
+# Slot and channel numbers a head is addressed by (``SENS<slot>:CHAN<chan>``): slots from
+# 0, kept permissive because mainframes and multi-port meters number them differently;
+# channels 1-4 as on the front panel.
+METER_SLOTS = (0, 64)
+HEAD_CHANNELS = (1, 4)
 RANGE_STEP_DB = 10.0  # the 816x range moves in 10 dB steps: a setting is rounded to one before sending
 # Read-back tolerances: what a confirmed setting may differ from the value sent.
 # Averaging time: sent with 4 decimals of s, read back in NR3 (8 decimals of mantissa).
@@ -117,7 +122,7 @@ class PowerMeter(ScpiInstrument):
         """The head in ``slot``, channel ``chan`` (1-based, as on the front panel)."""
         key = (int(slot), int(chan))
         if key not in self._heads:
-            check_range(key[0], 0, 64, "meter slot", "")
-            check_range(key[1], 1, 4, "meter channel", "")
+            check_range(key[0], *METER_SLOTS, "meter slot", "")
+            check_range(key[1], *HEAD_CHANNELS, "meter channel", "")
             self._heads[key] = MeterHead(self, *key)
         return self._heads[key]
