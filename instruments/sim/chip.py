@@ -254,12 +254,6 @@ def solve_kind(held: CircuitSolver | Solved | None, state: MeshState, params: TB
     return "reused" if n == 0 else "incremental"
 
 
-def settle_fraction(elapsed_s: float, realism: Realism | None) -> float:
-    """Share of a phase step still to come ``elapsed_s`` after it (0: settled)."""
-    fast, slow = settle_decay(elapsed_s, realism)
-    return 0.0 if realism is None else (1 - realism.slow_fraction) * fast + realism.slow_fraction * slow
-
-
 def settle_decay(elapsed_s: float, realism: Realism | None) -> tuple[float, float]:
     """How much of the fast and of the slow thermal response is still to come ``elapsed_s``
     after a step: ``(exp(-t / settle_fast_s), exp(-t / settle_slow_s))``, both 0 once
@@ -425,9 +419,13 @@ class Chip:
         fast, slow = settle_decay(now - self._set_at_s, self._truth.realism)
         return fast * self._fast_left, slow * self._slow_left
 
+    def _settling(self, now: float) -> bool:
+        """Whether the heaters are still moving at ``now``."""
+        return any(settle_decay(now - self._set_at_s, self._truth.realism))
+
     def _arm_phases(self, now: float) -> np.ndarray:
         """Heater-made arm phases (rad) at time ``now``, on their way to ``_to``."""
-        if not settle_fraction(now - self._set_at_s, self._truth.realism):
+        if not self._settling(now):
             return self._to
         fast, slow = self._left(now)
         return self._to - fast - slow
@@ -513,7 +511,7 @@ class Chip:
     def output_field(self, input_port: int, wavelength_nm: float) -> np.ndarray:
         """Complex field at every mesh port (n_ports,) for unit field into ``input_port``."""
         with self._lock:
-            settling = settle_fraction(self.now_s() - self._set_at_s, self._truth.realism) > 0
+            settling = self._settling(self.now_s())
             key = (int(input_port), round(float(wavelength_nm), 9), self._temperature_now())
             if settling or key not in self._cache:
                 field = self._solve(int(input_port), float(wavelength_nm))
