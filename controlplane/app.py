@@ -30,6 +30,7 @@ from controlplane.service import ControlPlane
 
 API = "/api/v1"
 PUBLIC = (f"{API}/health",)
+MAX_EVENT_ID = 2**63 - 1  # SQLite's largest integer: event ids never exceed it
 log = logging.getLogger("lumion.serve")
 
 Scope = dict[str, Any]
@@ -66,7 +67,12 @@ class FailureRequest(BaseModel):
     )
     tbu: str | None = Field(None, min_length=1, max_length=64, description="e.g. tbu:0.4.3")
     state: Literal["dead", "bar", "cross"] = "dead"
-    detected_s: float | None = Field(None, description="epoch s when the failure was detected (detect stage)")
+    detected_s: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="epoch s when the failure was detected (detect stage); finite, within the last "
+        "hour and at most 2 s ahead of the service's clock",
+    )
     policy: Literal["hitless", "fewest-moves"] | None = Field(
         None, description="recovery policy (default: the fabric's, docs/fabric.md)"
     )
@@ -330,7 +336,7 @@ def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
 
     @app.get(f"{API}/events", tags=["rack"], dependencies=auth)
     def events(
-        since: int = Query(0, ge=0, description="return events with id > since"),
+        since: int = Query(0, ge=0, le=MAX_EVENT_ID, description="return events with id > since"),
         limit: int = Query(500, ge=1, le=5000),
     ) -> dict[str, Any]:
         """The event log after ``since`` (oldest first); ``last_id`` is the next ``since``."""
@@ -348,6 +354,10 @@ def _simulation_routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
         return
 
     def _act(action: str, name: str) -> dict[str, Any]:
+        if name not in cp.fabric.names:  # the simulator also takes ports and module lanes: not here
+            raise ServiceError(
+                f"unknown accelerator {name!r}; the fabric has {', '.join(cp.fabric.names)}", "not-found"
+            )
         try:
             record = getattr(sim, f"{action}_transmitter")(name)
         except ValueError as exc:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from calibration.heater_map import IdealMap
-from controlplane import placement
+from controlplane import placement, reports
 from controlplane.crash import Crasher
 from controlplane.errors import ServiceError
 from controlplane.store import ABORTED, REVERTED, ROLLED_BACK, ROLLED_FORWARD, Store, StoreError
@@ -366,7 +366,12 @@ class ControlPlane:
         with self._lock:
             state = self._state()
             job_id = self.store.next_job_id()
-            members = self._members(state, accelerators, count, links, pattern)
+            try:
+                members = self._members(state, accelerators, count, links, pattern)
+            except ServiceError as exc:  # busy, failed or spare accelerators: refused, and logged so
+                if exc.kind == "impossible":
+                    self.log_event("job-refused", job=job_id, reason=str(exc)[:300])
+                raise
             job = _make_job(pattern, members, links, name or job_id)
             t0 = time.time()
             try:
@@ -553,8 +558,12 @@ class ControlPlane:
         """
         t_report = time.time()
         names = _failed_names(accelerator, accelerators, tbu, state)
+        detected_s = reports.check_detected(detected_s, t_report)  # before anything is written
         with self._lock:
             st = self._state()
+            repeat = self._repeat(st, job_id, names, tbu, state, source)
+            if repeat is not None:
+                return repeat
             job_id = self._report_job(st, job_id, names, tbu)
             failed = names[0] if len(names) == 1 else (names or None)
             report = {"job": job_id, "accelerator": failed, "tbu": tbu, "source": source}
@@ -571,15 +580,19 @@ class ControlPlane:
                 self.log_event("recovery-refused", **report, reason=str(exc)[:300])
                 raise ServiceError(str(exc), "impossible") from exc
             stages.append({"stage": "compute", "start_s": t0, "end_s": time.time()})
-            intent = self._reconfigure(
-                "failover" if names else "tbu",
-                job_id,
-                rec.plan,
-                rec.program,
-                self._change(st, rec.plan),
-                stages,
-            )
-            out = self._recovery_view(rec, job_id, intent, stages)
+            change = self._change(st, rec.plan)
+            out = self._recovery_view(st, rec, job_id, change)
+            # the failure's identity and the reply go into the intent: a repeated report is
+            # answered from it, even after a crash that rolled this recovery forward
+            change.update(identity=reports.identity(names, tbu, state), recovery=out)
+            kind = "failover" if names else "tbu"
+            intent = self._reconfigure(kind, job_id, rec.plan, rec.program, change, stages)
+            out = {
+                **out,
+                "intent": intent,
+                "stages": stages,
+                "measured_ms": {s["stage"]: (s["end_s"] - s["start_s"]) * 1e3 for s in stages},
+            }
             self.log_event(
                 "recovery",
                 job=job_id,
@@ -594,6 +607,33 @@ class ControlPlane:
                 rerouted_links=out["rerouted_links"],
             )
             return out
+
+    def _repeat(
+        self, st: RackState, job_id: str | None, names: list[str], tbu: str | None, state: str, source: str
+    ) -> dict[str, Any] | None:
+        """The committed recovery answering a repeat of a failure already recovered (else None).
+
+        A repeat: every named accelerator is still out of service, or the TBU is still
+        failed in the reported state. Logged as a ``failure-reported`` event with ``repeat_of``.
+        """
+        if names:
+            if not all(a in st.failed for a in names):
+                return None
+        else:
+            self._check_tbu(tbu)
+            t = self.mesh.tbu_index(str(tbu))
+            if st.plan.failed_tbus.get(t) != state:
+                return None
+        intent = self.store.recovery_of(self.chip_id, reports.identity(names, tbu, state))
+        if intent is None:
+            return None
+        out = reports.replay(intent, self.store.event_of_intent("recovery", intent["id"]), job_id)
+        failed = names[0] if len(names) == 1 else (names or None)
+        self.log_event(
+            "failure-reported", job=job_id, accelerator=failed, tbu=tbu, source=source, state=state,
+            repeat_of=intent["id"],
+        )
+        return out
 
     def _report_job(self, st: RackState, job_id: str | None, names: list[str], tbu: str | None) -> str | None:
         """The job a report concerns (None: several, or a TBU's); 404/422 for what does not exist."""
@@ -666,41 +706,49 @@ class ControlPlane:
         return {"update_jobs": update, "allocate": allocate, "release": release, "fail": fail}
 
     def _recovery_view(
-        self, rec: Any, job_id: str | None, intent: int, stages: list[dict[str, Any]]
+        self, st: RackState, rec: Any, job_id: str | None, change: Mapping[str, Any]
     ) -> dict[str, Any]:
-        state = self._state()
+        """The reply to a report (before the commit: ``st`` is the state the recovery started from).
+
+        ``job`` and ``links`` are those of the job concerned: the reported one, else the one
+        job the recovery re-routed; with several (or none), ``job`` is None and ``links``
+        are every link of the chip, each naming its job.
+        """
         out = recovery_to_dict(rec, self.fabric.mesh)
-        owners = [jid for jid, j in state.jobs.items() for _ in j.links]
+        owners = [jid for jid, j in st.jobs.items() for _ in j.links]
         touched = sorted({owners[i] for i in rec.rerouted})
-        if job_id is not None:
-            first, count = self._span(state, job_id)
-            out["job"] = state.jobs[job_id].to_dict()
+        shown = job_id if job_id is not None else (touched[0] if len(touched) == 1 else None)
+        if shown is not None:
+            first, count = self._span(st, shown)
+            out["job"] = dict(change.get("update_jobs", {}).get(shown) or st.jobs[shown].to_dict())
             out["links"] = out["links"][first : first + count]
-        out.update(
-            {
-                "job_id": job_id,
-                "jobs_rerouted": touched,
-                "intent": intent,
-                "stages": stages,
-                "measured_ms": {s["stage"]: (s["end_s"] - s["start_s"]) * 1e3 for s in stages},
-            }
-        )
+        else:  # the merged plan's job is the whole chip, no job anybody placed
+            out["job"] = None
+            out["links"] = [{**lk, "job": owner} for lk, owner in zip(out["links"], owners, strict=True)]
+        out.update({"job_id": shown, "jobs_rerouted": touched})
         return out
 
     def repair(self, accelerator: str) -> dict[str, Any]:
-        """Put a failed accelerator back in service (it was replaced or fixed)."""
+        """Put a failed accelerator back in service (it was replaced or fixed).
+
+        Idempotent: repairing one that is in service changes nothing and says so
+        (``changed`` false); 404 only for a name the fabric does not have.
+        """
         with self._lock:
             st = self._state()
-            if accelerator not in st.failed:
+            if accelerator not in self.fabric.names:
                 raise ServiceError(
-                    f"{accelerator} is not failed (failed: {', '.join(st.failed) or 'none'})", "not-found"
+                    f"unknown accelerator {accelerator!r}; the fabric has {', '.join(self.fabric.names)}",
+                    "not-found",
                 )
+            if accelerator not in st.failed:
+                return {"accelerator": accelerator, "failed": False, "changed": False}
             failed = tuple(a for a in st.failed if a != accelerator)
             plan = replace(st.plan, failed_accelerators=failed, recoveries=())
             self.store.repair(self.chip_id, accelerator, plan_to_dict(plan, self.fabric))
             self._load(plan, st.currents)
             self.log_event("accelerator-repaired", accelerator=accelerator)
-            return {"accelerator": accelerator, "failed": False}
+            return {"accelerator": accelerator, "failed": False, "changed": True}
 
     # -- telemetry hooks ----------------------------------------------------------------
     def record_live(self, accelerator: str, *, rx_power_dbm: float | None, los: bool | None = None) -> None:

@@ -436,6 +436,39 @@ class Store:
                 (status, now_iso(), outcome, intent_id),
             )
 
+    def recovery_of(self, chip_id: str, failure: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The latest committed recovery intent of ``failure`` (``{"accelerators": [...]}`` or
+        ``{"tbu", "state"}``, controlplane.reports.identity), decoded; None when there is none.
+
+        An accelerator's recovery is the last committed intent that put it out of service
+        (its ``change.fail`` lists it: a failover, or a TBU failure that cut it off).
+        """
+        done = (DONE, ROLLED_FORWARD)
+        if failure.get("accelerators"):
+            names = list(failure["accelerators"])
+            rows = self.query(
+                "SELECT intents.* FROM intents, json_each(intents.change, '$.fail') AS f "
+                "WHERE chip_id=? AND status IN (?, ?) AND f.value=? ORDER BY intents.id DESC LIMIT 1",
+                (chip_id, *done, names[0]),
+            )
+            found = [_intent(r) for r in rows]
+            return next((it for it in found if set(names) <= set(it["change"].get("fail", []))), None)
+        rows = self.query(
+            "SELECT * FROM intents WHERE chip_id=? AND status IN (?, ?) AND kind='tbu' "
+            "AND json_extract(change, '$.identity.tbu')=? AND json_extract(change, '$.identity.state')=? "
+            "ORDER BY id DESC LIMIT 1",
+            (chip_id, *done, failure.get("tbu"), failure.get("state")),
+        )
+        return _intent(rows[0]) if rows else None
+
+    def event_of_intent(self, kind: str, intent_id: int) -> dict[str, Any] | None:
+        """The last event of ``kind`` written for ``intent_id`` (None: the service died before it)."""
+        rows = self.query(
+            "SELECT * FROM events WHERE kind=? AND json_extract(body, '$.intent')=? ORDER BY id DESC LIMIT 1",
+            (kind, intent_id),
+        )
+        return _event(rows[0]) if rows else None
+
     def repair(self, chip_id: str, accelerator: str, plan: Mapping[str, Any]) -> bool:
         """Put a failed accelerator back in service (and the plan without it); False if it was not failed."""
         with self.transaction() as db:
@@ -462,10 +495,7 @@ class Store:
         """Events with id > ``since_id``, oldest first, at most ``limit`` (<= MAX_EVENTS_PER_CALL)."""
         limit = max(0, min(int(limit), MAX_EVENTS_PER_CALL))
         rows = self.query("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (int(since_id), limit))
-        return [
-            {**json.loads(r["body"]), "id": r["id"], "time": r["time"], "t_s": r["t_s"], "kind": r["kind"]}
-            for r in rows
-        ]
+        return [_event(r) for r in rows]
 
 
 def _exclusive(path: Path) -> Any:
@@ -514,3 +544,8 @@ def _intent(row: sqlite3.Row) -> dict[str, Any]:
         "finished": row["finished"],
         "outcome": row["outcome"],
     }
+
+
+def _event(row: sqlite3.Row) -> dict[str, Any]:
+    body = json.loads(row["body"])
+    return {**body, "id": row["id"], "time": row["time"], "t_s": row["t_s"], "kind": row["kind"]}

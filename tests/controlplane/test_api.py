@@ -171,13 +171,19 @@ def test_job_lifecycle_failover_and_events(svc):
     status = c.get("/status").json()
     assert "gpu2" in status["failed_accelerators"]
     assert rec["spare"] not in status["spares_free"]
-    _error(c.post(f"/jobs/{jid}/failures", json={"accelerator": "gpu2"}), 404, "not-found")
+    again = c.post(f"/jobs/{jid}/failures", json={"accelerator": "gpu2"})  # a retry: the same recovery
+    assert again.status_code == 200, again.text
+    assert again.json()["replayed"] is True
+    assert (again.json()["intent"], again.json()["spare"]) == (rec["intent"], rec["spare"])
 
     events = c.get("/events", params={"since": since}).json()["events"]
     kinds = [e["kind"] for e in events]
-    assert kinds == ["job-placed", "failure-reported", "recovery"]
+    assert kinds == [
+        "job-placed", "job-refused", "job-refused", "failure-reported", "recovery", "failure-reported"
+    ]
+    assert events[-1]["repeat_of"] == rec["intent"]
     assert all({"id", "time", "t_s", "kind"} <= set(e) for e in events)
-    recovery = events[-1]
+    recovery = events[-2]
     assert recovery["job"] == jid
     assert [s["stage"] for s in recovery["stages"]] == ["compute", "write", "settle", "verify"]
     assert [e["id"] for e in events] == sorted(e["id"] for e in events)
@@ -187,8 +193,10 @@ def test_job_lifecycle_failover_and_events(svc):
     assert set(gone.json()["freed"]) == {"gpu0", "gpu1", "gpu3", rec["spare"]}
     _error(c.get(f"/jobs/{jid}"), 404, "not-found")
     _error(c.delete(f"/jobs/{jid}"), 404, "not-found")
-    assert c.post("/accelerators/gpu2/repair").json() == {"accelerator": "gpu2", "failed": False}
-    _error(c.post("/accelerators/gpu2/repair"), 404, "not-found")
+    repaired = {"accelerator": "gpu2", "failed": False}
+    assert c.post("/accelerators/gpu2/repair").json() == {**repaired, "changed": True}
+    assert c.post("/accelerators/gpu2/repair").json() == {**repaired, "changed": False}  # idempotent
+    _error(c.post("/accelerators/gpu99/repair"), 404, "not-found")
     status = c.get("/status").json()
     assert status["jobs"] == []
     assert status["failed_accelerators"] == []
@@ -272,3 +280,25 @@ def test_simulated_bench_kills_and_revives_a_transmitter(svc):
     assert any(e["kind"] == "sim-kill" and e["accelerator"] == "gpu5" for e in events)
     assert httpx.post(f"{svc.api}/sim/accelerators/gpu5/revive", headers=h).json()["action"] == "revive"
     _error(httpx.post(f"{svc.api}/sim/accelerators/gpu99/kill", headers=h), 404, "not-found")
+    # the simulator also takes ports and module lanes; the API names accelerators only
+    _error(httpx.post(f"{svc.api}/sim/accelerators/port:9/kill", headers=h), 404, "not-found")
+    _error(httpx.post(f"{svc.api}/sim/accelerators/gpu0:0/kill", headers=h), 404, "not-found")
+
+
+@pytest.mark.parametrize("detected", ["NaN", "Infinity", "-Infinity", "1e309", "1.8e12"])
+def test_a_bad_detection_time_is_one_json_422_and_recovers_nothing(svc, detected):
+    c = svc.client
+    job = c.post("/jobs", json={"count": 3}).json()
+    failed = c.get("/status").json()["failed_accelerators"]
+    since = c.get("/events").json()["last_id"]
+    body = b'{"accelerator": "%s", "detected_s": %s}' % (job["accelerators"][1].encode(), detected.encode())
+    r = c.post("/failures", content=body, headers={"content-type": "application/json"})
+    assert "detected_s" in _error(r, 422, "input")["error"]
+    assert c.get("/events", params={"since": since}).json()["events"] == []
+    assert c.get("/status").json()["failed_accelerators"] == failed
+    assert c.delete(f"/jobs/{job['id']}").status_code == 200
+
+
+def test_an_event_id_past_sqlites_integers_is_422(svc):
+    _error(svc.client.get("/events", params={"since": 2**63}), 422, "input")
+    assert svc.client.get("/events", params={"since": 2**63 - 1}).json()["events"] == []

@@ -2,8 +2,9 @@
 
 Three ring jobs share one chip and two spares. Fifty clients report failures at once
 (right job, no job, wrong job, the same accelerator many times). At most two recoveries
-can succeed; every other report must be refused with a reason (404: not in that job or
-already failed; 409: no spare left), and afterwards every job must still be a ring over
+can succeed; a repeat of a failure already recovered is answered with that recovery
+(``replayed``: the same intent and spare); every other report must be refused with a
+reason (404: not in that job; 409: no spare left), and afterwards every job must still be a ring over
 accelerators that belong to it alone, with no failed accelerator in it.
 """
 
@@ -52,7 +53,13 @@ def test_fifty_concurrent_failure_reports(service_factory, seed):
     svc = service_factory("--rate-limit-per-s", "0")
     since = svc.client.get("/events").json()["last_id"]
     results = _storm(svc, random.Random(seed))
-    ok = [r.json() for _, r in results if r.status_code == 200]
+    answered = [r.json() for _, r in results if r.status_code == 200]
+    ok = [rec for rec in answered if not rec.get("replayed")]
+    by_intent = {rec["intent"]: rec for rec in ok}
+    for rec in answered:  # a repeat names a recovery that happened, with its spare
+        assert rec["intent"] in by_intent
+        first = by_intent[rec["intent"]]
+        assert (rec["failed"], rec["spare"]) == (first["failed"], first["spare"])
     for (path, acc), r in results:
         assert r.status_code in (200, 404, 409), (path, acc, r.text)
         if r.status_code != 200:
