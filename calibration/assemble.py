@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from calibration.crosstalk import crosstalk_map
-from calibration.map import CalibrationError, CalibrationMap, mesh_signature, now_iso
+from calibration.map import CalibrationError, CalibrationMap, heater_label, mesh_signature, now_iso
 from calibration.model import heater_positions, neighbour_heaters
 from calibration.options import NOMINAL_GAMMA_PER_MA, NOMINAL_R0_KOHM, Options
 from calibration.records import CrosstalkRecord, TBURecord
@@ -25,26 +25,27 @@ CROSSTALK_MAX_POOR_SHARE = 0.1
 CROSSTALK_MAX_FRACTION = 0.2
 
 
-def victim_problem(record: CrosstalkRecord) -> str | None:
-    """Why one victim's crosstalk fit cannot be believed, or None."""
+def victim_problem(record: CrosstalkRecord, names: tuple[str, ...] = ()) -> str | None:
+    """Why one victim's crosstalk fit cannot be believed, or None (heaters named from ``names``)."""
     if not np.isfinite(record.rms_residual) or record.rms_residual > CROSSTALK_POOR_RESIDUAL:
         return f"the crosstalk model leaves a residual of {record.rms_residual:.1f} sigma"
     for j, f, sig in zip(record.heaters, record.fraction, record.sigma, strict=True):
         if not np.isfinite(f) or abs(f) - 5 * sig > CROSSTALK_MAX_FRACTION:
-            return (f"heater {j} would move it by {f:.2f} of its own effect (> {CROSSTALK_MAX_FRACTION}), "
+            return (f"the {heater_label(int(j), names)} would move it by"
+                    f" {f:.2f} of its own effect (> {CROSSTALK_MAX_FRACTION}), "
                     "which thermal crosstalk cannot do")
     return None
 
 
 def screen_crosstalk(
-    crosstalk: dict[int, CrosstalkRecord],
+    crosstalk: dict[int, CrosstalkRecord], names: tuple[str, ...] = (),
 ) -> tuple[dict[int, CrosstalkRecord], dict[int, str]]:
     """(believable victims, rejected victims -> why). Rejected victims keep the fallback law."""
-    rejected = {t: why for t, r in crosstalk.items() if (why := victim_problem(r)) is not None}
+    rejected = {t: why for t, r in crosstalk.items() if (why := victim_problem(r, names)) is not None}
     return {t: r for t, r in crosstalk.items() if t not in rejected}, rejected
 
 
-def crosstalk_verdict(crosstalk: dict[int, CrosstalkRecord]) -> str | None:
+def crosstalk_verdict(crosstalk: dict[int, CrosstalkRecord], names: tuple[str, ...] = ()) -> str | None:
     """Why the measured crosstalk must not be used at all, or None.
 
     Single victims the model explains poorly are set aside (:func:`screen_crosstalk`); when
@@ -53,11 +54,12 @@ def crosstalk_verdict(crosstalk: dict[int, CrosstalkRecord]) -> str | None:
     """
     if not crosstalk:
         return None
-    _, rejected = screen_crosstalk(crosstalk)
+    _, rejected = screen_crosstalk(crosstalk, names)
     if len(rejected) > max(1.0, CROSSTALK_MAX_POOR_SHARE * len(crosstalk)):
         t, why = next(iter(sorted(rejected.items())))
+        name = names[t] if t < len(names) else f"tbu #{t}"
         return (f"the crosstalk model explains the readings of {len(rejected)} of {len(crosstalk)} victims "
-                f"poorly (e.g. TBU {t}: {why})")
+                f"poorly (e.g. {name}: {why})")
     return None
 
 
@@ -94,7 +96,7 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
             f"{len(missing)} TBUs are not calibrated yet (first: {mesh.tbu_names[missing[0]]})"
         )
     eta = np.full(mesh.n_heaters, np.pi / d.heater_power_pi_mw)
-    believed, rejected = screen_crosstalk(crosstalk or {})
+    believed, rejected = screen_crosstalk(crosstalk or {}, mesh.tbu_names)
     K, fitted = crosstalk_map(mesh, eta, options, believed)
     partner = np.arange(mesh.n_heaters) ^ 1
     # Fraction of each heater's own phase landing on its partner arm (K is rad/mW, heat = s/eta).
@@ -129,7 +131,7 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
     if len(fitted):
         rel = fitted[:, 3] / np.maximum(np.abs(fitted[:, 2]), 1e-12)
         q["crosstalk_median_rel_sigma"] = float(np.median(rel))
-    q["crosstalk_refusal"] = crosstalk_verdict(crosstalk or {})
+    q["crosstalk_refusal"] = crosstalk_verdict(crosstalk or {}, mesh.tbu_names)
     q["crosstalk_rejected_victims"] = {mesh.tbu_names[t]: why for t, why in sorted(rejected.items())}
     q["warnings"] = [*q.get("warnings", []),
                      *(f"{mesh.tbu_names[t]}: crosstalk fit set aside, the design law is used ({why})"

@@ -13,11 +13,14 @@ Phase model of the map (rad; currents in mA, heat in mW)::
 Only ``delta_t = alpha_top - alpha_bot`` is stored: power readings cannot show a common
 arm phase, and bar, cross and every split depend on the differential only.
 
-JSON form (schema ``lumion.calibration``, version 1), written atomically::
+JSON form (schema ``lumion.calibration``, version 2; version 1 files are still read),
+written atomically::
 
-    {"schema": "lumion.calibration", "version": 1, "chip_id": "...", "created": ISO-8601,
+    {"schema": "lumion.calibration", "version": 2, "chip_id": "...", "created": ISO-8601,
      "mesh": {"kind": "hexagonal", "rows": 3, "cols": 6, "n_tbus": 71, "n_heaters": 142},
-     "tbus": [{"name": "tbu:0.0.0", "delta_rad": ..., "sigma_delta_rad": ...}, ...],
+     "tbus": [{"name": "tbu:0.0.0", "delta_rad": ..., "sigma_delta_rad": ...},
+              {"name": "tbu:0.0.1", ..., "failed": "dead"},
+              {"name": "tbu:0.0.2", ..., "failed": "unverified", "disagreement_rad": 3.1}, ...],
      "heaters": [{"channel": 0, "rho2": ..., "rho3": ..., "eta_rad_per_mw": ...,
                   "sigma_phase_2pi_rad": ..., "rms_residual": ...}, ...],
      "crosstalk": {"nearest_fraction": ..., "cutoff_tbu": ..., "entries": [[i, j, K], ...]},
@@ -48,7 +51,10 @@ from photonics.topology import Mesh, atomic_write_text
 # strictly positive bound keeps lsq_linear's lb < ub).
 UNDRIVEN_BOUND_RAD = 1e-12
 SCHEMA = "lumion.calibration"
-SCHEMA_VERSION = 1
+# Version 2 added the "unverified" failure state (and its ``disagreement_rad``): a version 1
+# reader would refuse such a map with a message about the state; the version says it first.
+SCHEMA_VERSION = 2
+READ_VERSIONS = (1, 2)
 TWO_PI = 2 * np.pi
 
 
@@ -59,7 +65,14 @@ class CalibrationError(LumionError):
 # Physically plausible coefficients (docs/calibration.md, "The map file"). The nominal heater
 # has rho2 = 0.60 rad/mA^2 and eta = 2.4 rad/mW; these bounds are ~30x wider than any
 # fabrication spread, so only a damaged or absurd map trips them.
-FAILURE_STATES = ("dead", "bar", "cross")  # as photonics.routing takes failed TBUs
+# How a TBU can fail: the first three as photonics.routing takes failed TBUs; "unverified"
+# (its fit disagrees with an independent light measurement) is avoided by routing as "dead".
+ROUTING_STATES = ("dead", "bar", "cross")
+FAILURE_STATES = (*ROUTING_STATES, "unverified")
+# A passive differential phase is a phase of one turn; the fit reports it in [0, 2 pi) and
+# drift tracking moves it by fractions of a radian. Beyond a few turns it is no phase at all
+# (at 1e300 rad one float step is more than a turn): the map is damaged.
+MAX_DELTA_RAD = 4 * np.pi
 RHO2_RANGE = (0.01, 20.0)  # rad/mA^2: 2 pi needs between ~0.6 mA and ~25 mA
 TEMPCO_RANGE = (-0.2, 1.0)  # rho3 / rho2 (1/mA): the resistance's current coefficient
 ETA_RANGE = (0.05, 100.0)  # rad/mW: pi needs between 0.03 mW and 60 mW
@@ -80,9 +93,18 @@ def _number(value: Any, what: str) -> float:
     return x
 
 
+def heater_label(h: int, names: tuple[str, ...] | list[str]) -> str:
+    """A heater by the TBU it belongs to: ``"tbu:0.1.2 bottom heater (channel 5)"``."""
+    arm = "top" if h % 2 == 0 else "bottom"
+    tbu = names[h // 2] if h // 2 < len(names) else f"tbu #{h // 2}"
+    return f"{tbu} {arm} heater (channel {h})"
+
+
 def implausible_coefficients(rho2: np.ndarray, rho3: np.ndarray, eta: np.ndarray,
-                             entries: np.ndarray) -> str | None:
-    """Describe the first coefficient outside the plausible ranges above, or None."""
+                             entries: np.ndarray, names: tuple[str, ...] | list[str] = ()) -> str | None:
+    """Describe the first coefficient outside the plausible ranges above, or None (heaters
+    named by their TBU's name from ``names``).
+    """
     checks = [
         (rho2, (rho2 < RHO2_RANGE[0]) | (rho2 > RHO2_RANGE[1]), "rho2", f"{RHO2_RANGE} rad/mA^2"),
         (rho3, (rho3 < TEMPCO_RANGE[0] * rho2) | (rho3 > TEMPCO_RANGE[1] * rho2), "rho3",
@@ -92,14 +114,15 @@ def implausible_coefficients(rho2: np.ndarray, rho3: np.ndarray, eta: np.ndarray
     for values, bad, name, allowed in checks:
         if bad.any():
             h = int(np.argmax(bad))
-            return f"heater {h} {name} = {values[h]:.6g} (allowed {allowed})"
+            return f"{heater_label(h, names)} {name} = {values[h]:.6g} (allowed {allowed})"
     if len(entries):
         j = entries[:, 1].astype(int)
         frac = np.abs(entries[:, 2]) / eta[j]
         if (frac > MAX_CROSSTALK_FRACTION).any():
             k = int(np.argmax(frac))
-            return (f"crosstalk [{int(entries[k, 0])}, {j[k]}] = {entries[k, 2]:.6g} rad/mW is "
-                    f"{frac[k]:.3g} of heater {j[k]}'s own phase (allowed <= {MAX_CROSSTALK_FRACTION})")
+            return (f"crosstalk on {heater_label(int(entries[k, 0]), names)} from "
+                    f"{heater_label(int(j[k]), names)} = {entries[k, 2]:.6g} rad/mW is {frac[k]:.3g} of "
+                    f"that heater's own phase (allowed <= {MAX_CROSSTALK_FRACTION})")
     return None
 
 
@@ -138,8 +161,11 @@ class CalibrationMap:
         tbu_names: names of the TBUs (for the JSON form).
         quality: fit quality, per TBU / heater arrays and chip-wide figures.
         nearest_fraction, cutoff_tbu: the crosstalk law K was built from (for the record).
-        failed: TBUs calibration found broken (index -> "dead" | "bar" | "cross"); their
-            heaters are never driven and routing must avoid them (:meth:`failed_tbus`).
+        failed: TBUs calibration found broken (index -> "dead" | "bar" | "cross") or could
+            not confirm ("unverified": its fit disagrees with an independent light path);
+            their heaters are never driven and routing must avoid them (:meth:`failed_tbus`).
+        disagreement: per "unverified" TBU, the measured disagreement (rad) between its fit
+            and the light measurement that could not confirm it.
     """
 
     chip_id: str
@@ -155,6 +181,7 @@ class CalibrationMap:
     nearest_fraction: float = 0.0
     cutoff_tbu: float = 0.0
     failed: dict[int, str] = field(default_factory=dict)
+    disagreement: dict[int, float] = field(default_factory=dict)
 
     @property
     def n_heaters(self) -> int:
@@ -166,9 +193,24 @@ class CalibrationMap:
         """Number of TBUs."""
         return len(self.delta)
 
-    def failed_tbus(self) -> dict[str, str]:
-        """Failed TBUs by name, as ``photonics.routing`` (``failed=``) and the fabric take them."""
-        return {self._tbu_name(t): how for t, how in sorted(self.failed.items())}
+    def failed_tbus(self, *, avoid_unverified: bool = True) -> dict[str, str]:
+        """TBUs to route around, by name, as ``photonics.routing`` (``failed=``) and the fabric
+        take them: the broken ones with their state, and the unverified ones as "dead" (no
+        route may rely on a phase light could not confirm), unless ``avoid_unverified`` is off.
+        """
+        out = {}
+        for t, how in sorted(self.failed.items()):
+            if how == "unverified":
+                if avoid_unverified:
+                    out[self._tbu_name(t)] = "dead"
+            else:
+                out[self._tbu_name(t)] = how
+        return out
+
+    def unverified_tbus(self) -> dict[str, float]:
+        """TBUs whose fit light could not confirm, by name -> measured disagreement (rad)."""
+        return {self._tbu_name(t): float(self.disagreement.get(t, math.nan))
+                for t, how in sorted(self.failed.items()) if how == "unverified"}
 
     def check_usable(self) -> None:
         """Raise :class:`CalibrationError` when the map must not program a chip."""
@@ -274,7 +316,7 @@ class CalibrationMap:
         return np.minimum(currents, max_current_ma)
 
     def _tbu_name(self, t: int) -> str:
-        return self.tbu_names[t] if self.tbu_names else f"TBU {t}"
+        return self.tbu_names[t] if self.tbu_names else f"tbu #{t}"
 
     # -- JSON ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -293,7 +335,8 @@ class CalibrationMap:
                 {"name": (self.tbu_names[t] if self.tbu_names else f"tbu:{t}"),
                  "delta_rad": float(self.delta[t]),
                  **{k: float(v[t]) for k, v in tq.items()},
-                 **({"failed": self.failed[t]} if t in self.failed else {})}
+                 **({"failed": self.failed[t]} if t in self.failed else {}),
+                 **({"disagreement_rad": float(self.disagreement[t])} if t in self.disagreement else {})}
                 for t in range(self.n_tbus)
             ],
             "heaters": [
@@ -316,62 +359,31 @@ class CalibrationMap:
         """Parse and validate :meth:`to_dict` output; raises :class:`CalibrationError`."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise CalibrationError(f"{source} is not a LUMION calibration map (expected schema {SCHEMA!r})")
-        if type(data.get("version")) is not int or data["version"] != SCHEMA_VERSION:  # `true` is not 1
+        version = data.get("version")
+        if type(version) is not int or version not in READ_VERSIONS:  # `true` is not 1
             raise CalibrationError(
-                f"{source} has calibration map version {data.get('version')!r}; this software reads "
-                f"version {SCHEMA_VERSION} (upgrade lumion or recalibrate with `lumion calibrate`)"
+                f"{source} has calibration map version {version!r}; this software reads "
+                f"versions {', '.join(map(str, READ_VERSIONS))} (upgrade lumion or recalibrate with "
+                "`lumion calibrate`)"
             )
         try:
-            chip_id = data["chip_id"]
-            mesh = dict(data["mesh"])
-            tbus, heaters, xt = data["tbus"], data["heaters"], data["crosstalk"]
-            if not isinstance(chip_id, str) or not chip_id:
-                raise TypeError("chip_id must be a non-empty string")
-            n_t, n_h = int(mesh["n_tbus"]), int(mesh["n_heaters"])
-            if len(tbus) != n_t or len(heaters) != n_h or n_h != 2 * n_t:
-                raise ValueError(f"expected {n_t} TBUs and {2 * n_t} heaters, found "
-                                 f"{len(tbus)} and {len(heaters)}")
-            if [int(h["channel"]) for h in heaters] != list(range(n_h)):
-                raise ValueError("heaters must be listed in channel order 0..n-1")
-            delta = np.array([_number(t["delta_rad"], f"{t.get('name', 'TBU')} delta_rad") for t in tbus])
-            rho2 = np.array([_number(h["rho2"], f"heater {h['channel']} rho2") for h in heaters])
-            rho3 = np.array([_number(h["rho3"], f"heater {h['channel']} rho3") for h in heaters])
-            eta = np.array([_number(h["eta_rad_per_mw"], f"heater {h['channel']} eta_rad_per_mw")
-                            for h in heaters])
-            entries = np.array([[_number(v, "a crosstalk entry") for v in e] for e in xt["entries"]],
-                               dtype=float).reshape(-1, 3)
-            quality = dict(data.get("quality", {}))
-            for key in ("sigma_delta_rad",):
-                if all(key in t for t in tbus):
-                    quality[key] = np.array([float(t[key]) for t in tbus])
-            for key in ("sigma_phase_2pi_rad", "rms_residual"):
-                if all(key in h for h in heaters):
-                    quality[key] = np.array([float(h[key]) for h in heaters])
-            names = tuple(str(t["name"]) for t in tbus)
-            failed = {k: str(t["failed"]) for k, t in enumerate(tbus) if t.get("failed") is not None}
-            bad = [f"{names[k]}={how}" for k, how in failed.items() if how not in FAILURE_STATES]
-            if bad:
-                raise ValueError(f"failed TBUs must be {'/'.join(FAILURE_STATES)}, not {bad[0]}")
-            nearest, cutoff = float(xt.get("nearest_fraction", 0.0)), float(xt.get("cutoff_tbu", 0.0))
+            fields = _parse_fields(data)
         except NonFiniteError as exc:
             raise CalibrationError(f"{source}: {exc}; the map is damaged, recalibrate "
                                    "(`lumion calibrate`)") from exc
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CalibrationError(f"{source} is malformed: {exc}") from exc
-        if (rho2 <= 0).any() or (eta <= 0).any():
-            raise CalibrationError(f"{source}: rho2 and eta must be positive for every heater")
-        idx = entries[:, :2]
-        if idx.size and (idx.min() < 0 or idx.max() >= n_h or (idx != np.round(idx)).any()):
-            raise CalibrationError(f"{source}: crosstalk entries refer to heaters outside 0..{n_h - 1}")
-        implausible = implausible_coefficients(rho2, rho3, eta, entries)
-        if implausible:
-            raise CalibrationError(f"{source}: {implausible}, outside what a thermo-optic heater can do "
-                                   "(docs/calibration.md, 'The map file'); recalibrate")
+        problem = _unphysical(fields)
+        if problem:
+            raise CalibrationError(f"{source}: {problem}")
+        n_h = len(fields["rho2"])
+        entries = fields["entries"]
         K = sp.csr_matrix((entries[:, 2], (entries[:, 0].astype(int), entries[:, 1].astype(int))),
                           shape=(n_h, n_h))
-        return cls(chip_id=chip_id, mesh=mesh, delta=delta, rho2=rho2, rho3=rho3, eta=eta,
-                   crosstalk=K, created=str(data.get("created", "")), tbu_names=names,
-                   quality=quality, nearest_fraction=nearest, cutoff_tbu=cutoff, failed=failed)
+        return cls(chip_id=fields["chip_id"], mesh=fields["mesh"], delta=fields["delta"], rho2=fields["rho2"],
+                   rho3=fields["rho3"], eta=fields["eta"], crosstalk=K, created=str(data.get("created", "")),
+                   tbu_names=fields["names"], quality=fields["quality"], nearest_fraction=fields["nearest"],
+                   cutoff_tbu=fields["cutoff"], failed=fields["failed"], disagreement=fields["disagreement"])
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Validate, then write atomically; a failed save leaves any old file untouched."""
@@ -415,6 +427,93 @@ class CalibrationMap:
             got = {k: self.mesh.get(k) for k in want}
             if got != want:
                 raise CalibrationError(f"{source} describes mesh {got}, but the chip's mesh is {want}")
+
+
+
+def _parse_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The map's fields from its JSON form, types and shapes checked (values: :func:`_unphysical`).
+
+    Raises NonFiniteError (a value is null, NaN or infinite) or KeyError/TypeError/ValueError.
+    """
+    chip_id = data["chip_id"]
+    mesh = dict(data["mesh"])
+    tbus, heaters, xt = data["tbus"], data["heaters"], data["crosstalk"]
+    if not isinstance(chip_id, str) or not chip_id:
+        raise TypeError("chip_id must be a non-empty string")
+    n_t, n_h = int(mesh["n_tbus"]), int(mesh["n_heaters"])
+    if len(tbus) != n_t or len(heaters) != n_h or n_h != 2 * n_t:
+        raise ValueError(f"expected {n_t} TBUs and {2 * n_t} heaters, found {len(tbus)} and {len(heaters)}")
+    if [int(h["channel"]) for h in heaters] != list(range(n_h)):
+        raise ValueError("heaters must be listed in channel order 0..n-1")
+    names = tuple(str(t["name"]) for t in tbus)
+
+    def column(key: str) -> np.ndarray:
+        return np.array([_number(h[key], f"{heater_label(k, names)} {key}") for k, h in enumerate(heaters)])
+
+    entries = np.array([[_number(v, "a crosstalk entry") for v in e] for e in xt["entries"]],
+                       dtype=float).reshape(-1, 3)
+    quality = dict(data.get("quality", {}))
+    for key in ("sigma_delta_rad",):
+        if all(key in t for t in tbus):
+            quality[key] = np.array([float(t[key]) for t in tbus])
+    for key in ("sigma_phase_2pi_rad", "rms_residual"):
+        if all(key in h for h in heaters):
+            quality[key] = np.array([float(h[key]) for h in heaters])
+    failed = {k: str(t["failed"]) for k, t in enumerate(tbus) if t.get("failed") is not None}
+    bad = [f"{names[k]}={how}" for k, how in failed.items() if how not in FAILURE_STATES]
+    if bad:
+        raise ValueError(f"failed TBUs must be {'/'.join(FAILURE_STATES)}, not {bad[0]}")
+    # null: light through every independent path showed no fringe at all (no figure to give)
+    disagreement = {k: (math.nan if tbus[k].get("disagreement_rad") is None
+                        else _number(tbus[k]["disagreement_rad"], f"{names[k]} disagreement_rad"))
+                    for k, how in failed.items() if how == "unverified"}
+    return {
+        "chip_id": chip_id, "mesh": mesh, "names": names, "entries": entries, "quality": quality,
+        "delta": np.array([_number(t["delta_rad"], f"{names[k]} delta_rad") for k, t in enumerate(tbus)]),
+        "rho2": column("rho2"), "rho3": column("rho3"), "eta": column("eta_rad_per_mw"),
+        "failed": failed, "disagreement": disagreement,
+        "nearest": float(xt.get("nearest_fraction", 0.0)), "cutoff": float(xt.get("cutoff_tbu", 0.0)),
+    }
+
+
+def _unphysical(fields: dict[str, Any]) -> str | None:
+    """What in a parsed map no chip can have (one line, TBUs by name), or None."""
+    names, rho2, eta, entries = fields["names"], fields["rho2"], fields["eta"], fields["entries"]
+    n_h = len(rho2)
+    if (rho2 <= 0).any() or (eta <= 0).any():
+        h = int(np.argmax((rho2 <= 0) | (eta <= 0)))
+        return f"rho2 and eta must be positive for every heater ({heater_label(h, names)} is not)"
+    far = np.abs(fields["delta"]) > MAX_DELTA_RAD
+    if far.any():
+        t = int(np.argmax(far))
+        return (f"{names[t]} delta_rad = {fields['delta'][t]:.6g} is not a phase (|delta| <= "
+                f"{MAX_DELTA_RAD:.4g} rad); the map is damaged, recalibrate (`lumion calibrate`)")
+    idx = entries[:, :2]
+    if idx.size and (idx.min() < 0 or idx.max() >= n_h or (idx != np.round(idx)).any()):
+        return f"crosstalk entries refer to heaters outside 0..{n_h - 1}"
+    repeated = _repeated_entry(entries, names)
+    if repeated:
+        return f"{repeated}; the map is damaged, recalibrate (`lumion calibrate`)"
+    implausible = implausible_coefficients(rho2, fields["rho3"], eta, entries, names)
+    if implausible:
+        return (f"{implausible}, outside what a thermo-optic heater can do (docs/calibration.md, "
+                "'The map file'); recalibrate")
+    return None
+
+
+def _repeated_entry(entries: np.ndarray, names: tuple[str, ...]) -> str | None:
+    """A crosstalk entry given twice (sparse assembly would silently add them) or on the diagonal."""
+    seen: set[tuple[int, int]] = set()
+    for i, j in entries[:, :2].astype(int):
+        pair = (int(i), int(j))
+        if i == j:
+            return (f"crosstalk entry [{i}, {j}] puts {heater_label(int(i), names)} on itself "
+                    "(K has no diagonal)")
+        if pair in seen:
+            return (f"crosstalk entry [{i}, {j}] (on {heater_label(int(i), names)} from "
+                    f"{heater_label(int(j), names)}) is given twice")
+        seen.add(pair)
+    return None
 
 
 def now_iso() -> str:

@@ -166,11 +166,17 @@ class MapMesh(Open):
 
 
 class MapTbu(Open):
-    """A TBU's fitted passive phase difference."""
+    """A TBU's fitted passive phase difference, and whether it failed or could not be confirmed."""
 
     name: str
-    delta_rad: float
+    delta_rad: float = Field(description="passive differential phase (rad), |delta| <= 4 pi")
     sigma_delta_rad: float | None = None
+    failed: Literal["dead", "bar", "cross", "unverified"] | None = Field(
+        None, description="broken (dead, stuck bar/cross) or unverified (its fit disagrees with an "
+        "independent light path): never driven, routed around (version 2)")
+    disagreement_rad: float | None = Field(
+        None, description="unverified TBUs: measured phase disagreement (rad); null when no path "
+        "showed a fringe")
 
 
 class MapHeater(Open):
@@ -191,10 +197,10 @@ class MapCrosstalk(Open):
 
 
 class CalibrationFile(Open):
-    """``lumion.calibration`` v1: a fitted heater map tied to one chip (``CalibrationMap.save``)."""
+    """``lumion.calibration`` v2 (v1 still read): a fitted heater map tied to one chip."""
 
     schema_name: Literal["lumion.calibration"] = Field(alias="schema")
-    version: Literal[1]
+    version: Literal[1, 2]
     chip_id: str
     created: str | None = None
     mesh: MapMesh

@@ -42,7 +42,7 @@ def test_round_trip(tmp_path, mesh):
     assert (back.crosstalk != cmap.crosstalk).nnz == 0
     data = json.loads(path.read_text())
     assert data["schema"] == "lumion.calibration"
-    assert data["version"] == 1
+    assert data["version"] == SCHEMA_VERSION == 2
     assert data["mesh"] == {"kind": "hexagonal", "rows": 1, "cols": 2, "n_tbus": 11, "n_heaters": 22}
     conf = Configuration.parked(mesh)
     np.testing.assert_allclose(back.currents_for(conf, 24.0), cmap.currents_for(conf, 24.0))
@@ -135,9 +135,9 @@ def test_reach_of_a_heater_with_negative_tempco(mesh):
 
 
 @pytest.mark.parametrize(("heater", "key", "value", "says"), [
-    (0, "rho2", 1e300, "heater 0 rho2 = 1e+300"),
-    (3, "rho3", -5.0, "heater 3 rho3 = -5"),
-    (2, "eta_rad_per_mw", 1e-6, "heater 2 eta_rad_per_mw"),
+    (0, "rho2", 1e300, "tbu:0.0.0 top heater (channel 0) rho2 = 1e+300"),
+    (3, "rho3", -5.0, "tbu:0.0.1 bottom heater (channel 3) rho3 = -5"),
+    (2, "eta_rad_per_mw", 1e-6, "tbu:0.0.1 top heater (channel 2) eta_rad_per_mw"),
 ])
 def test_refuses_absurd_coefficients(tmp_path, mesh, heater, key, value, says):
     data = make_map(mesh).to_dict()
@@ -154,7 +154,8 @@ def test_refuses_absurd_crosstalk(tmp_path, mesh):
     data = json.loads(path.read_text())
     data["crosstalk"]["entries"][0][2] = 50.0  # rad/mW: 20x the heater's own phase
     (tmp_path / "xt.json").write_text(json.dumps(data))
-    with pytest.raises(CalibrationError, match=r"crosstalk .* of heater"):
+    with pytest.raises(CalibrationError,
+                       match=r"crosstalk on tbu:0\.0\.0 top heater .* of that heater.s own phase"):
         CalibrationMap.load(tmp_path / "xt.json")
 
 
@@ -166,6 +167,61 @@ def test_non_finite_value_is_named(tmp_path, mesh, value):
     data["heaters"][5]["rho3"] = "__X__"
     bad = json.dumps(data).replace('"__X__"', "null" if value is None else value)
     (tmp_path / "nan.json").write_text(bad)
-    with pytest.raises(CalibrationError, match="heater 5 rho3 is not a finite number") as info:
+    with pytest.raises(CalibrationError,
+                       match=r"tbu:0\.0\.2 bottom heater \(channel 5\) rho3 is not a finite number") as info:
         CalibrationMap.load(tmp_path / "nan.json")
     assert "NoneType" not in str(info.value)
+
+
+def write(tmp_path, data, name="bad.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_refuses_a_delta_that_is_no_phase(tmp_path, mesh):
+    """1e300 rad passed the loader (it is finite) and programmed nonsense: refused, by name."""
+    data = json.loads(make_map(mesh).save(tmp_path / "map.json").read_text())
+    data["tbus"][4]["delta_rad"] = 1e300
+    with pytest.raises(CalibrationError) as info:
+        CalibrationMap.load(write(tmp_path, data))
+    msg = str(info.value)
+    assert f"{mesh.tbu_names[4]} delta_rad = 1e+300 is not a phase" in msg
+    assert "\n" not in msg
+
+
+def test_refuses_duplicated_crosstalk_entries(tmp_path, mesh):
+    """Two entries for one heater pair used to be summed silently (doubling that crosstalk)."""
+    data = json.loads(make_map(mesh).save(tmp_path / "map.json").read_text())
+    i, j, _ = data["crosstalk"]["entries"][3]
+    data["crosstalk"]["entries"].append(data["crosstalk"]["entries"][3])
+    with pytest.raises(CalibrationError, match="is given twice") as info:
+        CalibrationMap.load(write(tmp_path, data))
+    msg = str(info.value)
+    assert mesh.tbu_names[int(i) // 2] in msg
+    assert mesh.tbu_names[int(j) // 2] in msg
+    assert "\n" not in msg
+    data["crosstalk"]["entries"][-1] = [int(i), int(i), 0.01]
+    with pytest.raises(CalibrationError, match="on itself"):
+        CalibrationMap.load(write(tmp_path, data))
+
+
+def test_unverified_tbus_round_trip_and_are_avoided(tmp_path, mesh):
+    """An unverified TBU is stored with its disagreement and routed around as a dead one."""
+    cmap = make_map(mesh)
+    cmap = CalibrationMap(**{**cmap.__dict__, "failed": {2: "unverified", 5: "bar"},
+                             "disagreement": {2: 3.09}})
+    back = CalibrationMap.load(cmap.save(tmp_path / "map.json"), mesh=mesh)
+    assert back.failed == {2: "unverified", 5: "bar"}
+    assert back.unverified_tbus() == {mesh.tbu_names[2]: pytest.approx(3.09)}
+    assert back.failed_tbus() == {mesh.tbu_names[2]: "dead", mesh.tbu_names[5]: "bar"}
+    assert back.failed_tbus(avoid_unverified=False) == {mesh.tbu_names[5]: "bar"}
+    currents = back.currents_for(Configuration.parked(mesh), 24.0)
+    assert currents[4] == currents[5] == 0.0  # never driven
+
+
+def test_reads_version_1_maps(tmp_path, mesh):
+    data = json.loads(make_map(mesh).save(tmp_path / "map.json").read_text())
+    data["version"] = 1
+    back = CalibrationMap.load(write(tmp_path, data))
+    np.testing.assert_allclose(back.delta, make_map(mesh).delta)

@@ -124,6 +124,9 @@ def test_crosstalk_readings_the_model_cannot_explain_refuse_the_map():
            for t, r in good.items()}
     cmap = build_map(chip.mesh, chip.chip_id, result.records, Options(), crosstalk=bad)
     assert "explains the readings of" in cmap.quality["crosstalk_refusal"]
+    # the refusal names a TBU by its name, never by an index ("TBU 8")
+    assert f"(e.g. {chip.mesh.tbu_names[min(bad)]}:" in cmap.quality["crosstalk_refusal"]
+    assert "TBU " not in cmap.quality["crosstalk_refusal"]
     from photonics.configuration import Configuration
 
     with pytest.raises(CalibrationError, match="is refused: the crosstalk model") as info:
@@ -132,6 +135,8 @@ def test_crosstalk_readings_the_model_cannot_explain_refuse_the_map():
     mirror = {t: CrosstalkRecord(r.victim, r.heaters, [0.7, *r.fraction[1:]], r.sigma, r.rms_residual,
                                  r.readings) for t, r in good.items()}
     assert "which thermal crosstalk cannot do" in crosstalk_verdict(mirror)
+    heater = mirror[min(mirror)].heaters[0]
+    assert f"{chip.mesh.tbu_names[heater // 2]} " in crosstalk_verdict(mirror, chip.mesh.tbu_names)
     # One implausible victim is set aside (the design law for it, a warning); the map is used.
     first = min(good)
     one = {**good, first: mirror[first]}
