@@ -776,6 +776,7 @@ class ControlPlane:
                 "started_s": self.started_s,
                 "db": str(self.store.path),
                 "schema_version": self.store.schema_version,
+                "event_log": dict(self.store.event_head),  # record it elsewhere to anchor the chain
             },
             "chips": [
                 {

@@ -14,21 +14,27 @@ number of the last one applied):
 * ``currents``: the heater currents last committed per chip (what the chip must hold);
 * ``intents``: one row per reconfiguration (previous and target currents, the new plan,
   the state change to apply); at most one open per chip (a partial unique index);
-* ``events``: the append-only log (UPDATE and DELETE are refused by triggers).
+* ``events``: the append-only log (UPDATE and DELETE are refused by triggers, and so is
+  an INSERT of an existing id -- ``INSERT OR REPLACE`` deletes without firing a delete
+  trigger); each event carries ``hash``, a SHA-256 chained over every event before it,
+  checked whenever the store opens (:func:`event_hash`).
 
 Every write is one transaction opened with ``BEGIN IMMEDIATE`` (the write lock is taken at
 the start, so two writers never interleave a read-check-write), and ``synchronous=FULL``
-makes a committed intent survive a crash of the process or the host.
+makes a committed intent survive a crash of the process or the host. The database and its
+``-wal``, ``-shm`` and ``.lock`` files are the rack's state: made (and kept) 0600.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,7 +57,54 @@ OPEN, DONE, ROLLED_FORWARD, ROLLED_BACK, REVERTED, ABORTED = (
     "aborted",
 )
 
-MIGRATIONS: tuple[str, ...] = (
+# The chain's first link: the hash "before" event 1.
+GENESIS_HASH = "0" * 64
+# The database and its companions hold the rack's state and job names: owner only, like the token.
+FILE_MODE = 0o600
+COMPANIONS = ("-wal", "-shm", ".lock")
+
+
+def event_hash(
+    previous: str, event_id: int, time_iso: str, t_s: float, kind: str, job: Any, body: str
+) -> str:
+    """SHA-256 (hex) of one event chained to the hash of the event before it.
+
+    Every stored column is covered (``t_s`` by its exact ``repr``, the body as stored), so
+    changing, inserting, removing or reordering any event breaks every hash after it.
+    """
+    record = json.dumps([previous, int(event_id), time_iso, repr(float(t_s)), kind, job, body])
+    return hashlib.sha256(record.encode()).hexdigest()
+
+
+def _chain_events(db: sqlite3.Connection) -> None:
+    """Migration 2: hash every event already logged, then refuse overwrites and unhashed rows.
+
+    The update trigger is dropped for the one UPDATE that fills the new column, and put
+    back in the same transaction: nobody sees the log writable.
+    """
+    db.execute("ALTER TABLE events ADD COLUMN hash TEXT")
+    db.execute("DROP TRIGGER events_append_only_update")
+    previous = GENESIS_HASH
+    rows = db.execute("SELECT id, time, t_s, kind, job, body FROM events ORDER BY id").fetchall()
+    for r in rows:
+        previous = event_hash(previous, *tuple(r))
+        db.execute("UPDATE events SET hash=? WHERE id=?", (previous, r[0]))
+    for statement in _statements(EVENT_TRIGGERS):
+        db.execute(statement)
+
+
+EVENT_TRIGGERS = """
+    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    CREATE TRIGGER events_append_only_overwrite BEFORE INSERT ON events
+        WHEN EXISTS (SELECT 1 FROM events WHERE id = NEW.id)
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only: that event id exists'); END;
+    CREATE TRIGGER events_hashed BEFORE INSERT ON events WHEN NEW.hash IS NULL
+        BEGIN SELECT RAISE(ABORT, 'an event needs its chained hash (Store.log_event)'); END;
+"""
+
+# Each migration is SQL, or a function of the connection (inside the migration's transaction).
+MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     # 1: the first schema
     """
     CREATE TABLE chips (
@@ -135,6 +188,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
     """,
+    # 2: the hash chain over the event log, and no INSERT over an existing event
+    _chain_events,
 )
 
 
@@ -164,6 +219,7 @@ class Store:
         self._lockfile: Any = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            _owner_only(self.path)  # before SQLite makes -wal and -shm: they copy its mode
             if exclusive:
                 self._lockfile = _exclusive(self.path)
             self._db = sqlite3.connect(
@@ -190,6 +246,7 @@ class Store:
                 f"{self.path}: the file system refused WAL mode ({mode}); put the database on a local disk"
             )
         self.migrate()
+        self.event_head = self.verify_events()
 
     # -- schema ---------------------------------------------------------------------
     @property
@@ -207,9 +264,13 @@ class Store:
                     f"understands ({len(MIGRATIONS)}); upgrade lumion or use another --db"
                 )
             for number in range(have + 1, len(MIGRATIONS) + 1):
+                step = MIGRATIONS[number - 1]
                 with self.transaction() as db:
-                    for statement in _statements(MIGRATIONS[number - 1]):
-                        db.execute(statement)
+                    if callable(step):
+                        step(db)
+                    else:
+                        for statement in _statements(step):
+                            db.execute(statement)
                     db.execute(f"PRAGMA user_version={number}")
             return self.schema_version
 
@@ -481,15 +542,40 @@ class Store:
 
     # -- events -----------------------------------------------------------------------
     def log_event(self, kind: str, fields: Mapping[str, Any], t_s: float | None = None) -> int:
-        """Append an event; its id."""
-        t = time.time() if t_s is None else t_s
+        """Append an event, chained to the last one's hash; its id."""
+        t = float(time.time() if t_s is None else t_s)
         body = {k: v for k, v in fields.items() if k not in ("id", "time", "t_s", "kind")}
+        row = (now_iso(t), t, kind, body.get("job"), _dumps(body))
         with self.transaction() as db:
-            cur = db.execute(
-                "INSERT INTO events (time, t_s, kind, job, body) VALUES (?, ?, ?, ?, ?)",
-                (now_iso(t), t, kind, body.get("job"), _dumps(body)),
+            last = db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+            seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name='events'").fetchone()
+            event_id = max(last[0] if last else 0, seq[0] if seq else 0) + 1
+            digest = event_hash(last[1] if last else GENESIS_HASH, event_id, *row)
+            db.execute(
+                "INSERT INTO events (id, time, t_s, kind, job, body, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (event_id, *row, digest),
             )
-        return int(cur.lastrowid)
+        self.event_head = {"last_id": event_id, "hash": digest}
+        return event_id
+
+    def verify_events(self) -> dict[str, Any]:
+        """Check the event log's hash chain from the first event; ``{"last_id", "hash"}`` of its head.
+
+        StoreError naming the first event whose hash does not follow from the ones before
+        it (an event changed, inserted, removed or reordered outside :meth:`log_event`).
+        """
+        previous, last_id = GENESIS_HASH, 0
+        with self._lock:
+            cursor = self._db.execute("SELECT id, time, t_s, kind, job, body, hash FROM events ORDER BY id")
+            for r in cursor:
+                if event_hash(previous, *tuple(r)[:6]) != r[6]:
+                    raise StoreError(
+                        f"{self.path}: the event log was altered at event {r[0]} (its hash does not "
+                        f"follow from the events before it); keep this file for investigation, and "
+                        "restore a backup or start a new --db"
+                    )
+                previous, last_id = r[6], r[0]
+        return {"last_id": last_id, "hash": previous}
 
     def events(self, since_id: int = 0, limit: int = 500) -> list[dict[str, Any]]:
         """Events with id > ``since_id``, oldest first, at most ``limit`` (<= MAX_EVENTS_PER_CALL)."""
@@ -502,13 +588,26 @@ def _exclusive(path: Path) -> Any:
     """Hold an exclusive ``flock`` on ``<db>.lock``: one service per database (released on any exit)."""
     import fcntl
 
-    handle = open(f"{path}.lock", "a+")  # noqa: SIM115 -- held open for the store's life
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)  # a lock file left 0644 by an earlier release
+    handle = os.fdopen(fd, "a+")  # held open for the store's life
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
         raise StoreError(f"another lumion serve already uses {path}; stop it or give another --db") from None
     return handle
+
+
+def _owner_only(path: Path) -> None:
+    """Create the database file 0600 (SQLite gives -wal and -shm its mode), or make an existing
+    one and its companions 0600 (files left readable by an earlier release).
+    """
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
+    for p in (path, *(Path(f"{path}{suffix}") for suffix in COMPANIONS)):
+        with contextlib.suppress(FileNotFoundError):
+            if p.stat().st_mode & 0o777 != FILE_MODE:
+                os.chmod(p, FILE_MODE)
 
 
 def _statements(script: str) -> list[str]:

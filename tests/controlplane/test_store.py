@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import threading
 
 import pytest
@@ -161,3 +163,91 @@ def test_commit_applies_plan_currents_and_state_change(store):
 def test_a_chip_id_with_another_mesh_is_refused(store):
     with pytest.raises(StoreError, match="another mesh"):
         store.ensure_chip("chip-a", "hex:2x2", "fp-other")
+
+
+def test_an_event_cannot_be_overwritten_by_insert_or_replace(store):
+    store.log_event("a", {"x": 1})
+    store.log_event("b", {})
+    before = store.events()
+    for verb in ("INSERT OR REPLACE", "REPLACE", "INSERT"):
+        # REPLACE deletes the old row without firing a delete trigger: refused before that
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"), store.transaction() as db:
+            db.execute(
+                f"{verb} INTO events (id, time, t_s, kind, job, body, hash) "
+                "VALUES (1, 'x', 0, 'forged', NULL, '{}', 'h')"
+            )
+    with pytest.raises(sqlite3.DatabaseError, match="chained hash"), store.transaction() as db:
+        db.execute("INSERT INTO events (time, t_s, kind, body) VALUES ('x', 0, 'forged', '{}')")
+    assert store.events() == before
+
+
+def _tamper(path, sql: str) -> None:
+    """What someone with write access to the file can do: drop the guards, rewrite a row."""
+    db = sqlite3.connect(path)
+    db.execute("DROP TRIGGER events_append_only_update")
+    db.execute("DROP TRIGGER events_append_only_delete")
+    db.execute(sql)
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE events SET body='{\"accelerator\":\"gpu9\"}' WHERE id=2",
+        "DELETE FROM events WHERE id=2",
+        "UPDATE events SET t_s=t_s+1 WHERE id=3",
+        "UPDATE events SET kind='forged' WHERE id=1",
+    ],
+    ids=["body", "deleted", "time", "kind"],
+)
+def test_a_tampered_event_log_is_refused_at_start(tmp_path, sql):
+    s = Store(tmp_path / "cp.db")
+    for k in range(4):
+        s.log_event("failure-reported", {"accelerator": f"gpu{k}"})
+    head = s.event_head
+    assert head["last_id"] == 4
+    s.close()
+    assert Store(tmp_path / "cp.db").event_head == head  # untouched: opens, same head
+    _tamper(tmp_path / "cp.db", sql)
+    with pytest.raises(StoreError, match=r"event log was altered at event [123]"):
+        Store(tmp_path / "cp.db")
+
+
+def test_a_version_1_database_is_migrated_with_its_events_chained(tmp_path):
+    from controlplane.store import _statements
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statement in _statements(MIGRATIONS[0]):
+        db.execute(statement)
+    db.execute("PRAGMA user_version=1")
+    for k in range(3):  # as release 1 wrote them: no hash column
+        db.execute(
+            "INSERT INTO events (time, t_s, kind, job, body) VALUES (?, ?, ?, ?, ?)",
+            (f"2026-01-01T00:00:0{k}.000Z", 1.7e9 + k + 0.1, "service-started", None, "{}"),
+        )
+    db.close()
+    os.chmod(path, 0o644)
+    s = Store(path)
+    assert s.schema_version == len(MIGRATIONS)
+    assert [e["kind"] for e in s.events()] == ["service-started"] * 3
+    assert s.event_head["last_id"] == 3
+    assert s.log_event("service-started", {}) == 4
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"), s.transaction() as tx:
+        tx.execute("UPDATE events SET kind='forged'")
+    s.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert Store(path).event_head["last_id"] == 4  # the chain verifies across the migration
+
+
+def test_the_database_and_its_companions_are_owner_only(tmp_path):
+    old = os.umask(0o022)
+    try:
+        s = Store(tmp_path / "cp.db", exclusive=True)
+        s.log_event("a", {})
+        files = [tmp_path / n for n in ("cp.db", "cp.db-wal", "cp.db-shm", "cp.db.lock")]
+        assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}
+        s.close()
+    finally:
+        os.umask(old)
