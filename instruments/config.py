@@ -39,11 +39,17 @@ Example (every ``address = "sim"`` starts the simulators; see docs/instruments.m
     seed = 0
     crosstalk_fraction = 0.01
     heater_link = "pty"              # or "url" (in-process lumionsim://)
+
+    [server]                         # written by `lumion bench serve --write-config` only:
+    pid = 4242                       # the process serving these simulated addresses
+    host = "bench-pc"                # ... on this machine (its socket.gethostname())
 """
 
 from __future__ import annotations
 
 import math
+import os
+import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,6 +73,10 @@ PROTOCOLS = ("binary", "ascii")
 # (docs/instruments.md, "ASCII or binary"), and both modes confirm each setting by read-back.
 DEFAULT_PROTOCOL = "binary"
 DRIVERS = {"heater_driver": {"qontrol"}, "laser": {"keysight-8164"}, "power_meter": {"keysight-816x"}}
+# The table `lumion bench serve --write-config` adds: which process serves the simulated
+# addresses of the file. Its ptys and ports die with that process, so a file whose server is
+# gone points at nothing (a rerun would otherwise fail with "cannot open serial port").
+SERVER_TABLE = "server"
 
 
 def load_config(source: str | Path | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -94,6 +104,7 @@ def load_config(source: str | Path | Mapping[str, Any] | None) -> dict[str, Any]
     if type(data.get("version")) is not int or data.get("version") != 1:  # `version = true` is not 1
         raise BenchConfigError(f"{where}: unsupported version {data.get('version')!r} (this is version 1)")
     _check_types(data, where)
+    _check_server_running(data, where)
     for section, drivers in DRIVERS.items():
         sec = data.get(section)
         if not isinstance(sec, dict) or "address" not in sec:
@@ -125,6 +136,7 @@ _FIELDS: dict[str, dict[str, tuple[str, Any]]] = {
                                    lambda v: _is_number(v) and math.isfinite(v) and 0 <= v < 1),
             "heater_link": ("\"pty\" or \"url\"", lambda v: v in ("pty", "url")),
             "chip": ("\"realistic\" or \"ideal\"", lambda v: v in ("realistic", "ideal"))},
+    SERVER_TABLE: {"pid": _COUNT, "host": _TEXT},
 }
 _TRANSCEIVER_FIELDS = {"name": _TEXT, "spec": _TEXT, "address": _TEXT}
 
@@ -176,6 +188,42 @@ def _check_types(data: Mapping[str, Any], where: str) -> None:
                     (type(p) is int and p >= 0) or isinstance(p, str) for p in ports):
                 raise BenchConfigError(f"{where}: [[transceivers]] {spec.get('name', k)!r} {key} must be "
                                        f"a list of mesh ports (numbers >= 0 or names), not {ports!r}")
+
+
+def server_entry() -> dict[str, Any]:
+    """The ``[server]`` table naming this process (on this host) as the server of a bench config."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def server_pid(data: Mapping[str, Any]) -> int | None:
+    """The pid of the ``lumion bench serve`` that wrote ``data``, when it ran on this host."""
+    server = data.get(SERVER_TABLE)
+    if not isinstance(server, Mapping) or type(server.get("pid")) is not int:
+        return None
+    if server.get("host", socket.gethostname()) != socket.gethostname():
+        return None  # another machine's process table cannot be asked
+    return int(server["pid"])
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (signal 0 probes without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by another user
+        return True
+    return True
+
+
+def _check_server_running(data: Mapping[str, Any], where: str) -> None:
+    """Refuse a config written by a ``lumion bench serve`` that has stopped (its addresses are gone)."""
+    pid = server_pid(data)
+    if pid is not None and not process_alive(pid):
+        raise BenchConfigError(
+            f"{where} was written by `lumion bench serve` (pid {pid}), which is no longer running, so "
+            f"its simulated instruments are gone; start it again (lumion bench serve --write-config "
+            f"{where}) and wait until the file names the new pid")
 
 
 def default_config(mesh: str = "smartlight", seed: int = 0) -> dict[str, Any]:

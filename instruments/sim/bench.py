@@ -152,11 +152,12 @@ class SimulatedBench:
                     f"{self.mesh.cols}",
         }
 
-    def client_config(self, mesh_spec: str) -> str:
+    def client_config(self, mesh_spec: str, server: Mapping[str, Any] | None = None) -> str:
         """A bench config TOML another process can open to use these simulators.
 
         Written with a TOML library, so any text (a ``"`` or ``\\`` in a pty path or a mesh
-        file name) stays valid TOML.
+        file name) stays valid TOML. ``server`` (``instruments.config.server_entry()``) names
+        the process serving them, so a reader can tell a file whose server has stopped.
         """
         import tomli_w
 
@@ -178,6 +179,8 @@ class SimulatedBench:
                  "tx_ports": [int(x) for x in spec.get("tx_ports", [])],
                  "rx_ports": [int(x) for x in spec.get("rx_ports", [])]}
                 for spec in self.transceiver_specs]
+        if server is not None:
+            config["server"] = dict(server)
         return tomli_w.dumps(config)
 
     def _tx_lanes(self, target: int | str) -> list[tuple[SimTransceiver, int]]:

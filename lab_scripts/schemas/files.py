@@ -301,6 +301,14 @@ class SimSection(Open):
         "realistic", description="simulated chip model (docs/calibration.md, 'The simulated chip')")
 
 
+class ServerSection(Strict):
+    """``[server]``: the ``lumion bench serve`` process serving the file's simulated addresses."""
+
+    pid: int = Field(ge=1, description="its process id; a file whose process is gone is refused "
+                     "(its addresses died with it)")
+    host: str = Field(description="the machine it runs on (socket.gethostname()); pid is only checked there")
+
+
 class BenchFile(Open):
     """``lumion.bench`` v1 (TOML): each instrument's driver and address (``instruments.config``)."""
 
@@ -313,6 +321,7 @@ class BenchFile(Open):
     power_meter: PowerMeterSection
     transceivers: list[TransceiverSection] = Field(default_factory=list)
     sim: SimSection | None = None
+    server: ServerSection | None = None
 
 
 class JobPhase(Open):

@@ -188,7 +188,10 @@ class BenchOutput(Strict):
     laser: str = Field(description="VISA resource of the laser")
     power_meter: str = Field(description="VISA resource of the power meter")
     transceivers: dict[str, str] = Field(description="name -> serial-i2c:<pty> bridge address")
-    config: Path | None = Field(description="the bench config written by --write-config, or null")
+    config: Path | None = Field(description="the bench config written by --write-config (removed again "
+                                "when the server stops), or null")
+    pid: int = Field(ge=1, description="the serving process: `kill PID` stops it; the config's "
+                     "[server] pid names it too")
 
 
 class ProgramTbus(Strict):

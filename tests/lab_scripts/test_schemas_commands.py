@@ -102,13 +102,18 @@ def test_program_output_follows_its_schema(capsys, tmp_path, monkeypatch):
     check(d, "program")
 
 
-def first_line_of(argv, cwd):
-    """Start a command that serves until a signal, read its first stdout line, stop it."""
+def first_line_of(argv, cwd, while_serving=None):
+    """Start a command that serves until a signal, read its first stdout line, stop it.
+
+    ``while_serving()`` runs before the stop (files a server removes when it stops).
+    """
     cmd = [sys.executable, "-m", "lab_scripts.cli", *argv, "--json"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         line = proc.stdout.readline()
+        if while_serving is not None:
+            while_serving()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)
@@ -116,12 +121,15 @@ def first_line_of(argv, cwd):
 
 
 def test_bench_serve_output_follows_its_schema(tmp_path):
-    d = check(first_line_of(["bench", "serve", "--mesh", "hex:1x2", "--write-config", "b.toml"], tmp_path),
-              "bench")
-    assert d["mesh"] == "hex:1x2"
     import tomllib
 
-    schemas.validate(tomllib.loads((tmp_path / "b.toml").read_text()), "lumion.bench")
+    written = []
+    d = check(first_line_of(["bench", "serve", "--mesh", "hex:1x2", "--write-config", "b.toml"], tmp_path,
+                            lambda: written.append(tomllib.loads((tmp_path / "b.toml").read_text()))),
+              "bench")
+    assert d["mesh"] == "hex:1x2"
+    schemas.validate(written[0], "lumion.bench")
+    assert written[0]["server"]["pid"] == d["pid"]
 
 
 def test_serve_output_follows_its_schema(tmp_path):
