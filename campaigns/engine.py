@@ -59,12 +59,19 @@ def int_seed(seq: np.random.SeedSequence, word: int = 0) -> int:
 
 
 def run_tasks(fn: Callable[[Any], Any], payloads: Sequence[Any], *, scheduler: str | None = None,
-              workers: int = 1, progress: bool = True, label: str = "campaign") -> list[Any]:
-    """``[fn(p) for p in payloads]`` on Dask (see module docstring); results in payload order."""
+              workers: int = 1, progress: bool = True, label: str = "campaign",
+              used: dict[str, Any] | None = None) -> list[Any]:
+    """``[fn(p) for p in payloads]`` on Dask (see module docstring); results in payload order.
+
+    ``used`` (if given) gets ``workers``: the processes that ran the tasks (on a cluster,
+    the workers it had when the tasks were submitted).
+    """
     if workers < 1:
         raise CampaignError(f"workers must be at least 1, not {workers}")
+    if used is not None:
+        used["workers"] = workers
     if scheduler:
-        return _on_cluster(fn, payloads, scheduler, progress, label)
+        return _on_cluster(fn, payloads, scheduler, progress, label, used)
     import dask
     from dask.diagnostics import ProgressBar
 
@@ -81,7 +88,7 @@ def run_tasks(fn: Callable[[Any], Any], payloads: Sequence[Any], *, scheduler: s
 
 
 def _on_cluster(fn: Callable[[Any], Any], payloads: Sequence[Any], address: str, progress: bool,
-                label: str) -> list[Any]:
+                label: str, used: dict[str, Any] | None = None) -> list[Any]:
     from distributed import Client, as_completed
 
     if not address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
@@ -97,6 +104,8 @@ def _on_cluster(fn: Callable[[Any], Any], payloads: Sequence[Any], address: str,
         except TimeoutError:
             raise CampaignError(f"the Dask scheduler at {address} has no workers after {WORKER_WAIT_S:g} s; "
                                 f"start one with `dask worker {address}`") from None
+        if used is not None:
+            used["workers"] = len(client.nthreads())  # worker address -> threads, one entry a worker
         futures = client.map(fn, payloads, pure=False)
         index = {f.key: k for k, f in enumerate(futures)}
         last = 0.0

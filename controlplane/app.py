@@ -1,12 +1,14 @@
 """The HTTP API of the control plane (FastAPI on ASGI; docs/controlplane.md lists every endpoint).
 
 Everything under ``/api/v1`` needs ``Authorization: Bearer <token>`` except ``/api/v1/health``.
-Errors are JSON ``{"error", "kind", "hint"}`` (the CLI's error keys). Three layers of plain
-ASGI middleware run before any route, outermost first: the body-size limit (413), the
-per-client rate limit (429), then the bearer check (401), so an unauthenticated or oversized
-request never reaches a parser or the chip. Handlers are plain functions: FastAPI runs them
-in its thread pool, and the :class:`~controlplane.service.ControlPlane` serialises the
-reconfigurations of a chip.
+Errors are JSON ``{"error", "kind", "hint"}`` (the CLI's error keys). Two layers of plain
+ASGI middleware run before any route, outermost first: the gate (:class:`Gate`: the bearer
+token is checked first, then the rate limit of the client's bucket, 429, then 401 when a
+protected path has no valid token) and the body-size limit (413), so an unauthenticated or
+oversized request never reaches a parser or the chip, and a flood of unauthenticated
+requests from an address never empties the bucket of the authenticated client there.
+Handlers are plain functions: FastAPI runs them in its thread pool, and the
+:class:`~controlplane.service.ControlPlane` serialises the reconfigurations of a chip.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -30,6 +33,7 @@ from controlplane.service import ControlPlane
 
 API = "/api/v1"
 PUBLIC = (f"{API}/health",)
+API_PAGE = Path(__file__).with_name("static") / "api.html"
 MAX_EVENT_ID = 2**63 - 1  # SQLite's largest integer: event ids never exceed it
 log = logging.getLogger("lumion.serve")
 
@@ -140,50 +144,46 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-class RateLimit:
-    """429 with ``Retry-After`` when a client (by address) goes over its token bucket."""
+class Gate:
+    """Authenticate, then rate-limit by (client address, authenticated), then refuse (401).
 
-    def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
-        self.app, self.limiter = app, limiter
+    The token is checked first so that the bucket can be chosen by it: requests without a
+    valid token (public pages, probes, a guessing attacker) share one bucket per address,
+    requests with it another, and 400 unauthenticated requests cannot make the
+    scheduler's next authenticated failure report wait (a 429). A wrong token is counted
+    in the unauthenticated bucket, so guessing is rate-limited too. ``token`` None: no
+    authentication (embedding only), every request counts as authenticated.
+    """
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            client = (scope.get("client") or ("?", 0))[0]
-            wait = self.limiter.allow(client)
-            if wait > 0:
-                await _send_error(
-                    send,
-                    429,
-                    f"more than {self.limiter.rate:g} requests/s from {client}",
-                    "rate-limited",
-                    {"Retry-After": str(max(1, round(wait + 0.5)))},
-                )
-                return
-        await self.app(scope, receive, send)
-
-
-class BearerAuth:
-    """401 for any ``/api/`` request but health without the service's bearer token."""
-
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
-        self.app, self.token = app, token
+    def __init__(self, app: ASGIApp, token: str | None, limiter: RateLimiter) -> None:
+        self.app, self.token, self.limiter = app, token, limiter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         path = scope.get("path", "")
-        if (
-            scope["type"] == "http"
-            and self.token is not None
-            and path.startswith("/api/")
-            and path not in PUBLIC
-        ):
-            headers = dict(scope.get("headers") or [])
-            given = bearer(headers.get(b"authorization", b"").decode("latin-1"))
-            if not token_matches(given, self.token):
-                what = "no bearer token" if given is None else "a wrong bearer token"
-                await _send_error(
-                    send, 401, f"{what} for {path}", "auth", {"WWW-Authenticate": 'Bearer realm="lumion"'}
-                )
-                return
+        headers = dict(scope.get("headers") or [])
+        given = bearer(headers.get(b"authorization", b"").decode("latin-1"))
+        authed = self.token is None or token_matches(given, self.token)
+        client = (scope.get("client") or ("?", 0))[0]
+        wait = self.limiter.allow(f"{client} {'token' if authed else 'anonymous'}")
+        if wait > 0:
+            await _send_error(
+                send,
+                429,
+                f"more than {self.limiter.rate:g} requests/s from {client}"
+                f"{'' if authed else ' without a valid token'}",
+                "rate-limited",
+                {"Retry-After": str(max(1, round(wait + 0.5)))},
+            )
+            return
+        if not authed and path.startswith("/api/") and path not in PUBLIC:
+            what = "no bearer token" if given is None else "a wrong bearer token"
+            await _send_error(
+                send, 401, f"{what} for {path}", "auth", {"WWW-Authenticate": 'Bearer realm="lumion"'}
+            )
+            return
         await self.app(scope, receive, send)
 
 
@@ -243,17 +243,18 @@ def create_app(
         title="LUMION control plane",
         version="1",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's /docs and /redoc load their scripts from a CDN: _api_docs serves one
+        redoc_url=None,
         description="One rack's photonic fabric: jobs, failures and recoveries, state and events. "
         "Every /api/v1 endpoint but /api/v1/health needs 'Authorization: Bearer <token>'.",
     )
-    auth = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; BearerAuth enforces it
+    auth = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; Gate enforces it
     _handlers(app)
+    _api_docs(app)
     _routes(app, cp, auth)
     _simulation_routes(app, cp, auth)
     _mount_dashboard(app, cp)
-    inner: ASGIApp = BearerAuth(app, token)
-    inner = RateLimit(inner, RateLimiter(rate_per_s, rate_burst))
-    return BodyLimit(inner, max_body_bytes)
+    return Gate(BodyLimit(app, max_body_bytes), token, RateLimiter(rate_per_s, rate_burst))
 
 
 def _handlers(app: FastAPI) -> None:
@@ -281,6 +282,15 @@ def _handlers(app: FastAPI) -> None:
     async def bug(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         return JSONResponse(error_body(f"{type(exc).__name__}: {exc}"[:400], "bug"), status_code=500)
+
+
+def _api_docs(app: FastAPI) -> None:
+    """``GET /docs``: the endpoints, rendered in the page from ``/openapi.json`` (nothing from outside)."""
+    from fastapi.responses import FileResponse
+
+    @app.get("/docs", include_in_schema=False)
+    def api_docs() -> FileResponse:
+        return FileResponse(API_PAGE, media_type="text/html", headers={"Cache-Control": "no-cache"})
 
 
 def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:

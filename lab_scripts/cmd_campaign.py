@@ -91,13 +91,15 @@ def run(args: argparse.Namespace) -> int:
         fn, tasks = trace_task, availability_tasks(traces=args.traces, jobs=args.jobs, seed=args.seed,
                                                    mtbf_h=args.mtbf_h)
     t0 = time.perf_counter()
-    rows = run_tasks(fn, tasks, scheduler=args.scheduler, workers=args.workers, label=f"campaign {args.kind}")
+    used: dict[str, Any] = {}
+    rows = run_tasks(fn, tasks, scheduler=args.scheduler, workers=args.workers, label=f"campaign {args.kind}",
+                     used=used)
     seconds = time.perf_counter() - t0
     if out:
         write_table(rows, out)
     payload: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, "kind": args.kind, "seed": args.seed,
                                "scheduler": args.scheduler or "local-processes",
-                               "workers": None if args.scheduler else args.workers,
+                               "workers": used["workers"],
                                "n_tasks": len(tasks), "seconds": seconds}
     if args.kind == "yield":
         payload |= _yield_payload(args, rows, plot)

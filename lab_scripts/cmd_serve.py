@@ -28,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "hitlessly, keep the truth in a SQLite database (every reconfiguration is a transaction; "
         "a restart reconciles the chip), log events, detect dark accelerators optically. Binds to "
         "loopback; every /api/v1 endpoint but health needs the bearer token from --token-file "
-        "(made 0600 on first start). Example: lumion serve --port 0 --json",
+        "(made 0600 on first start); another address needs --allow-remote, an existing token "
+        "file and, recommended, TLS (--ssl-certfile, --ssl-keyfile). Example: lumion serve --port 0 --json",
     )
     p.add_argument(
         "--bench",
@@ -47,8 +48,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to bind (default 127.0.0.1; another than loopback needs --token-file)",
+        help="address to bind (default 127.0.0.1; another than loopback needs --allow-remote "
+        "and an existing --token-file)",
     )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="serve on a non-loopback --host (the rack's network): the token file must exist "
+        "already (the service will not mint a token nobody has seen); give TLS too",
+    )
+    p.add_argument("--ssl-certfile", metavar="CERT.pem", help="serve HTTPS with this certificate (chain)")
+    p.add_argument("--ssl-keyfile", metavar="KEY.pem", help="its private key (with --ssl-certfile)")
     p.add_argument(
         "--port",
         type=int,
@@ -141,27 +151,51 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _check_exposure(args: argparse.Namespace, loopback: bool) -> None:
+    """Refuse a network bind without its opt-in and an existing token; TLS files in pairs."""
+    if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
+        raise UsageError("give --ssl-certfile and --ssl-keyfile together (the certificate and its key)")
+    for flag, path in (("--ssl-certfile", args.ssl_certfile), ("--ssl-keyfile", args.ssl_keyfile)):
+        if path and not os.access(path, os.R_OK):
+            raise UsageError(f"{flag} {path}: no such readable file")
+    if loopback:
+        return
+    if not args.allow_remote:
+        raise UsageError(
+            f"--host {args.host} is not loopback: add --allow-remote to serve the rack on the network, "
+            "with --token-file naming an existing token file (and --ssl-certfile/--ssl-keyfile for TLS)"
+        )
+    if args.token_file is None or not Path(args.token_file).is_file():
+        raise UsageError(
+            f"--host {args.host} --allow-remote needs --token-file naming an existing token file "
+            "(the service will not put a token nobody has seen on the network); make one first: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))' > FILE; chmod 600 FILE"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Open the store and the bench, reconcile, announce, serve until SIGINT/SIGTERM."""
-    from controlplane.security import RATE_PER_S, is_loopback, load_or_create_token
+    from controlplane.security import RATE_PER_S, is_loopback, load_or_create_token, read_token
     from controlplane.store import Store
 
-    if not is_loopback(args.host) and args.token_file is None:
-        raise UsageError(
-            f"--host {args.host} is not loopback: name the token file clients will use with "
-            "--token-file (the service refuses to expose a token nobody chose)"
-        )
+    _check_exposure(args, is_loopback(args.host))
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: give 0..65535")
     if args.telemetry_period_s < 0:
         raise UsageError("--telemetry-period-s must be >= 0 (0 turns optical detection off)")
     db = Path(args.db)
     token_file = Path(args.token_file) if args.token_file else db.with_name(db.name + ".token")
-    store = Store(db, exclusive=True)
+    stop = StopRequest()  # a SIGTERM while starting is a stop asked for, not a death (exit 143)
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    store = None
     bench = None
     try:
+        store = Store(db, exclusive=True)
         bench_fabric, bind_fabric = _fabric(args, store)
-        token, created = load_or_create_token(token_file)
+        if is_loopback(args.host):
+            token, created = load_or_create_token(token_file)
+        else:  # checked to exist by _check_exposure: on a network, only a token somebody has
+            token, created = read_token(token_file), False
         if args.bench == "sim":
             cfg: Any = sim_bench_config(bench_fabric, args.seed)
         else:
@@ -192,11 +226,33 @@ def run(args: argparse.Namespace) -> int:
             token_file,
             created,
             RATE_PER_S if args.rate_limit_per_s is None else args.rate_limit_per_s,
+            stop,
         )
     finally:
-        store.close()
+        if store is not None:
+            store.close()
         if bench is not None:
             bench.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopRequest:
+    """The signal handler from the start of ``run`` until uvicorn takes the signals over.
+
+    Before it, a SIGTERM sent right after the announce line (uvicorn is still being
+    imported) killed the process with exit 143 and no ``service-stopped`` event. Now
+    the signal is remembered, and the server starts, sees it and stops gracefully.
+    """
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def __call__(self, sig: int, frame: Any) -> None:  # noqa: ARG002 -- signal handler signature
+        self.signal = sig
 
 
 def _server_class() -> Any:
@@ -207,7 +263,19 @@ def _server_class() -> Any:
 
         uvicorn re-raises the captured signal so the process dies of it; ``lumion serve``
         instead closes the bench and the store and exits 0 (a stop asked for is a success).
+        A stop asked for before uvicorn's handlers were installed (``stop``) is honoured
+        once the server has started: its lifespan runs both ways (``service-started``,
+        ``service-stopped``).
         """
+
+        def __init__(self, config: Any, stop: StopRequest) -> None:
+            super().__init__(config)
+            self.stop = stop
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.stop.signal is not None:  # uvicorn's handlers are in place since serve()
+                self.should_exit = True
 
         def handle_exit(self, sig: int, frame: Any) -> None:  # noqa: ARG002 -- uvicorn's signature
             if self.should_exit and sig == signal.SIGINT:
@@ -216,6 +284,19 @@ def _server_class() -> Any:
                 self.should_exit = True
 
     return Server
+
+
+def _urls(host: str, port: int, tls: bool) -> dict[str, str]:
+    """``url``, ``api`` and ``bind`` of the listening socket.
+
+    A wildcard bind (0.0.0.0, ::) is no address a client can use: the URL names this host
+    (its fully qualified name), ``bind`` what the socket is bound to.
+    """
+    shown = f"[{host}]" if ":" in host else host
+    wildcard = host in ("0.0.0.0", "::")
+    name = socket.getfqdn() if wildcard else shown
+    url = f"{'https' if tls else 'http'}://{name}:{port}"
+    return {"url": url, "api": f"{url}/api/v1", "bind": f"{shown}:{port}"}
 
 
 def _serve(
@@ -227,10 +308,12 @@ def _serve(
     token_file: Path,
     created: bool,
     rate: float,
+    stop: StopRequest,
 ) -> int:
     from calibration.heater_map import IdealMap
     from controlplane.app import create_app
     from controlplane.errors import ServiceError
+    from controlplane.security import is_loopback
     from controlplane.service import ControlPlane
 
     try:
@@ -241,15 +324,15 @@ def _serve(
     actions = [a for a in (cp.store.events(0, 5000) or []) if a["kind"] == "state-loaded"][-1:]
     sock = _listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
+    tls = bool(args.ssl_certfile)
     app = create_app(
         cp, token=token, telemetry_period_s=args.telemetry_period_s, on_dark=args.on_dark, rate_per_s=rate
     )
     info = {
         "schema": SERVE_SCHEMA,
         "version": 1,
-        "url": f"http://{shown}:{port}",
-        "api": f"http://{shown}:{port}/api/v1",
+        **_urls(host, port, tls),
+        "tls": tls,
         "token_file": str(token_file),
         "token_created": created,
         "db": str(store.path),
@@ -268,6 +351,9 @@ def _serve(
         print(f"warning: no calibration map for chip {cp.chip_id}: routes are programmed through "
               "the ideal heater law, leak light, and optical detection may miss a dark accelerator; "
               "calibrate the chip (lumion calibrate) and restart with --map MAP.json", file=sys.stderr)
+    if not tls and not is_loopback(args.host):
+        print(f"warning: serving {info['bind']} without TLS: the bearer token crosses the network in "
+              "clear; give --ssl-certfile and --ssl-keyfile", file=sys.stderr)
     if args.json:
         print(json.dumps(info), flush=True)
     else:
@@ -279,7 +365,22 @@ def _serve(
         )
     import uvicorn
 
-    server = _server_class()(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False))
+    from controlplane.protocol import JsonErrorH11Protocol
+
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        http=JsonErrorH11Protocol,  # its own 400s as the API's JSON error
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+    )
+    try:
+        config.load()  # reads the certificate and key: refused in one line before serving
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--ssl-certfile/--ssl-keyfile: cannot load them ({exc})") from exc
+    server = _server_class()(config, stop)
     server.run(sockets=[sock])
     print("stopped", file=sys.stderr)
     return 0

@@ -182,24 +182,41 @@ function drawAccelerators(status) {
     const row = document.createElement("tr");
     row.dataset.accelerator = acc.name;
     if (role === "failed") row.className = "failed";
-    row.innerHTML = `<td>${acc.name}</td><td>${(acc.tx || []).join(" ")}</td><td>${(acc.rx || []).join(" ")}</td>` +
-      `<td>${role}${acc.job ? " (" + acc.job + ")" : ""}</td>`;
+    cells(row, [acc.name, (acc.tx || []).join(" "), (acc.rx || []).join(" "),
+                `${role}${acc.job ? " (" + acc.job + ")" : ""}`]);
     tbody.appendChild(row);
   }
 }
 
+// Names (accelerators, jobs, ports) come from the fabric file and the API: they go into the
+// page as text nodes only, never as HTML, so a name like <img onerror=...> stays a name.
+function cells(row, texts) {
+  return texts.map((t) => {
+    const td = document.createElement("td");
+    td.textContent = String(t);
+    row.appendChild(td);
+    return td;
+  });
+}
+
 function fillLinks(links) {
   const tbody = document.querySelector("#links tbody");
-  tbody.innerHTML = "";
+  tbody.replaceChildren();
   for (const lk of links) {
     const tr = document.createElement("tr");
     tr.dataset.link = linkName(lk);
     if (linkDark(lk)) tr.className = "dark";
     const n = lk.n_tbus !== undefined ? lk.n_tbus : ((lk.route && lk.route.tbus) || []).length;
     const live = linkRx(lk) === undefined ? "no reading" : (linkDark(lk) ? "dark (LOS)" : "lit");
-    tr.innerHTML = `<td><span class="swatch" style="background:${lk.colour}"></span>${linkName(lk)}</td>` +
-      `<td class="num">${n}</td><td class="num">${fmt(linkMargin(lk), 1)}</td>` +
-      `<td class="num">${fmt(linkRx(lk), 1)}</td><td class="num">${fmt(liveMargin(lk), 1)}</td><td>${live}</td>`;
+    const swatch = document.createElement("span");
+    swatch.className = "swatch";
+    swatch.style.background = lk.colour;
+    const first = cells(tr, [linkName(lk)])[0];
+    first.prepend(swatch);
+    for (const td of cells(tr, [n, fmt(linkMargin(lk), 1), fmt(linkRx(lk), 1), fmt(liveMargin(lk), 1)])) {
+      td.className = "num";
+    }
+    cells(tr, [live]);
     tbody.appendChild(tr);
   }
 }
@@ -296,7 +313,7 @@ function niceStep(raw) {
 
 function fillEvents() {
   const ol = document.getElementById("events");
-  ol.innerHTML = "";
+  ol.replaceChildren();
   for (const e of state.events.slice(-EVENTS_SHOWN).reverse()) {
     const li = document.createElement("li");
     li.value = e.id;

@@ -7,6 +7,7 @@ loopback sockets, one transceiver per accelerator behind an I2C bridge on a pty)
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 import httpx
@@ -302,3 +303,46 @@ def test_a_bad_detection_time_is_one_json_422_and_recovers_nothing(svc, detected
 def test_an_event_id_past_sqlites_integers_is_422(svc):
     _error(svc.client.get("/events", params={"since": 2**63}), 422, "input")
     assert svc.client.get("/events", params={"since": 2**63 - 1}).json()["events"] == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GARBAGE\r\n\r\n",  # no request line
+        b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",  # a header without a colon
+        b"POST /api/v1/failures HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"ZZ\r\nab\r\n0\r\n\r\n",
+    ],
+    ids=["request-line", "header", "chunk-size"],
+)
+def test_requests_the_http_parser_refuses_get_one_json_error(svc, raw):
+    import json
+    import socket
+
+    host, port = svc.info["bind"].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(raw)
+        reply = b""
+        while chunk := s.recv(4096):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert b"content-type: application/json" in head.lower()
+    error = json.loads(body)
+    assert error["kind"] == "input"
+    assert error["error"].startswith("malformed HTTP request")
+    assert error["hint"]
+
+
+def test_the_api_reference_is_served_without_a_cdn(svc):
+    base = svc.info["url"]
+    page = httpx.get(f"{base}/docs")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert "/openapi.json" in page.text
+    assert "https://" not in page.text  # FastAPI's default page loads Swagger UI from a CDN
+    assert "http://" not in page.text
+    links = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', page.text)
+    assert links == ["/openapi.json"]  # no script or style sheet from anywhere
+    assert "innerHTML" not in page.text
+    _error(httpx.get(f"{base}/redoc"), 404, "not-found")  # ReDoc would load its script from a CDN too

@@ -225,3 +225,35 @@ def test_a_failed_tbu_is_marked_and_its_link_moved(served, browser):
     for name in set(routes) - sharing:
         assert moved[name] == routes[name]  # links that did not use it are drawn where they were
     assert _roles(browser)["gpu3"] == "worker"
+
+
+HOSTILE = '<img src=x onerror="document.body.dataset.pwned=1">'
+
+
+def test_names_are_shown_as_text_never_run_as_html(tmp_path, browser):
+    """An accelerator name (from a fabric file: anybody's text) with markup in it stays a name."""
+    from photonics.fabric import Accelerator, default_fabric, make_fabric
+
+    base = default_fabric()
+    accs = [
+        Accelerator(HOSTILE if a.name == "gpu3" else a.name, a.tx, a.rx, a.spare) for a in base.accelerators
+    ]
+    fabric = make_fabric(base.mesh, accs, next(iter(base.lanes.values())), base.mesh_spec, "hostile")
+    rack = Rack(tmp_path / "cp.db", fabric=fabric)
+    rack.cp.place_job(accelerators=["gpu0", "gpu1", "gpu2", HOSTILE], pattern="ring")
+    srv = Served(rack.cp)
+    try:
+        browser.get(f"{srv.url}/#token={TOKEN}")
+        wait_for(lambda: _count(browser, "#links tbody tr") == 4, what="the job's links listed")
+        wait_for(lambda: _count(browser, "#accelerators tbody tr") == len(accs), what="accelerators listed")
+        assert _count(browser, "img") == 0
+        assert _js(browser, "return document.body.dataset.pwned") is None
+        names = _js(browser, "return [...document.querySelectorAll('#accelerators tbody tr td:first-child')]"
+                             ".map(td => td.textContent)")
+        assert HOSTILE in names
+        links = _js(browser, "return [...document.querySelectorAll('#links tbody tr td:first-child')]"
+                             ".map(td => td.textContent)")
+        assert f"gpu2->{HOSTILE}" in links
+    finally:
+        srv.stop()
+        rack.close()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -14,7 +18,7 @@ import httpx
 import pytest
 
 from controlplane.security import is_loopback, load_or_create_token, token_matches
-from tests.controlplane.conftest import ROOT
+from tests.controlplane.conftest import ROOT, START_TIMEOUT_S
 
 
 def _lumion(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -28,14 +32,109 @@ def _lumion(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_non_loopback_host_needs_an_explicit_token_file(tmp_path):
-    out = _lumion("serve", "--db", str(tmp_path / "cp.db"), "--host", "0.0.0.0", "--port", "0", "--json")
-    assert out.returncode == 64
+def _usage_error(out: subprocess.CompletedProcess) -> str:
+    assert out.returncode == 64, out.stderr
     err = json.loads(out.stdout)
     assert err["kind"] == "usage"
-    assert "--token-file" in err["error"]
     assert len(out.stderr.strip().splitlines()) == 1
+    return err["error"]
+
+
+def test_a_non_loopback_host_needs_the_opt_in_and_an_existing_token(tmp_path):
+    db = str(tmp_path / "cp.db")
+    serve = ("serve", "--db", db, "--host", "0.0.0.0", "--port", "0", "--json")
+    assert "--allow-remote" in _usage_error(_lumion(*serve))
+    # a token file named but not there: the service used to mint one nobody had seen, and serve it
+    new = tmp_path / "new.token"
+    for extra in ((), ("--token-file", str(new)), ("--token-file", str(tmp_path))):
+        assert "existing token file" in _usage_error(_lumion(*serve, "--allow-remote", *extra))
+    assert "together" in _usage_error(_lumion(*serve, "--ssl-certfile", str(new)))
+    assert not new.exists()
     assert not (tmp_path / "cp.db").exists()  # refused before anything was created
+
+
+def _self_signed(tmp_path):
+    """A certificate for 127.0.0.1 and its key (openssl), the CA a client trusts."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=lumion-test",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )
+    return cert, key
+
+
+def _announce(proc: subprocess.Popen) -> dict:
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(START_TIMEOUT_S)
+    assert line, "no announce line"
+    assert line[0].strip(), proc.stderr.read()
+    return json.loads(line[0])
+
+
+def _serve(tmp_path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lab_scripts.cli", "serve", "--db", str(tmp_path / "cp.db"), "--port", "0",
+         "--json", "--telemetry-period-s", "0", *args],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_a_network_bind_with_an_existing_token_serves_tls_and_names_its_address(tmp_path):
+    import ssl
+
+    token, _ = load_or_create_token(tmp_path / "token")
+    cert, key = _self_signed(tmp_path)
+    proc = _serve(tmp_path, "--host", "0.0.0.0", "--allow-remote", "--token-file", str(tmp_path / "token"),
+                  "--ssl-certfile", str(cert), "--ssl-keyfile", str(key))
+    try:
+        info = _announce(proc)
+        port = int(info["bind"].rsplit(":", 1)[1])
+        assert info["bind"] == f"0.0.0.0:{port}"
+        assert info["tls"] is True
+        assert info["url"] == f"https://{socket.getfqdn()}:{port}"  # a name clients can use, not 0.0.0.0
+        assert info["token_created"] is False
+        trusted = ssl.create_default_context(cafile=str(cert))
+        base = f"https://127.0.0.1:{port}/api/v1"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                health = httpx.get(f"{base}/health", verify=trusted, timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "no TLS answer"
+                time.sleep(0.05)
+        assert health.status_code == 200
+        auth = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{base}/status", headers=auth, verify=trusted).status_code == 200
+        with pytest.raises(httpx.TransportError):  # no plain HTTP on the TLS port
+            httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_sigterm_right_after_the_announce_line_stops_gracefully(tmp_path):
+    for _ in range(2):  # the window is uvicorn's import: hit it every time, not once by luck
+        proc = _serve(tmp_path)
+        _announce(proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    db = sqlite3.connect(f"file:{tmp_path / 'cp.db'}?mode=ro", uri=True)
+    try:
+        kinds = [r[0] for r in db.execute("SELECT kind FROM events ORDER BY id")]
+    finally:
+        db.close()
+    assert kinds.count("service-started") == 2
+    assert kinds.count("service-stopped") == 2
+    assert kinds[-1] == "service-stopped"
 
 
 def test_a_readable_token_file_is_refused(tmp_path):
@@ -98,8 +197,9 @@ def test_restart_keeps_jobs_and_token(service_factory):
     assert kinds.count("service-stopped") == 1
 
 
-def test_rate_limit_answers_429_with_retry_after(tmp_path):
-    """create_app over an in-process control plane, served by uvicorn on loopback in a thread."""
+@contextlib.contextmanager
+def _in_process(tmp_path, **kwargs):
+    """create_app over an in-process control plane, served by uvicorn on loopback in a thread; its URL."""
     import uvicorn
 
     from controlplane.app import create_app
@@ -110,7 +210,7 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path):
 
     bench = open_bench(None)
     cp = ControlPlane(Store(tmp_path / "cp.db"), bench, default_fabric())
-    app = create_app(cp, token="t" * 43, rate_per_s=0.01, rate_burst=3.0)
+    app = create_app(cp, token="t" * 43, **kwargs)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -120,17 +220,38 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path):
     try:
         while not server.started:
             time.sleep(0.01)
-        codes = [httpx.get(f"http://127.0.0.1:{port}/api/v1/health").status_code for _ in range(5)]
-        assert codes[:3] == [200, 200, 200]
-        assert codes[3:] == [429, 429]
-        r = httpx.get(f"http://127.0.0.1:{port}/api/v1/health")
-        assert r.json()["kind"] == "rate-limited"
-        assert int(r.headers["retry-after"]) >= 1
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(10)
         cp.close()
         bench.close()
+
+
+def test_rate_limit_answers_429_with_retry_after(tmp_path):
+    with _in_process(tmp_path, rate_per_s=0.01, rate_burst=3.0) as url:
+        codes = [httpx.get(f"{url}/api/v1/health").status_code for _ in range(5)]
+        assert codes[:3] == [200, 200, 200]
+        assert codes[3:] == [429, 429]
+        r = httpx.get(f"{url}/api/v1/health")
+        assert r.json()["kind"] == "rate-limited"
+        assert int(r.headers["retry-after"]) >= 1
+
+
+def test_unauthenticated_floods_do_not_starve_the_authenticated_client(tmp_path):
+    auth = {"Authorization": "Bearer " + "t" * 43}
+    with _in_process(tmp_path, rate_per_s=0.01, rate_burst=5.0) as url, httpx.Client(base_url=url) as c:
+        flood = [c.get("/api/v1/status").status_code for _ in range(8)]  # no token, same address
+        assert flood[:5] == [401] * 5
+        assert flood[5:] == [429] * 3  # guessing tokens is rate-limited too
+        wrong = c.get("/api/v1/status", headers={"Authorization": "Bearer guess"})
+        assert wrong.status_code == 429
+        # the scheduler's report, from the same address, is not held up by the flood
+        assert c.get("/api/v1/status", headers=auth).status_code == 200
+        r = c.post("/api/v1/failures", json={"accelerator": "gpu1"}, headers=auth)
+        assert r.status_code == 404, r.text  # gpu1 runs no job: answered, not 429
+        # and it has a bucket of its own, of the same size
+        assert [c.get("/api/v1/events", headers=auth).status_code for _ in range(4)] == [200, 200, 200, 429]
 
 
 def test_a_map_of_another_chip_is_refused(tmp_path):

@@ -49,7 +49,7 @@ def cluster(tmp_path):
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     procs = [subprocess.Popen([*dask_cli(), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--dashboard-address", ":0", "--no-show"], cwd=tmp_path, env=env,
+                               "--dashboard-address", "127.0.0.1:0", "--no-show"], cwd=tmp_path, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
     try:
         time.sleep(0.5)
@@ -89,6 +89,7 @@ def test_same_yield_locally_and_on_a_real_cluster(capsys, tmp_path, cluster):
     code, remote = run_json(capsys, [*ARGS, "--scheduler", cluster, "--out", str(tmp_path / "remote.csv")])
     assert code == 0
     assert remote["scheduler"] == cluster
+    assert remote["workers"] == 1  # the cluster's one worker (was null)
     assert remote["yield"] == local["yield"]
     assert remote["groups"] == local["groups"]
     assert (tmp_path / "local.csv").read_bytes() == (tmp_path / "remote.csv").read_bytes()
