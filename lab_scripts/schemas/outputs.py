@@ -643,8 +643,10 @@ class ServeOutput(Strict):
 
     schema_name: Literal["lumion.serve"] = Field(alias="schema")
     version: Literal[1]
-    url: str
+    url: str = Field(description="what a client uses: https with TLS; a wildcard bind names this host")
     api: str
+    bind: str = Field(description="the listening socket's address:port (e.g. 0.0.0.0:8470)")
+    tls: bool = Field(description="HTTPS (--ssl-certfile, --ssl-keyfile)")
     token_file: Path
     token_created: bool
     db: Path
