@@ -68,7 +68,9 @@ def test_healthy_ring_every_link_lit_and_nothing_declared(ring):
     for name, link in poll.links.items():
         assert link["dark"] is False, name
         assert link["los"] is False
-        assert link["rx_dbm"] > DEFAULT_DARK_DBM + 10  # a placed ring link arrives with > 10 dB to spare
+        # the default fabric keeps >= 6 dB of budget margin on every ring link (facets and
+        # access waveguides included), and the simulated modules launch 1 dB over the budget's
+        assert link["rx_dbm"] > DEFAULT_DARK_DBM + 6
         assert link["armed"]
     assert poll.declared == ()
     assert poll.dark_links == ()

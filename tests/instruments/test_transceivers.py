@@ -9,7 +9,13 @@ import pytest
 from instruments.errors import InstrumentError, LimitError
 from instruments.sim.chip import Chip
 from instruments.sim.heater_device import PtyLink
-from instruments.sim.transceivers import BridgeDeviceSim, SimI2CBus, SimTransceiver, TransceiverBench
+from instruments.sim.transceivers import (
+    OFF_MESH_LOSS_DB,
+    BridgeDeviceSim,
+    SimI2CBus,
+    SimTransceiver,
+    TransceiverBench,
+)
 from instruments.sim.truth_map import TruthMap
 from instruments.testing import expected_protocol
 from instruments.transceiver import (
@@ -82,8 +88,9 @@ def test_rx_power_follows_the_routed_light(optics):
     chip.set_currents(TruthMap(chip).currents_for(plan.configuration, 24.0))
     rb, ra = mb.rx_power_dbm(), ma.rx_power_dbm()
     model = {(r.route.src, r.route.dst): r.transmission_db for r in plan.routes}
-    assert rb[0] == pytest.approx(1.0 + model[(0, 24)], abs=0.1)
-    assert ra[1] == pytest.approx(1.0 + model[(21, 5)], abs=0.1)
+    # launch +1 dBm, facets and access waveguides at both ends, then the mesh's own transmission
+    assert rb[0] == pytest.approx(1.0 - OFF_MESH_LOSS_DB + model[(0, 24)], abs=0.1)
+    assert ra[1] == pytest.approx(1.0 - OFF_MESH_LOSS_DB + model[(21, 5)], abs=0.1)
     assert not mb.rx_los()[0]
     ma.set_tx_disable(0, True)
     assert mb.rx_power_dbm()[0] < rb[0] - 20
