@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, count, positive, print_json, table
-from lab_scripts.errors import planning, reading
+from lab_scripts.errors import CliError, planning, reading
 
 SCHEMA = "lumion.collective"
 VERSION = 1
@@ -84,15 +84,22 @@ def _collective(args: argparse.Namespace) -> Any:
     elif args.accelerators is None:
         raise UsageError(f"--pattern {args.pattern} needs --accelerators N")
     elif args.pattern == "straggler":
+        _check_rank(args.straggler, args.accelerators)
         return straggler_allreduce(args.accelerators, args.straggler, args.lag_ms)
     else:
         coll = by_pattern(args.pattern, args.accelerators)
+    _check_rank(args.straggler, coll.n_ranks)
     if args.lag_ms:
         slow = coll.n_ranks - 1 if args.straggler is None else args.straggler
-        if slow >= coll.n_ranks:
-            raise UsageError(f"--straggler {slow} is not a rank of {coll.n_ranks}")
         coll = replace(coll, lag_ms={slow: args.lag_ms})
     return coll
+
+
+def _check_rank(rank: int | None, n_ranks: int) -> None:
+    """Bad input (exit 2) for a ``--straggler`` that names no rank of the collective."""
+    if rank is not None and not 0 <= rank < n_ranks:
+        raise CliError(f"--straggler {rank} is not a rank of the {n_ranks}-rank collective; "
+                       f"give 0..{n_ranks - 1}", "input", "CollectiveError")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import UsageError, add_json_flag, print_json, seed, table
-from lab_scripts.errors import planning
+from lab_scripts.common import add_json_flag, print_json, seed, table
+from lab_scripts.errors import CliError, planning
 from lab_scripts.paths import output_folder
 
 
@@ -135,7 +135,8 @@ def _fabric_with_worker(name: str) -> Any:
     fabric = default_fabric()
     workers = [a.name for a in fabric.accelerators if not a.spare]
     if name not in workers:
-        raise UsageError(f"--fail {name}: no such accelerator in the ring; choose from {', '.join(workers)}")
+        raise CliError(f"--fail {name}: no such accelerator in the ring; choose from {', '.join(workers)}",
+                       "input", "FabricError")
     return fabric
 
 

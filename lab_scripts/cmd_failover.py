@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import UsageError, add_json_flag, print_json, table
+from lab_scripts.common import add_json_flag, print_json, table
 from lab_scripts.errors import CliError, explain, planning, reading
 from lab_scripts.paths import JSON_SUFFIXES, PLOT_SUFFIXES, output_file, sibling
 from photonics.atomic import save_figure
@@ -126,15 +126,15 @@ def _events(args: argparse.Namespace, fabric: Any) -> list[tuple[str, Any]]:
     if not events and args.plan is None and args.out is None:
         events = [("fail", DEFAULT_VICTIM)]
     known = list(fabric.names)
-    for kind, name in events:
+    for kind, name in events:  # a well-formed option naming nothing there is bad input (exit 2)
         if kind == "fail" and name not in known:
-            raise UsageError(f"--fail {name}: no such accelerator in {fabric.name}; "
-                             f"choose from {', '.join(known)}")
+            raise CliError(f"--fail {name}: no such accelerator in {fabric.name}; "
+                           f"choose from {', '.join(known)}", "input", "FabricError")
         if kind == "tbu":
             try:
                 fabric.mesh.tbu_index(name)
             except Exception as exc:  # MeshSpecError (a LumionError) with the names it knows
-                raise UsageError(f"--tbu {name}: {explain(exc)}") from None
+                raise CliError(f"--tbu {name}: {explain(exc)}", "input", type(exc).__name__) from None
     if args.together:
         names = [n for k, n in events if k == "fail"]
         events = [("together", names)] + [e for e in events if e[0] == "tbu"] if names else events

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, load_mesh, mesh_spec, print_json, seed, table
+from lab_scripts.errors import CliError, explain
 from lab_scripts.paths import PLOT_SUFFIXES, output_file
 
 
@@ -78,6 +79,25 @@ def parse_failed(items: list[str]) -> dict[str, str]:
     return out
 
 
+def check_names(mesh: Any, failed: list[int | str], reserved: list[int | str], transceiver: str) -> None:
+    """Bad input (exit 2) for a TBU or lane profile that does not exist.
+
+    The option is right, the name is not; the message says where the valid names are.
+    """
+    from photonics.budget import TRANSCEIVER_PROFILES
+    from photonics.errors import MeshSpecError
+
+    for option, names in (("--failed", failed), ("--reserved", reserved)):
+        for name in names:
+            try:
+                mesh.tbu_index(name)
+            except MeshSpecError as exc:
+                raise CliError(f"{option} {name}: {explain(exc)}", "input", "MeshSpecError") from None
+    if transceiver not in TRANSCEIVER_PROFILES:
+        raise CliError(f"--transceiver {transceiver}: no such lane profile; choose from "
+                       f"{', '.join(TRANSCEIVER_PROFILES)}", "input", "BudgetError")
+
+
 def run(args: argparse.Namespace) -> int:
     """Plan, verify and report."""
     import numpy as np
@@ -89,11 +109,12 @@ def run(args: argparse.Namespace) -> int:
     pairs = [parse_connection(c) for c in args.connect]
     check_ports(mesh, pairs)
     failed = {(int(k) if k.isdigit() else k): v for k, v in parse_failed(args.failed).items()}
+    reserved = [int(r) if r.isdigit() else r for r in args.reserved]
+    check_names(mesh, list(failed), reserved, args.transceiver)
     if args.map is not None:  # TBUs calibration found broken; an explicit --failed wins
         from calibration.map import CalibrationMap
 
         failed = {**CalibrationMap.load(args.map, mesh=mesh).failed_tbus(), **failed}
-    reserved = [int(r) if r.isdigit() else r for r in args.reserved]
     params = None
     if args.fabricated is not None:
         params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(args.fabricated))
@@ -114,8 +135,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     rows = [(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}", len(r.route.hops),
              r.loss_db, r.transmission_db, r.acr_db, r.margin_db) for r in plan.routes]
+    checked = sorted({w for r in plan.routes for w in r.check.wavelengths_nm})
     print(f"{len(rows)} route(s) on {args.mesh} by the {plan.method} router"
-          f"{' (optimal)' if plan.optimal else ''}; unused TBUs parked; transceiver {args.transceiver}")
+          f"{' (optimal)' if plan.optimal else ''}; unused TBUs parked; transceiver {args.transceiver}, "
+          f"checked at {len(checked)} wavelengths {checked[0]:.2f}-{checked[-1]:.2f} nm (worst shown)")
     print(table(rows, ["route", "TBUs", "loss dB", "trans dB", "ACR dB", "margin dB"]))
     for r in plan.routes:
         path = " ".join(f"{mesh.tbu_names[h.tbu]}({h.state[0]})" for h in r.route.hops)

@@ -16,6 +16,8 @@ import numpy as np
 from instruments.config import open_bench
 from photonics.routing import check_routes, route_many
 
+LASER_NM = 1550.0  # the bench laser's wavelength; the model is compared at the same one
+
 
 def main(argv: list[str] | None = None) -> int:
     """Route, program, measure, compare with the model."""
@@ -44,13 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         plan = route_many(mesh, pairs, params=params, check_budget=False)
         report = bench.program(plan.configuration)
         routes = [r.route for r in plan.routes]
-        model = check_routes(mesh, plan.configuration, routes, params)
+        model = check_routes(mesh, plan.configuration, routes, params, wavelengths_nm=[LASER_NM])
         dsts = [r.dst for r in routes]
         print(f"programmed {report.channels} channels, {report.wire_time_s * 1e3:.1f} ms on the wire")
         print(f"{'route':>18} {'model dB':>9} {'meter dBm':>10} {'ACR model':>10} {'ACR meter':>10}")
         ok = True
         for route, m in zip(routes, model, strict=True):
-            bench.select_input(route.src)
+            bench.select_input(route.src, LASER_NM)
             pw = bench.read_powers_dbm(dsts)
             k = dsts.index(route.dst)
             acr = pw[k] - (np.delete(pw, k).max() if len(pw) > 1 else -np.inf)

@@ -123,6 +123,11 @@ class Lane(Open):
 
     transceiver: str | None = None
     polarization: str | None = None
+    wavelengths_nm: list[float] | None = Field(
+        default=None, min_length=1, description="the lane's channel centre(s), nm (DWDM: the channel it is "
+                                                "tuned to); routes from this port are checked there")
+    channel_width_nm: float | None = Field(
+        default=None, ge=0, description="width of each channel's slot, nm (0.8: a 100 GHz grid slot)")
 
 
 class FabricAccelerator(Open):

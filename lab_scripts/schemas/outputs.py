@@ -121,8 +121,13 @@ class RouteResult(Strict):
     dst: PortName
     tbus: list[HopState]
     loss_db: Db = Field(description="sum of the TBU and link losses on the path (dB)")
-    transmission_db: Db = Field(description="circuit-solve power at dst for light into src (dB)")
+    transmission_db: Db = Field(description="circuit-solve power at dst for light into src (dB), worst "
+                                            "over the lane's wavelengths")
     acr_db: DbOrNull = Field(description="attenuation-to-crosstalk ratio: transmission - worst leak (dB)")
+    acr_wavelength_nm: float | None = Field(
+        description="where the ACR is worst among the wavelengths checked (nm); null with no victim port")
+    n_wavelengths: int = Field(ge=1, description="wavelengths the route was checked at: every channel of the "
+                                                 "transceiver lane across its slot")
     worst_leak_db: DbOrNull = Field(description="strongest leak from src into another output (dB)")
     leak_in_db: DbOrNull = Field(description="strongest light from other inputs into dst (dB)")
     margin_db: Db = Field(description="link-budget margin above the receiver sensitivity (dB)")

@@ -36,15 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from photonics.budget import Transceiver, link_budget
-from photonics.circuit import solve
+from photonics.budget import Transceiver, check_band, link_budget
 from photonics.configuration import Configuration
 from photonics.errors import MeshSpecError, RoutingError
 from photonics.fabric.factorize import Matching, Pair, SearchStats, pair, search_factorization
 from photonics.fabric.model import DEFAULT_TRANSCEIVER, Fabric, FabricError, _profile
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.routing import build_graph, conflicts, parse_failed, route_many, shortest_path
-from photonics.routing.verify import plan_state
+from photonics.routing.verify import lane_power, route_wavelengths_nm
 from photonics.topology import Mesh
 
 # Questions the factorization search may ask (a quick one is one fast-router call, ~25 ms;
@@ -161,35 +160,52 @@ class Schedule:
 
 
 def _bidirectional_check(mesh: Mesh, conf: Configuration, pairs: Sequence[tuple[int, int]],
-                         params: TBUParams) -> tuple[list[float], float, float]:
-    """(transmission per pair in dB (worse direction), worst bidirectional ACR, reciprocity error)."""
+                         params: TBUParams, lanes: Mapping[int, Transceiver]
+                         ) -> tuple[list[float], float, float]:
+    """(transmission per pair in dB (worse direction), worst bidirectional ACR, reciprocity error).
+
+    Each end transmits at its own lane's wavelengths (``lanes[port]``, every channel across
+    its slot, :func:`photonics.routing.verify.lane_power`); every figure is the worst over
+    them. The reciprocity error compares both directions where their wavelengths coincide.
+    """
     ends = [p for ab in pairs for p in ab]
-    S = solve(mesh, plan_state(conf, params), np.array([params.center_wavelength_nm]), params,
-              inputs=ends)[0][0]  # (n_ports, n_inputs)
-    power = np.maximum(np.abs(S) ** 2, 1e-300)
-    col = {p: k for k, p in enumerate(ends)}
+    waves = route_wavelengths_nm(len(ends), [lanes[p] for p in ends])
+    powers = dict(zip(ends, lane_power(mesh, conf, ends, waves, params), strict=True))
+    at = dict(zip(ends, waves, strict=True))
     partner = dict(pairs) | {b: a for a, b in pairs}
     trans, acr, recip = [], np.inf, 0.0
     for a, b in pairs:
-        ab, ba = power[b, col[a]], power[a, col[b]]
-        trans.append(float(10 * np.log10(min(ab, ba))))
-        recip = max(recip, abs(float(10 * np.log10(ab / ba))))
+        ab, ba = powers[a][:, b], powers[b][:, a]
+        trans.append(float(10 * np.log10(min(ab.min(), ba.min()))))
+        common = sorted(set(at[a]) & set(at[b]))
+        if common:
+            ia = [at[a].index(w) for w in common]
+            ib = [at[b].index(w) for w in common]
+            recip = max(recip, float(np.abs(10 * np.log10(ab[ia] / ba[ib])).max()))
     for p in ends:
         victims = [q for q in ends if q not in (p, partner[p])]
         if victims:
-            acr = min(acr, float(10 * np.log10(power[partner[p], col[p]] / power[victims, col[p]].max())))
+            ratio = powers[p][:, partner[p]] / powers[p][:, victims].max(axis=1)
+            acr = min(acr, float(10 * np.log10(ratio.min())))
     return trans, acr, recip
 
 
 def _route_matching(mesh: Mesh, pairs: Sequence[tuple[int, int]], params: TBUParams, method: str,
-                    tx: Transceiver, defaults: PhysicsDefaults | None, margin: float,
+                    lanes: Mapping[int, Transceiver], defaults: PhysicsDefaults | None, margin: float,
                     require_budget: bool, failed: Mapping[int, str], time_limit_s: float) -> MatchingConfig:
+    tx = lanes[pairs[0][0]]
     plan = route_many(mesh, list(pairs), method=method, params=params, transceiver=tx,
                       required_margin_db=margin, check_budget=require_budget, failed=failed,
                       defaults=defaults, time_limit_s=time_limit_s)
     conf = plan.configuration
-    trans, acr, recip = _bidirectional_check(mesh, conf, pairs, params)
-    margins = [link_budget(-t, tx, tx, defaults, margin).margin_db for t in trans]
+    trans, acr, recip = _bidirectional_check(mesh, conf, pairs, params, lanes)
+    margins = [min(link_budget(-t, lanes[a], lanes[b], defaults, margin).margin_db,
+                   link_budget(-t, lanes[b], lanes[a], defaults, margin).margin_db)
+               for t, (a, b) in zip(trans, pairs, strict=True)]
+    if require_budget and min(margins) < margin:  # the other direction, or another lane, falls short
+        worst = int(np.argmin(margins))
+        raise RoutingError(f"{mesh.port_names[pairs[worst][0]]}<->{mesh.port_names[pairs[worst][1]]}: "
+                           f"margin {margins[worst]:.2f} dB is below the required {margin:.2f} dB")
     losses = tuple(r.loss_db for r in plan.routes)
     return MatchingConfig(tuple(pairs), conf, losses, tuple(trans), max(losses), min(trans), acr,
                           min(margins), recip)
@@ -225,11 +241,11 @@ def schedule(
     (``method`` "split", overhead above the bound).
 
     Args:
-        mesh_or_fabric: a mesh, or a fabric (its mesh, and the lane declared on the
-            first port for the budget).
+        mesh_or_fabric: a mesh, or a fabric (its mesh, and the lane declared on each
+            port: its wavelengths for the check, its power and sensitivity for the budget).
         ports: mesh ports, by index, ``"n"`` or ``"port:n"``; each a bidirectional port.
         params: the chip's per-TBU physics (nominal when omitted).
-        transceiver: lane profile for the budget when no fabric lane applies.
+        transceiver: lane profile of every port no fabric lane is declared on.
         defaults: physics defaults for the budget (facet and access losses).
         required_margin_db: margin every link must keep (dB).
         require_budget: refuse configurations whose links cannot close the budget with
@@ -257,17 +273,18 @@ def schedule(
         raise FabricError("a schedule needs at least two ports")
     if len(set(idx)) != len(idx):
         raise FabricError("a port is listed twice")
-    if isinstance(mesh_or_fabric, Fabric) and idx[0] in mesh_or_fabric.lanes:
-        tx = mesh_or_fabric.lane(idx[0])
-    else:
-        tx = _profile(transceiver) if isinstance(transceiver, str) else transceiver
+    tx = _profile(transceiver) if isinstance(transceiver, str) else transceiver
+    bound = mesh_or_fabric.lanes if isinstance(mesh_or_fabric, Fabric) else {}
+    lanes = {p: bound.get(p, tx) for p in idx}
+    for p in idx:  # refused before any solve: the chip cannot carry the lane
+        check_band(lanes[p], None, defaults)
     params = params or nominal_params(mesh.n_tbus, mesh.n_links, defaults)
     fails = parse_failed(mesh, failed)
     n = len(idx) + len(idx) % 2
     verts = [*idx, _DUMMY][:n]
 
     def route(pairs: list[tuple[int, int]], method: str, limit_s: float = time_limit_s) -> MatchingConfig:
-        return _route_matching(mesh, pairs, params, method, tx, defaults, required_margin_db,
+        return _route_matching(mesh, pairs, params, method, lanes, defaults, required_margin_db,
                                require_budget, fails, limit_s)
 
     tried, results = _best_labeling(verts, route, labelings, np.random.default_rng(seed))

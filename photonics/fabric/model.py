@@ -18,10 +18,13 @@ File format (``lumion.fabric`` version 1, JSON; see docs/fabric.md)::
      "transceiver": "dwdm-10g-zr",
      "accelerators": [{"name": "gpu0", "tx": ["port:1"], "rx": ["port:0"]},
                       {"name": "spare0", "tx": ["port:17"], "rx": ["port:16"], "spare": true}],
-     "ports": {"port:1": {"transceiver": "dwdm-10g-zr", "polarization": "drifting", "dop": 0.5}}}
+     "ports": {"port:1": {"transceiver": "dwdm-10g-zr", "polarization": "drifting", "dop": 0.5},
+               "port:5": {"wavelengths_nm": [1530.33], "channel_width_nm": 0.8}}}
 
 ``mesh`` is a spec string (``smartlight``, ``hex:RxC``...) or an inline ``lumion.mesh``
-object. ``ports`` overrides the default lane declaration for single ports.
+object. ``ports`` overrides the default lane declaration for single ports, including the
+DWDM channel(s) its transceiver is tuned to (``wavelengths_nm``): every route is checked
+at its TX lane's own wavelengths.
 
 Job descriptions with phases are TOML (see :func:`parse_job_toml` and examples/).
 """
@@ -202,9 +205,12 @@ def _profile(name: str) -> Transceiver:
 def _lane_to_dict(t: Transceiver) -> dict[str, Any]:
     out: dict[str, Any] = {"transceiver": t.name}
     base = TRANSCEIVER_PROFILES.get(t.name)
-    for key in ("tx_power_dbm", "rx_sensitivity_dbm", "relock_ms", "polarization", "dop"):
+    for key in ("tx_power_dbm", "rx_sensitivity_dbm", "relock_ms", "polarization", "dop",
+                "channel_width_nm"):
         if base is None or getattr(base, key) != getattr(t, key):
             out[key] = getattr(t, key)
+    if base is None or base.wavelengths_nm != t.wavelengths_nm:
+        out["wavelengths_nm"] = list(t.wavelengths_nm)
     return out
 
 
@@ -213,13 +219,16 @@ def _lane_from_dict(data: Any, default: Transceiver, where: str) -> Transceiver:
         raise FabricError(f"{where}: a port declaration is an object like "
                           '{"transceiver": "dwdm-10g-zr", "polarization": "aligned"}')
     lane = _profile(str(data["transceiver"])) if "transceiver" in data else default
-    known = {"transceiver", "tx_power_dbm", "rx_sensitivity_dbm", "relock_ms", "polarization", "dop"}
+    known = {"transceiver", "tx_power_dbm", "rx_sensitivity_dbm", "relock_ms", "polarization", "dop",
+             "wavelengths_nm", "channel_width_nm"}
     extra = set(data) - known
     if extra:
         raise FabricError(f"{where}: unknown field(s) {', '.join(sorted(extra))}; "
                           f"known: {', '.join(sorted(known))}")
     changes: dict[str, Any] = {}
-    for key in ("tx_power_dbm", "rx_sensitivity_dbm", "relock_ms", "dop"):
+    if "wavelengths_nm" in data:
+        changes["wavelengths_nm"] = _wavelengths(data["wavelengths_nm"], where)
+    for key in ("tx_power_dbm", "rx_sensitivity_dbm", "relock_ms", "dop", "channel_width_nm"):
         if key in data:
             try:
                 changes[key] = float(data[key])
@@ -234,6 +243,17 @@ def _lane_from_dict(data: Any, default: Transceiver, where: str) -> Transceiver:
         return replace(lane, **changes)
     except BudgetError as exc:
         raise FabricError(f"{where}: {exc}") from None
+
+
+def _wavelengths(value: Any, where: str) -> tuple[float, ...]:
+    """A port's lane wavelengths: a non-empty list of numbers (nm)."""
+    if isinstance(value, bool) or not isinstance(value, list | int | float):
+        raise FabricError(f"{where}: wavelengths_nm must be a list of numbers in nm, e.g. [1530.33]")
+    items = value if isinstance(value, list) else [value]
+    if not items or any(isinstance(w, bool) or not isinstance(w, int | float) for w in items):
+        raise FabricError(f"{where}: wavelengths_nm must be a list of numbers in nm, e.g. [1530.33], "
+                          f"not {value!r}")
+    return tuple(float(w) for w in items)
 
 
 def _fabric_from_dict(data: Any, source: str) -> Fabric:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from photonics.budget import link_budget
+from photonics.budget import check_band, link_budget
 from photonics.configuration import Configuration, Route
 from photonics.errors import RoutingError
 from photonics.fabric.jobs import Job, check_job, link_ports
@@ -238,13 +238,17 @@ def evaluate(
     """Circuit-solve ``configuration`` and budget every link with its ports' own lanes.
 
     Transmission and ACR come from ``photonics.routing.check_routes`` (victims: the other
-    links' receivers); the budget uses the TX port's lane for power and polarization and
-    the RX port's lane for sensitivity.
+    links' receivers), each link at its TX port's lane's own wavelengths (every channel,
+    across its slot: ``photonics.budget.check_wavelengths_nm``), worst case; the budget
+    uses the TX port's lane for power and polarization and the RX port's lane for
+    sensitivity.
     """
     mesh = fabric.mesh
     params = params or nominal_params(mesh.n_tbus, mesh.n_links, defaults)
-    checks = check_routes(mesh, configuration, routes, params, (params.center_wavelength_nm,),
-                          dict(failed or {}))
+    for r in routes:  # a lane the chip cannot carry is refused before anything is solved
+        check_band(fabric.lane(r.src), fabric.lane(r.dst), defaults)
+    checks = check_routes(mesh, configuration, routes, params, failed=dict(failed or {}),
+                          lanes=[fabric.lane(r.src) for r in routes])
     losses = list(loss_db) if loss_db is not None else routes_loss_db(mesh, routes, params)
     out = []
     for link, r, c, loss in zip(links, routes, checks, losses, strict=True):

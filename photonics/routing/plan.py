@@ -4,7 +4,8 @@ Pipeline: parse the request (ports by index or name) -> build the routing graph 
 from the chip's per-TBU parameters, failed and reserved TBUs) -> route ("fast":
 negotiated rip-up-and-reroute; "exact": integer program; "auto": fast, then exact) ->
 build the :class:`~photonics.configuration.Configuration` (unused TBUs parked, stuck TBUs
-in their stuck state) -> circuit-solve it -> link budget per route.
+in their stuck state) -> circuit-solve it at the transmitter lane's wavelengths (every
+channel, across its slot: :mod:`photonics.routing.verify`) -> link budget per route.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from photonics.budget import TRANSCEIVER_PROFILES, LinkBudget, Transceiver, link_budget
+from photonics.budget import TRANSCEIVER_PROFILES, LinkBudget, Transceiver, check_band, link_budget
 from photonics.configuration import Configuration, Route
 from photonics.errors import MeshSpecError, RoutingError, StateError
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
@@ -38,7 +39,8 @@ class RouteResult:
         route: the hops.
         loss_db: planned loss, sum of TBU insertion and link losses from the chip's params.
         cost_db: routing cost (loss plus penalties) the router minimised.
-        check: circuit-solve figures (transmission, worst leak, ACR).
+        check: circuit-solve figures (transmission, worst leak, ACR), worst over the
+            lane's wavelengths.
         budget: link budget using the circuit-solve transmission as the mesh loss.
     """
 
@@ -72,6 +74,8 @@ class RouteResult:
             "loss_db": self.loss_db,
             "transmission_db": self.transmission_db,
             "acr_db": self.acr_db,
+            "acr_wavelength_nm": _finite_or_none(self.check.acr_wavelength_nm),
+            "n_wavelengths": len(self.check.wavelengths_nm),
             "worst_leak_db": self.check.worst_leak_db,
             "leak_in_db": self.check.leak_in_db,
             "margin_db": self.margin_db,
@@ -194,7 +198,10 @@ def route_many(
         receiver: receiver lane profile (the transmitter's when omitted).
         required_margin_db: margin every link must keep above the receiver sensitivity.
         check_budget: refuse plans with a link that cannot close its budget.
-        wavelengths_nm: wavelengths for the circuit check (nm); the chip's centre by default.
+        wavelengths_nm: extra wavelengths (nm) every route is also checked at; routes are
+            always checked at the transmitter lane's own channels across their slots
+            (:func:`photonics.budget.check_wavelengths_nm`), never at the chip's centre
+            alone.
         time_limit_s: limit for the integer program (s); None for none.
 
     Raises:
@@ -208,7 +215,9 @@ def route_many(
     tx = _transceiver(transceiver)
     rx = tx if receiver is None else _transceiver(receiver)
     graph = build_graph(mesh, params, failed, reserved, costs, defaults)
-    wl = (params.center_wavelength_nm,) if wavelengths_nm is None else tuple(wavelengths_nm)
+    wl = () if wavelengths_nm is None else tuple(float(w) for w in np.atleast_1d(wavelengths_nm))
+    check_band(tx, rx, defaults)  # no plan is checked at wavelengths the chip cannot carry
+    _check_extra_band(wl, defaults)
 
     def finish(routes: list[Route], how: str, proved: bool, passes: int, obj: str) -> Plan:
         return _assemble(graph, routes, how, proved, passes, obj, params, wl, tx, rx,
@@ -248,6 +257,19 @@ def route_many(
     return plan
 
 
+def _check_extra_band(wavelengths_nm: Sequence[float], defaults: PhysicsDefaults | None) -> None:
+    """RoutingError for an extra check wavelength outside the chip's band (nm)."""
+    lo, hi = (defaults or PhysicsDefaults()).band_nm
+    out = [w for w in wavelengths_nm if not lo <= w <= hi]
+    if out:
+        raise RoutingError(f"check wavelength {out[0]:g} nm lies outside the chip's band {lo:g}-{hi:g} nm; "
+                           "give wavelengths inside it")
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
 def _transceiver(spec: Transceiver | str) -> Transceiver:
     if isinstance(spec, Transceiver):
         return spec
@@ -277,7 +299,7 @@ def _assemble(graph: RoutingGraph, routes: list[Route], method: str, optimal: bo
     if problems:  # the routers guarantee this; a failure here is a bug, said loudly
         raise RoutingError("internal: planned routes break the rules: " + "; ".join(problems))
     conf = configuration_for(mesh, routes, graph.failed)
-    checks = check_routes(mesh, conf, routes, params, np.asarray(wl), graph.failed)
+    checks = check_routes(mesh, conf, routes, params, wl, graph.failed, lanes=tx)
     results = tuple(
         RouteResult(route=r, loss_db=route_loss_db(graph, r), cost_db=route_cost(graph, r), check=c,
                     budget=link_budget(-c.transmission_db, tx, rx, defaults, margin))

@@ -86,8 +86,12 @@ def test_tbu_failure_and_together(capsys, tmp_path):
     assert len(d["failovers"]) == 1
     assert set(d["spares"]) == {"gpu5", "gpu4"}
     code, d = run_json(capsys, ["failover", "--tbu", "tbu:9.9.9"])
-    assert code == 64
+    assert code == 2  # a wrong name in a valid option is bad input, not a usage error
     assert "--tbu tbu:9.9.9" in d["error"]
+    code, d = run_json(capsys, ["failover", "--fail", "gpu9"])
+    assert code == 2
+    assert d["kind"] == "input"
+    assert "choose from gpu0, gpu1" in d["error"]
 
 
 def test_plan_for_another_fabric_is_refused(capsys, tmp_path):

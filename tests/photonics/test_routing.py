@@ -48,10 +48,15 @@ def test_single_route_is_a_shortest_path_and_verified():
     _valid(MESH, [r.route])
     assert plan.optimal
     assert r.loss_db == pytest.approx(0.5 * len(r.route.hops))
-    # Nominal physics: transmission is the sum of TBU losses, plus the tiny cross-state
-    # leakage 4 delta^2 = 10^-3.5 per cross TBU.
+    # Nominal physics at the chip's centre: transmission is the sum of TBU losses, plus the
+    # tiny cross-state leakage 4 delta^2 = 10^-3.5 per cross TBU.
     n_cross = sum(h.state == "cross" for h in r.route.hops)
-    assert r.transmission_db == pytest.approx(-r.loss_db + n_cross * 10 * np.log10(1 - 10**-3.5), abs=2e-3)
+    centre = check_routes(MESH, plan.configuration, [r.route], wavelengths_nm=[1550.0])[0]
+    assert centre.transmission_db == pytest.approx(-r.loss_db + n_cross * 10 * np.log10(1 - 10**-3.5),
+                                                   abs=2e-3)
+    # The plan is checked across the lane's channel (1550.12 +- 0.4 nm), where the coupler
+    # slope leaks a little more: never better than the centre, and not by much worse.
+    assert centre.transmission_db - 0.01 < r.transmission_db <= centre.transmission_db
     assert r.margin_db == pytest.approx(0.0 + 23.0 - 5.0 - 6.0 - r.loss_db, abs=0.02)  # dwdm-10g-zr
     assert plan.configuration.states()[r.route.hops[0].tbu] == r.route.hops[0].state
 
