@@ -245,8 +245,12 @@ class Store:
             raise StoreError(
                 f"{self.path}: the file system refused WAL mode ({mode}); put the database on a local disk"
             )
-        self.migrate()
-        self.event_head = self.verify_events()
+        try:
+            self.migrate()
+            self.event_head = self.verify_events()
+        except BaseException:
+            self.close()  # a refused database keeps no connection and no lock
+            raise
 
     # -- schema ---------------------------------------------------------------------
     @property

@@ -251,3 +251,15 @@ def test_the_database_and_its_companions_are_owner_only(tmp_path):
         s.close()
     finally:
         os.umask(old)
+
+
+def test_a_refused_database_releases_its_lock(tmp_path):
+    s = Store(tmp_path / "cp.db", exclusive=True)
+    s.log_event("a", {})
+    s.close()
+    _tamper(tmp_path / "cp.db", "UPDATE events SET kind='forged' WHERE id=1")
+    refusals = []  # kept, as a caller that logs the error keeps it (and its traceback) alive
+    for _ in range(2):  # the second attempt is refused for the log again, not for a held lock
+        with pytest.raises(StoreError, match="event log was altered") as refused:
+            Store(tmp_path / "cp.db", exclusive=True)
+        refusals.append(refused)
