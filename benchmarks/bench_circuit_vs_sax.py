@@ -98,11 +98,11 @@ def main() -> None:
     params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
     state = MeshState.random(mesh, rng)
     circuit = build_sax_circuit(mesh)
-    padded, real = merge_macs(merge_plan(mesh))
+    real = merge_macs(merge_plan(mesh))
     ns_mac = matmul_ns_per_mac(np)
     floor_us = real * ns_mac * 1e-3
     print(f"cores: {sorted(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f} at start; "
-          f"merge: {real} complex MACs per wavelength ({padded} as padded); matmul best "
+          f"merge: {real} complex MACs per wavelength; matmul best "
           f"{ns_mac:.2f} ns/MAC -> flop floor {floor_us:.1f} us per wavelength")
     print()
     print("| wavelengths | SAX first call (s) | SAX wall / CPU (ms) | ours wall / CPU (ms) "

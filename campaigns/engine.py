@@ -58,6 +58,17 @@ def int_seed(seq: np.random.SeedSequence, word: int = 0) -> int:
     return int(seq.generate_state(word + 1)[word])
 
 
+def one_solve_thread() -> None:
+    """In a worker process: circuit solves run in the calling thread only (the worker
+    processes already fill the cores; a solve thread pool each would oversubscribe them).
+    """
+    import os
+
+    from photonics.circuit import SOLVE_THREADS_ENV
+
+    os.environ[SOLVE_THREADS_ENV] = "1"
+
+
 def run_tasks(fn: Callable[[Any], Any], payloads: Sequence[Any], *, scheduler: str | None = None,
               workers: int = 1, progress: bool = True, label: str = "campaign",
               used: dict[str, Any] | None = None) -> list[Any]:
@@ -77,7 +88,8 @@ def run_tasks(fn: Callable[[Any], Any], payloads: Sequence[Any], *, scheduler: s
 
     tasks = [dask.delayed(fn, pure=False)(p) for p in payloads]
     how: dict[str, Any] = ({"scheduler": "synchronous"} if workers == 1 else
-                           {"scheduler": "processes", "num_workers": workers})
+                           {"scheduler": "processes", "num_workers": workers,
+                            "initializer": one_solve_thread})
     # fork: a worker inherits numpy, scipy and our modules already imported (spawn re-imports
     # them, seconds per process on a loaded machine); the CLI holds no threads to fork.
     with dask.config.set({"multiprocessing.context": MP_CONTEXT}):

@@ -206,7 +206,7 @@ def _solve(
     batch = n_states * n_wl
     T = T.reshape(batch, n, 4)
     shape = (n_states, n_wl, mesh.n_ports, len(inputs))
-    mplan = merge_plan(mesh, all_first=batch < _MERGE_LAST_MIN_BATCH) if method == "auto" else None
+    mplan = merge_plan(mesh) if method == "auto" else None
     out = np.empty((batch, mesh.n_ports, len(inputs)), dtype=complex)  # chunks write in place
     if mplan is not None:
         t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
@@ -272,18 +272,25 @@ def _pool(workers: int):
     return _POOLS[workers]
 
 
+SOLVE_THREADS_ENV = "LUMION_SOLVE_THREADS"  # at most this many solve threads per process
+
+
 def _cores() -> int:
-    """Cores this process may run on (respects ``taskset`` and cgroup CPU affinity)."""
+    """Threads a solve may use: the cores this process may run on (respects ``taskset`` and
+    cgroup CPU affinity), at most ``LUMION_SOLVE_THREADS`` when that is set to a positive
+    integer (a campaign's worker processes set 1: the processes already fill the cores).
+    """
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    cap = os.environ.get(SOLVE_THREADS_ENV, "")
+    return max(1, min(cores, int(cap))) if cap.strip().isdigit() else cores
 
 
-_MERGE_CHUNK = 128  # (state, wavelength) blocks per merge call: longer ones pay numpy's per-call
-# cost less often, and from 64 to 256 the time per block measured the same within noise
+_MERGE_CHUNK = 256  # (state, wavelength) blocks per merge call: the compiled merge runs one block
+# at a time, so a chunk only sets how finely the workers share a batch
 _PARALLEL_MIN = 16  # blocks per worker below which a second core does not pay for itself
-_MERGE_LAST_MIN_BATCH = 16  # fewer blocks than this: every merge level batch-first
 _CHUNK = 24  # (state, wavelength) blocks per sparse factorisation
 
 

@@ -43,12 +43,12 @@ from photonics.circuit_merge import (
     ancestors,
     join,
     join_plan,
-    link_factors,
     merge_plan,
     new_arenas,
     node_matrix,
+    remerge,
     root_matrix,
-    run_levels,
+    solve_merge,
 )
 from photonics.errors import StateError
 from photonics.physics import TBUParams, nominal_params
@@ -56,7 +56,6 @@ from photonics.state import MeshState
 from photonics.topology import Mesh
 
 _FULL_FRACTION = 0.25  # more TBUs changed than this share: one full merge beats many paths
-_LAST_MIN_BATCH = 16  # as photonics.circuit: fewer wavelengths run every level batch-first
 
 
 class CircuitSolver:
@@ -89,16 +88,16 @@ class CircuitSolver:
         if len(self.params.link_loss_db) != mesh.n_links:
             raise StateError(
                 f"params describe {len(self.params.link_loss_db)} links, mesh has {mesh.n_links}")
-        plan = merge_plan(mesh, all_first=len(wl) < _LAST_MIN_BATCH)
+        plan = merge_plan(mesh)
         if plan is None:
             raise StateError(
                 "this mesh has no merge plan (a TBU linked to itself): use photonics.circuit.solve")
         self._plan = plan
         t_link = 10 ** (-self.params.link_loss_db / 20) * np.exp(1j * self.params.link_phase)
-        self._t_ext = link_factors(t_link)
+        self._t_link = t_link
         self._top = np.empty(0)
         self._bot = np.empty(0)
-        self._arenas: tuple[np.ndarray, np.ndarray | None] | None = None
+        self._arenas = new_arenas(plan, len(wl))
         self._peer = mesh.peer()
         self._t_port = np.zeros(4 * mesh.n_tbus, dtype=complex)
         self._t_port[mesh.links[:, 0]] = self._t_port[mesh.links[:, 1]] = t_link
@@ -129,13 +128,12 @@ class CircuitSolver:
     def _full(self, state: MeshState) -> None:
         top, bot = self._check(state)
         T = tbu_transfers(self.params, state, self.wavelengths_nm)[0]  # (W, n, 2, 2)
-        last, first = new_arenas(self._plan, T.reshape(len(self.wavelengths_nm), -1, 4))
-        run_levels(self._plan, last, first, self._t_ext)
-        self._arenas = (last, first)
+        every = np.arange(self.mesh.n_tbus)
+        remerge(self._plan, self._arenas, T.reshape(len(self.wavelengths_nm), -1, 4), every, self._t_link)
         self._top, self._bot = top.copy(), bot.copy()
         self._pending, self._comp, self._root = set(), None, None
-        self.last_update_tbus = np.arange(self.mesh.n_tbus)
-        self.last_update_merges = sum(lev.n_merge for lev in self._plan.levels)
+        self.last_update_tbus = every
+        self.last_update_merges = self._plan.n_merges
 
     def update(self, state: MeshState, params: TBUParams | None = None) -> int:
         """Solve ``state`` (and ``params``, when the chip itself changed); returns how
@@ -144,7 +142,7 @@ class CircuitSolver:
         if params is not None and params is not self.params:
             self.params = params
             t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
-            self._t_ext = link_factors(t_link)
+            self._t_link = t_link
             self._t_port[self.mesh.links[:, 0]] = self._t_port[self.mesh.links[:, 1]] = t_link
             self._full(state)
             return self.mesh.n_tbus
@@ -177,13 +175,11 @@ class CircuitSolver:
         merges on their paths to the root.
         """
         tbus = np.union1d(changed, np.array(sorted(self._pending), dtype=np.int64))
-        last, first = self._arenas
-        rows = (4 * tbus[:, None] + np.arange(4)[None, :]).ravel()
-        last[rows] = self._transfers(tbus).reshape(len(self.wavelengths_nm), -1).T
         only = ancestors(self._plan, tbus)
-        run_levels(self._plan, last, first, self._t_ext, only)
+        T = self._transfers(tbus).reshape(len(self.wavelengths_nm), -1, 4)
+        remerge(self._plan, self._arenas, T, tbus, self._t_link, only)
         self._pending, self._root = set(), None
-        self.last_update_merges = sum(len(m) for m in only.values())
+        self.last_update_merges = len(only)
 
     def _join_one(self, t: int) -> None:
         """One TBU changed: join its new 4x4 matrix to the rest of the mesh.
@@ -193,12 +189,12 @@ class CircuitSolver:
         ``t`` (a heater sweep) is a single join of at most four links.
         """
         if self._comp is None or self._comp[0] != t:
-            plan, (last, first) = self._plan, self._arenas
+            plan = self._plan
             node, comp, ports = int(plan.leaf_node[t]), None, None
             while plan.parent[node] >= 0:
                 par = int(plan.parent[node])
                 sib = next(c for c in self._children[par] if c != node)
-                mat, sib_ports = node_matrix(plan, sib, last, first)
+                mat, sib_ports = node_matrix(plan, sib, self._arenas)
                 if comp is None:
                     comp, ports = mat, sib_ports
                 else:
@@ -231,7 +227,7 @@ class CircuitSolver:
             raise StateError(f"input ports must lie in 0..{n_ports - 1}")
         if self._root is not None:
             return self._root[:, :, inputs]
-        return root_matrix(self._plan, *self._arenas, inputs)
+        return root_matrix(self._plan, self._arenas, inputs)
 
 
 def _sub_params(params: TBUParams, tbus: np.ndarray) -> TBUParams:
@@ -277,14 +273,13 @@ class ColumnSolver:
     """
 
     def __init__(self, mesh: Mesh, params: TBUParams, wavelength_nm: float) -> None:
-        plan = merge_plan(mesh, all_first=True)
+        plan = merge_plan(mesh)
         if plan is None:
             raise StateError(
                 "this mesh has no merge plan (a TBU linked to itself): use photonics.circuit.solve")
         self.mesh, self.params, self.wavelength_nm = mesh, params, float(wavelength_nm)
         self._plan = plan
-        t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
-        self._t_ext = link_factors(t_link)
+        self._t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
         self._cache = TransferCache(params, wavelength_nm)
         self._all = np.arange(mesh.n_tbus)
 
@@ -297,10 +292,8 @@ class ColumnSolver:
             raise StateError(f"ColumnSolver takes one state of {n} TBUs, not phi_top of shape "
                              f"{state.phi_top.shape}")
         T = self._cache.transfers(self._all, state.phi_top, state.phi_bot).reshape(1, n, 4)
-        last, first = new_arenas(self._plan, T, reuse=True)
-        run_levels(self._plan, last, first, self._t_ext)
-        out = root_matrix(self._plan, last, first, np.array([int(input_port)]))[0, :, 0].copy()
-        if np.isfinite(out.sum()):
-            return out
+        out = np.empty((1, n_ports, 1), dtype=complex)
+        if solve_merge(self._plan, T, self._t_link, np.array([int(input_port)]), out):
+            return out[0, :, 0]
         whole = solve(self.mesh, state, [self.wavelength_nm], self.params, inputs=[int(input_port)])
         return whole[0, 0, :, 0]

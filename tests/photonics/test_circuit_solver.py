@@ -32,7 +32,7 @@ def test_random_update_sequences_equal_full_solves(name, n_wl):
     wl = np.linspace(1545.0, 1555.0, n_wl)
     state = MeshState.random(mesh, rng)
     solver = CircuitSolver(mesh, state, wl, params)
-    n_merges = sum(lev.n_merge for lev in merge_plan(mesh, all_first=n_wl < 16).levels)
+    n_merges = merge_plan(mesh).n_merges
     for step in range(25):
         # mostly one heater (plus a neighbour, as thermal crosstalk moves), sometimes none or many
         n_changed = [0, 1, 1, 1, 2, 3, mesh.n_tbus // 2][step % 7]
@@ -56,7 +56,7 @@ def test_heater_sweep_joins_one_tbu_to_the_rest_of_the_mesh():
     params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
     state = MeshState.random(mesh, rng)
     solver = CircuitSolver(mesh, state, [1550.0], params)
-    plan = merge_plan(mesh, all_first=True)
+    plan = merge_plan(mesh)
     depth, node = 0, plan.leaf_node[17]
     while plan.parent[node] >= 0:
         node, depth = plan.parent[node], depth + 1
@@ -67,7 +67,7 @@ def test_heater_sweep_joins_one_tbu_to_the_rest_of_the_mesh():
         # the TBU's own join; then one join per step
         assert solver.last_update_merges == [depth, depth, 1, 1, 1][step]
         assert np.abs(solver.matrix() - solve(mesh, state, [1550.0], params)[0]).max() <= 1e-12
-    n_merges = sum(lev.n_merge for lev in plan.levels)
+    n_merges = plan.n_merges
     for tbus in ([40], [40], [17, 40], [3]):  # another TBU: 17's path is re-merged with it
         state = _step(state, np.array(tbus), rng)
         solver.update(state)
@@ -101,12 +101,14 @@ def test_bad_input_is_refused_clearly():
         CircuitSolver(mesh, MeshState.random(mesh, rng), [-1.0])
 
 
-def test_import_circuit_does_not_load_scipy_sparse():
-    """The sparse LU fallback imports scipy.sparse when it first runs, not at import."""
+def test_import_circuit_does_not_load_scipy_sparse_or_numba():
+    """The sparse LU fallback imports scipy.sparse when it first runs, not at import; the
+    compiled merge imports numba (and loads its cached machine code) at the first solve.
+    """
     code = ("import sys, photonics.circuit, photonics.circuit_solver; "
-            "print(any(m.startswith('scipy.sparse') for m in sys.modules))")
+            "print(any(m.startswith('scipy.sparse') for m in sys.modules), 'numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
     code = ("import sys, numpy as np; from photonics.circuit import solve_sparse; "
             "from photonics.topology import hexagonal; from photonics.state import MeshState; "
             "m = hexagonal(1, 1); solve_sparse(m, MeshState.uniform(m, 'bar')); "

@@ -31,3 +31,21 @@ def test_workers_run_with_single_threaded_blas(monkeypatch):
     threaded = circuit.solve(mesh, state, wl)
     monkeypatch.setattr(circuit, "_cores", lambda: 1)
     np.testing.assert_array_equal(threaded, circuit.solve(mesh, state, wl))
+
+
+def test_solve_threads_are_capped_by_the_environment(monkeypatch):
+    """LUMION_SOLVE_THREADS caps the solve's threads (a campaign's worker processes set 1)."""
+    from campaigns.engine import one_solve_thread
+
+    monkeypatch.setattr(circuit.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.delenv(circuit.SOLVE_THREADS_ENV, raising=False)
+    assert circuit._cores() == 2
+    monkeypatch.setenv(circuit.SOLVE_THREADS_ENV, "1")
+    assert circuit._cores() == 1
+    monkeypatch.setenv(circuit.SOLVE_THREADS_ENV, "8")  # a cap, never more than the cores
+    assert circuit._cores() == 2
+    monkeypatch.setenv(circuit.SOLVE_THREADS_ENV, "lots")  # not a number: ignored
+    assert circuit._cores() == 2
+    monkeypatch.setenv(circuit.SOLVE_THREADS_ENV, "2")
+    one_solve_thread()  # what every local campaign worker process runs first
+    assert circuit._cores() == 1
