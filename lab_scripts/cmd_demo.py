@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import add_json_flag, print_json, seed, table
+from lab_scripts.common import add_json_flag, print_json, recovery_changes, seed, table
 from lab_scripts.errors import CliError, planning
 from lab_scripts.paths import output_folder
 
@@ -244,9 +244,11 @@ def _print_story(report: dict[str, Any], plan: Any, rec: Any, fail: str, say: Ca
     if calib.get("elapsed_s"):  # a calibration ran in this demo (not read from the cache)
         say(f"calibration: {calib['elapsed_s']:.1f} s, {calib['operations']} set-and-read operations")
     say(f"ring placed: {len(plan.links)} links, worst model margin {plan.worst_margin_db:.2f} dB")
-    say(f"{fail} fails -> {rec.spare} spliced in: {len(rec.changed_tbus)} TBUs, "
-        f"{len(rec.program)} heaters written; other routes bit-identical: {rec.held_unchanged}; "
-        f"their measured power moved by at most {report['held_links_power_change_db']:.3f} dB")
+    changes = recovery_changes(len(rec.changed_tbus), len(rec.program), rec.plan.heater_unit,
+                               "calibrated" if calib.get("calibrated") else "ideal")
+    say(f"{fail} fails -> {rec.spare} spliced in: {changes}; other routes bit-identical: "
+        f"{rec.held_unchanged}; their measured power moved by at most "
+        f"{report['held_links_power_change_db']:.3f} dB")
     print(table([(x["link"], "yes" if x["rerouted"] else "", x["model_margin_db"], x["measured_rx_dbm"],
                   x["measured_margin_db"]) for x in links],
                 ["link", "re-routed", "model margin dB", "measured rx dBm", "measured margin dB"]))

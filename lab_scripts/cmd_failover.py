@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import add_json_flag, print_json, table
+from lab_scripts.common import add_json_flag, print_json, recovery_changes, table
 from lab_scripts.errors import CliError, explain, planning, reading
 from lab_scripts.paths import JSON_SUFFIXES, PLOT_SUFFIXES, output_file, sibling
 from photonics.atomic import save_figure
@@ -232,9 +232,10 @@ def _print_text(reports: list[dict[str, Any]], plan: Any, out_path: Path | None,
         t = r["timing_ms"]
         moved = ", ".join(m["link"] for m in r["moved_links"])
         how = "hitless" if r["hitless"] else f"NOT hitless: moved {moved}"
+        changes = recovery_changes(len(r["changed_tbus"]), len(r["changed_heaters"]), r["heater_unit"],
+                                   "ideal")
         print(f"{r['failed']} failed -> {_outcome(r)}: re-routed "
-              f"{', '.join(r['rerouted_links']) or 'nothing'}; {len(r['changed_tbus'])} TBUs and "
-              f"{len(r['changed_heaters'])} heaters changed; {how}")
+              f"{', '.join(r['rerouted_links']) or 'nothing'}; {changes}; {how}")
         stages = ("detect", "compute", "write", "settle", "relock", "verify", "total")
         print(table([(s, t[s]) for s in stages], ["stage", "ms"]))
     print(table([(lk.link[0] + "->" + lk.link[1], len(lk.route.hops), lk.loss_db, lk.acr_db, lk.margin_db)

@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"heater lines up to {summary['max_line_resistance_ohm']:.1f} Ohm "
           f"({summary['wire_width_um']:g} µm wires), shared ground drop "
           f"{summary['max_ground_drop_v']:.2f} V ({summary['ground_width_um']:g} µm)")
-    print(f"wrote {summary['gds']} ({summary['gds_bytes'] / 1e3:.0f} kB), pad map {summary['pad_map']}"
-          + (f", picture {summary['plot']}" if summary["plot"] else ""))
+    print(f"wrote {summary['gds']} ({summary['gds_bytes'] / 1e3:.0f} kB), pad map {summary['pad_map']} "
+          f"and {summary['pad_map_json']}"
+          + (f", pictures {summary['plot']} and {summary['plot_tbu']} (one TBU zoomed)"
+             if summary["plot"] else ""))
     return 0

@@ -124,6 +124,25 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def recovery_changes(n_tbus: int, n_heaters: int, heater_unit: str, map_name: str) -> str:
+    """How much one recovery re-set, in the words ``demo`` and ``failover`` both print.
+
+    ``n_heaters`` is the number of heater channels the recovery writes: those whose drive
+    value changes by more than the driver resolves, outside the TBUs that other routes hold
+    and the failed ones (``Recovery.program``). Through a calibrated map that compensates
+    thermal crosstalk, re-setting a TBU also re-trims its neighbours' currents, so the count
+    can exceed the two heaters of each re-set TBU; through the ideal map it cannot
+    (``heater_unit`` "mA" for currents through a map, "rad" for phases of a plan made without one).
+    """
+    if heater_unit == "rad":
+        basis = "heater phases, no map"
+    elif map_name == "calibrated":
+        basis = "heater currents, calibrated map: its crosstalk compensation re-trims neighbours too"
+    else:
+        basis = f"heater currents, {map_name} map"
+    return f"{n_tbus} TBUs and {n_heaters} heaters changed ({basis})"
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float | np.floating):
         return f"{value:.2f}"
