@@ -31,11 +31,13 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["map.json"]
 
 
-@pytest.mark.parametrize("planted", [".map.json.tmp", f".map.json.tmp{os.getpid()}"])
+# the names the old helper would have used; the pid is filled in when the test runs, not in its id
+# (pytest-xdist workers have different pids and must collect the same test ids)
+@pytest.mark.parametrize("planted", [".map.json.tmp", ".map.json.tmp{pid}"])
 def test_planted_symlinks_are_never_followed(tmp_path, planted):
     victim = tmp_path / "elsewhere.txt"
     victim.write_text("precious")
-    (tmp_path / planted).symlink_to(victim)  # the names the old helper would have used
+    (tmp_path / planted.format(pid=os.getpid())).symlink_to(victim)
     atomic_write_text(tmp_path / "map.json", "data")
     assert victim.read_text() == "precious"
     assert (tmp_path / "map.json").read_text() == "data"
