@@ -175,10 +175,13 @@ class ControlPlane:
             chip = self._read_chip()
             for it in self.store.open_intents(self.chip_id):
                 target, previous = np.array(it["target"]), np.array(it["previous"])
-                if _same(chip, target):
-                    self.store.commit_intent(it["id"], ROLLED_FORWARD, "chip held the target", chip.tolist())
+                if _same(chip, target, self._tolerance()):
+                    # the target, not the reading: a fresh process reads channels it has not
+                    # confirmed up to a module's offset off (HeaterDriver.currents)
+                    self.store.commit_intent(it["id"], ROLLED_FORWARD, "chip held the target",
+                                             target.tolist())
                     action = ROLLED_FORWARD
-                elif _same(chip, previous):
+                elif _same(chip, previous, self._tolerance()):
                     self.store.close_intent(it["id"], ROLLED_BACK, "chip held the previous currents")
                     action = ROLLED_BACK
                 else:
@@ -197,7 +200,7 @@ class ControlPlane:
                         "action": action,
                         "reconfiguration": it["kind"],
                         "job": it["job_id"],
-                        "channels_differing": _differing(chip, target),
+                        "channels_differing": _differing(chip, target, self._tolerance()),
                     },
                 )
             committed, plan_doc = self.store.committed(self.chip_id)
@@ -207,8 +210,8 @@ class ControlPlane:
                 actions.append({"action": "initialised"})
             else:
                 want = np.array(committed)
-                if not _same(chip, want):
-                    n = _differing(chip, want)
+                if not _same(chip, want, self._tolerance()):
+                    n = _differing(chip, want, self._tolerance())
                     self._write_and_verify(want)
                     actions.append({"action": "drift-repaired", "channels_differing": n})
                     self.store.log_event("reconciled", {"action": "drift-repaired", "channels_differing": n})
@@ -233,6 +236,14 @@ class ControlPlane:
         plan = replace(plan, failed_accelerators=failed)
         self.state = RackState(plan, jobs, meta, np.asarray(currents, float)[: self.mesh.n_heaters], failed)
 
+    def _tolerance(self) -> np.ndarray:
+        """Per heater (mA): how far a read-back may be from what the channel holds.
+
+        The controller's: wider on channels this process has not confirmed (their module
+        offset is not known yet).
+        """
+        return self.controller.readback_tolerance_ma()
+
     def _read_chip(self) -> np.ndarray:
         try:
             return self.controller.resync()
@@ -245,9 +256,10 @@ class ControlPlane:
         except (WriteAbortedError, ChipStateUnknownError) as exc:
             raise ServiceError(f"writing the chip failed ({exc})", "instrument") from exc
         chip = self._read_chip()
-        if not _same(chip, currents):
+        if not _same(chip, currents, self._tolerance()):
             raise ServiceError(
-                f"the chip does not hold what was written ({_differing(chip, currents)} channels differ)",
+                f"the chip does not hold what was written "
+                f"({_differing(chip, currents, self._tolerance())} channels differ)",
                 "instrument",
             )
         return chip
@@ -332,11 +344,11 @@ class ControlPlane:
         except LumionError as exc:
             self._settle_unknown(intent)
             raise ServiceError(f"reading the chip back failed ({exc})", "instrument") from exc
-        if not _same(chip, target):
+        if not _same(chip, target, self._tolerance()):
             self._settle_unknown(intent)
             raise ServiceError(
                 f"the chip does not hold the target after the write "
-                f"({_differing(chip, target)} channels differ); reconciled",
+                f"({_differing(chip, target, self._tolerance())} channels differ); reconciled",
                 "instrument",
             )
         return chip, [
@@ -837,17 +849,17 @@ class ControlPlane:
         self.store.close()
 
 
-def _same(a: np.ndarray, b: Sequence[float] | np.ndarray) -> bool:
-    """Whether two current vectors agree within the driver's read-back tolerance (mA)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    n = min(len(a), len(b))
-    return len(a) >= n and len(b) >= n and bool(np.all(np.abs(a[:n] - b[:n]) <= MEND_TOLERANCE_MA))
+def _same(a: np.ndarray, b: Sequence[float] | np.ndarray,
+          tol: float | np.ndarray = MEND_TOLERANCE_MA) -> bool:
+    """Whether two current vectors agree within the driver's read-back tolerance (mA, per channel)."""
+    return _differing(a, b, tol) == 0
 
 
-def _differing(a: np.ndarray, b: Sequence[float] | np.ndarray) -> int:
+def _differing(a: np.ndarray, b: Sequence[float] | np.ndarray,
+               tol: float | np.ndarray = MEND_TOLERANCE_MA) -> int:
     a, b = np.asarray(a, float), np.asarray(b, float)
     n = min(len(a), len(b))
-    return int(np.count_nonzero(np.abs(a[:n] - b[:n]) > MEND_TOLERANCE_MA))
+    return int(np.count_nonzero(np.abs(a[:n] - b[:n]) > np.broadcast_to(tol, (max(n, np.size(tol)),))[:n]))
 
 
 def _failed_names(

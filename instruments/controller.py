@@ -31,14 +31,16 @@ from instruments.errors import (
     ModuleResetError,
     WriteAbortedError,
 )
-from instruments.heater_driver import FULL_SCALE_MA, HeaterDriver
+from instruments.heater_driver import FULL_SCALE_MA, OFFSET_LIMIT, SCATTER_TOLERANCE, HeaterDriver
 from photonics.configuration import Configuration
 from photonics.errors import LumionError
 from photonics.topology import Mesh
 
 RESOLUTION_MA = 1e-4  # the driver's command resolution (4 decimals of mA)
 # After trouble on the line, a channel read back within this of its target holds it (mA):
-# the driver's own read-back tolerance (measured values scatter by < 1 uA).
+# the driver's read-back already removes each channel's offset and returns a confirmed
+# setting exactly (HeaterDriver.currents); this covers a channel not yet confirmed by a
+# setting since a reconnect, whose readings are its scatter (< 1.4 uA recorded) off.
 MEND_TOLERANCE_MA = 0.005
 MEND_PASSES = 3  # read back and rewrite at most this often before declaring the state unknown
 
@@ -186,7 +188,7 @@ class MeshController:
             t0 = time.perf_counter()
             if not self.state_known:
                 self._reread_before_writing()
-            changed = np.flatnonzero(np.abs(new - self._applied) >= RESOLUTION_MA / 2)
+            changed = self._to_write(new)
             w0, r0, x0 = tr.bytes_written, tr.bytes_read, self.driver.exchanges
             troubles = self.driver.resyncs
             try:
@@ -210,6 +212,27 @@ class MeshController:
         self.last_report = report
         return report
 
+    def readback_tolerance_ma(self) -> np.ndarray:
+        """(n_heaters,) how far a read-back may be from what a channel holds (mA).
+
+        :data:`MEND_TOLERANCE_MA` on channels this driver confirmed; on the others the
+        module offset it does not know yet, plus scatter.
+        """
+        confirmed = np.isfinite(self.driver.offsets["I"][: self.mesh.n_heaters])
+        unknown = OFFSET_LIMIT["mA"] + SCATTER_TOLERANCE["mA"]
+        return np.where(confirmed, MEND_TOLERANCE_MA, max(MEND_TOLERANCE_MA, unknown))
+
+    def _to_write(self, new: np.ndarray) -> np.ndarray:
+        """Channels to write: those that change, and those on which this driver confirmed nothing.
+
+        A channel's reading is its setting plus the module's offset (up to 25 uA), which is
+        learned only from a confirmed setting: until then a reading cannot tell whether a
+        channel that is on already holds ``new``, so it is written (once per driver). A
+        channel reading zero holds zero (HeaterDriver.currents).
+        """
+        unconfirmed = ~self.driver.confirmed_channels()[: self.mesh.n_heaters] & (self._applied != 0)
+        return np.flatnonzero((np.abs(new - self._applied) >= RESOLUTION_MA / 2) | unconfirmed)
+
     def _verify_against(self, target: np.ndarray) -> None:
         """After an exchange went out of step, read every current back and mend what differs.
 
@@ -225,7 +248,7 @@ class MeshController:
                 raise ChipStateUnknownError(
                     f"an exchange with the heater driver went out of step and reading the currents "
                     f"back failed ({exc}); the next write reads them back first") from exc
-            ok = np.abs(held - target) <= MEND_TOLERANCE_MA
+            ok = np.abs(held - target) <= self.readback_tolerance_ma()
             self._applied = np.where(ok, target, held)
             if ok.all():
                 return

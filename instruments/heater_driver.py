@@ -65,13 +65,28 @@ REPLY_TURNAROUND_S = 0.002
 # Every exchange ends with a query whose reply marks its end (a setting: a read-back of
 # its channel; a query: ID?), so a reply that came late or twice is never taken for ours.
 SENTINEL = b"ID?\n"
-# A reading is asked this many times in one write and the answers must agree: a byte changed
-# on the line inside a value is otherwise indistinguishable from the value.
+# A reading is asked this many times in one write and the answers must agree within the
+# scatter below: a byte changed on the line inside a value is otherwise indistinguishable
+# from the value (a changed digit above the last moves it by >= 1 uA x 10).
 QUERY_COPIES = 2
-# A read-back this close to the setting confirms it (mA / V): the modules report measured
-# values, which scatter by < 1 uA / 1 mV in the vendor's recorded sessions; binary words
-# are 0.37 uA apart on a Q8iv, 1.5 uA on a Q8a. 5 uA is ~15 mrad of heater phase.
-READBACK_TOLERANCE = {"mA": 0.005, "V": 0.005}
+# Real modules report measured values, not settings (the vendor's recorded sessions,
+# instruments/sim/heater_device.py ``Readback``): each channel has a fixed zero offset
+# (-11.2..+1.9 uA, +0..0.9 mV recorded) and every reading a fresh scatter (consecutive
+# readings 0..1.4 uA and 0..1.9 mV apart). The two are treated apart:
+# * SCATTER_TOLERANCE: two readings of one channel, or a read-back and the setting plus
+#   the channel's known offset, agree within this (mA / V): 2x the largest recorded
+#   difference (~10 sigma of one reading). 3 uA is ~9 mrad of heater phase.
+# * OFFSET_LIMIT: a channel's offset, learned from its first confirmed setting and
+#   remembered, is at most this (mA / V): 2x the largest recorded. A read-back further off
+#   is not a module reading with an offset but a setting not held.
+SCATTER_TOLERANCE = {"mA": 0.003, "V": 0.005}
+OFFSET_LIMIT = {"mA": 0.025, "V": 0.010}
+# A limit (IMAX, VMAX) reads back as set (a stored number, not a measurement: no offset),
+# within the scatter tolerance that also covers a binary word's rounding (0.37 uA).
+MEASURED = ("I", "V")  # the settings whose read-back is a measurement (offset and scatter)
+# The learned offset is the mean of the read-back residuals, over at most this many (so it
+# keeps following a slow change of the module's offset with temperature).
+OFFSET_AVERAGING = 16
 # The codes a read-back query itself can draw (a setting's own refusal, E01/E02, cannot).
 QUERY_REFUSALS = qp.RESEND_CODES | {qp.E_UNKNOWN_COMMAND, qp.E_BAD_PARAMETER, qp.E_BAD_CHANNEL}
 VERIFY_MODES = ("last", "all")
@@ -93,6 +108,45 @@ _ADVICE: dict[int, str] = {
 
 def _fmt(x: float) -> str:
     return f"{x:.{ASCII_DECIMALS}f}"
+
+
+def _unit(name: str) -> str:
+    return "mA" if name in ("I", "IMAX") else "V"
+
+
+def readback_misses(residuals: np.ndarray, offsets: np.ndarray, unit: str) -> np.ndarray:
+    """Which read-backs do not confirm their setting.
+
+    ``residuals``: reading minus setting; ``offsets``: each channel's known offset (NaN
+    where not yet learned, then anything within :data:`OFFSET_LIMIT` passes and becomes
+    it). Example:
+
+        >>> readback_misses(np.array([-0.0102, 0.0004, -0.0102]), np.array([np.nan, 0.0, 0.0]), "mA")
+        array([False, False,  True])
+    """
+    known = np.isfinite(offsets)
+    off = np.where(known, offsets, 0.0)
+    limit = np.where(known, SCATTER_TOLERANCE[unit], OFFSET_LIMIT[unit] + SCATTER_TOLERANCE[unit])
+    return np.abs(residuals - off) > limit
+
+
+def held_settings(readings: np.ndarray, offsets: np.ndarray, known: np.ndarray, full: np.ndarray,
+                  unit: str) -> np.ndarray:
+    """What each channel holds, from its readings (mA or V).
+
+    A channel whose reading, less its known offset, is within the scatter of the setting
+    this driver confirmed holds exactly that setting; one of unknown offset reading within
+    :data:`OFFSET_LIMIT` of zero holds zero; any other holds its reading less its offset (0
+    where unknown: up to OFFSET_LIMIT off), on the command grid and within ``0..full``.
+    """
+    corrected = readings - np.nan_to_num(offsets)
+    known_offset = np.isfinite(offsets)
+    confirms = known_offset & (np.abs(corrected - known) <= SCATTER_TOLERANCE[unit])
+    estimate = np.clip(np.round(corrected, ASCII_DECIMALS), 0.0, full)
+    # a reading within a module's offset of zero is a channel at zero: a smaller setting is
+    # no use (a heater's phase goes as I^2: 25 uA moves it by ~1e-4 rad)
+    zero = ~known_offset & (np.abs(readings) <= OFFSET_LIMIT[unit])
+    return np.where(confirms, known, np.where(zero, 0.0, estimate))
 
 
 class HeaterDriver(Instrument):
@@ -141,7 +195,9 @@ class HeaterDriver(Instrument):
             n_mod = -(-n_channels // CHANNELS_PER_MODULE)
             self.chain = qp.build_chain([(f"Q8iv-{k:04X}", k) for k in range(n_mod)])
         self._index_channels(n_channels)
-        self.known_currents_ma = self.currents() if n_channels is None else np.zeros(self.n_channels)
+        self.known_currents_ma = np.zeros(self.n_channels)
+        if n_channels is None:
+            self.known_currents_ma = self.currents()
 
     @classmethod
     def open(cls, url: str, *, baudrate: int = BAUDRATE, timeout_s: float = 1.0, **kwargs: Any
@@ -179,6 +235,13 @@ class HeaterDriver(Instrument):
         self.v_full_v = np.array([self.chain[k].v_full_v for k in self.module_of])
         self.max_current_ma = self.i_full_ma.copy()
         self.max_voltage_v = self.v_full_v.copy()
+        # each channel's read-back offset (I in mA, V in V), learned from its first confirmed
+        # setting and averaged over later ones; NaN until then
+        self.offsets = {name: np.full(self.n_channels, np.nan) for name in MEASURED}
+        self._offset_samples = {name: np.zeros(self.n_channels, dtype=int) for name in MEASURED}
+        # channels set inside a vector whose own read-back was skipped (verify="last"): their
+        # offset is learned at the next IALL? (a reading within OFFSET_LIMIT of the setting)
+        self._unread = np.zeros(self.n_channels, dtype=bool)
 
     # -- framing ------------------------------------------------------------------------
     def _transact(self, payload: bytes, what: str, collect: Callable[[str, list[str]], Any]) -> Any:
@@ -307,7 +370,9 @@ class HeaterDriver(Instrument):
         The module answers in order, so the ``2 * count`` lines just before the id are ours
         and anything earlier is stale (a reply that came late or twice), dropped and never
         taken for this query's answer. Asking twice catches a byte changed on the line in a
-        value, which no other check could see in a reading.
+        value, which no other check could see in a reading. The answers are measurements, so
+        they agree within the scatter (:data:`SCATTER_TOLERANCE`), not character for
+        character; the value is their mean. Limits (``IMAX?``) are not asked this way.
         """
         window = QUERY_COPIES * count
 
@@ -322,10 +387,15 @@ class HeaterDriver(Instrument):
             if len(ours) < window or None in values:
                 raise GarbledReplyError(f"{self.name}: {what!r} got {ours!r}, expected {window} "
                                         f"value(s) in {unit}")
-            if ours[:count] != ours[count:]:
-                raise GarbledReplyError(f"{self.name}: two answers to {what!r} differ; asking again")
+            first, second = np.array(values[:count], float), np.array(values[count:], float)
+            apart = np.abs(first - second)
+            if (apart > SCATTER_TOLERANCE[unit]).any():
+                k = int(np.argmax(apart))
+                raise GarbledReplyError(f"{self.name}: two answers to {what!r} differ by {apart[k]:.4f} "
+                                        f"{unit} (line {k}: {ours[k]!r}, {ours[count + k]!r}), more than a "
+                                        "module's scatter; asking again")
             self._check_stale(lines[:-1 - window])
-            return np.array(values[:count], dtype=float)
+            return (first + second) / 2
 
         return collect
 
@@ -339,14 +409,17 @@ class HeaterDriver(Instrument):
                 kept.append(line)
         return kept
 
-    def _confirmed(self, unit: str, expected: Sequence[float], tolerance: float
+    def _confirmed(self, name: str, channels: Sequence[int], expected: Sequence[float]
                    ) -> Callable[[str, list[str]], list[float] | None]:
         """A setting's reply: ``OK`` (or an error) then the read-back that follows it in the same write.
 
         The read-back both frames the exchange (an ``OK`` that came late or twice is not
-        taken for this one) and confirms what the module now holds.
+        taken for this one) and confirms what the module now holds: within the scatter of
+        the setting plus the channel's offset (:func:`readback_misses`), which a first
+        confirmation learns.
         """
         n = len(expected)
+        unit = _unit(name)
 
         def collect(what: str, lines: list[str]) -> list[float] | None:
             lines = self._without_reports(lines)
@@ -363,14 +436,57 @@ class HeaterDriver(Instrument):
                 return None  # not yet at our reply: earlier lines are stale
             self._raise_if_error(what, reply)
             self._check_stale(lines[:-n - 1])
-            bad = [k for k, (v, e) in enumerate(zip(values, expected, strict=True)) if abs(v - e) > tolerance]
-            if bad:
-                raise GarbledReplyError(f"{self.name}: after {what!r} the module holds {values[bad[0]]} "
-                                        f"{unit} where {expected[bad[0]]:.4f} was set; not confirmed, "
-                                        "resending")
+            self._check_readback(name, what, channels, np.array(values, float), np.array(expected, float))
             return values  # type: ignore[return-value]
 
         return collect
+
+    def _check_readback(self, name: str, what: str, channels: Sequence[int], values: np.ndarray,
+                        expected: np.ndarray) -> None:
+        """Refuse a read-back that does not confirm its setting; learn the offsets of one that does."""
+        unit = _unit(name)
+        chans = np.asarray(channels, dtype=int)
+        offsets = self.offsets[name][chans] if name in MEASURED else np.zeros(len(chans))
+        bad = np.flatnonzero(readback_misses(values - expected, offsets, unit))
+        if bad.size:
+            k = int(bad[0])
+            known = np.isfinite(offsets[k])
+            why = (f"its known offset {offsets[k]:+.4f} {unit} +- {SCATTER_TOLERANCE[unit]}" if known
+                   else f"the {OFFSET_LIMIT[unit]} {unit} a module's offset may reach")
+            raise GarbledReplyError(f"{self.name}: after {what!r} channel {chans[k]} reads {values[k]:+.4f} "
+                                    f"{unit} where {expected[k]:.4f} was set, beyond {why}; not "
+                                    "confirmed, resending")
+        if name in MEASURED:
+            self._learn_offsets(name, chans, values - expected)
+
+    def _learn_offsets(self, name: str, chans: np.ndarray, residuals: np.ndarray) -> None:
+        """Running mean of each channel's read-back residual (over the last OFFSET_AVERAGING)."""
+        count = np.minimum(self._offset_samples[name][chans] + 1, OFFSET_AVERAGING)
+        old = np.nan_to_num(self.offsets[name][chans])
+        self.offsets[name][chans] = old + (residuals - old) / count
+        self._offset_samples[name][chans] = count
+
+    def _learn_unread(self, readings: np.ndarray) -> None:
+        """Learn the offsets of channels set without their own read-back, where the reading allows.
+
+        A reading further from the setting than a module's offset may be leaves the offset
+        unknown: :meth:`currents` then reports the reading, and a controller rewrites it.
+        """
+        chans = np.flatnonzero(self._unread)
+        if chans.size:
+            residuals = readings[chans] - self.known_currents_ma[chans]
+            fits = ~readback_misses(residuals, np.full(chans.size, np.nan), "mA")
+            self._learn_offsets("I", chans[fits], residuals[fits])
+            self._unread[chans] = False
+
+    def confirmed_channels(self) -> np.ndarray:
+        """(n_channels,) bool: channels whose current this driver has confirmed (offset known).
+
+        A reading of any other channel cannot tell its setting from the module's offset.
+        Channels set inside a vector whose read-back was skipped (``verify="last"``) count
+        as confirmed: their offset is learned at the next ``IALL?``.
+        """
+        return np.isfinite(self.offsets["I"]) | self._unread
 
     def _ask_values(self, ascii_cmd: str, code: int, channel: int, unit: str, count: int,
                     all_channels: bool = False) -> np.ndarray:
@@ -422,8 +538,7 @@ class HeaterDriver(Instrument):
             payload = qp.binary_frame(qp.CMD_CODES[name], channel, qp.to_word(value, full[channel]))
         else:
             payload = f"{name}{channel}={_fmt(value)}\n".encode("ascii")
-        unit = "mA" if name in ("I", "IMAX") else "V"
-        check = self._confirmed(unit, [value], READBACK_TOLERANCE[unit])
+        check = self._confirmed(name, [channel], [value])
         self._transact(payload + self._readback(name, channel), f"{name}{channel}={_fmt(value)}", check)
 
     def _set_vector(self, first: int, values: Sequence[float]) -> None:
@@ -437,8 +552,10 @@ class HeaterDriver(Instrument):
         last = first + len(values) - 1
         checked = range(first, last + 1) if self.verify == "all" else [last]
         expected = [values[ch - first] for ch in checked]
-        check = self._confirmed("mA", expected, READBACK_TOLERANCE["mA"])
+        check = self._confirmed("I", list(checked), expected)
         self._transact(payload + b"".join(self._readback("I", ch) for ch in checked), what, check)
+        skipped = np.setdiff1d(np.arange(first, last + 1), list(checked))
+        self._unread[skipped] = np.isnan(self.offsets["I"][skipped])
 
     def set_current(self, channel: int, current_ma: float) -> None:
         """``I<ch>=<mA>``: set one channel's current (mA, 0..imax)."""
@@ -527,21 +644,35 @@ class HeaterDriver(Instrument):
         return self._transact(b"NCHAN?\n", "NCHAN?", collect)
 
     def current(self, channel: int) -> float:
-        """``I<ch>?``: one channel's current (mA)."""
+        """``I<ch>?``: what one channel holds (mA), read as :meth:`currents` reads every channel."""
         ch = self._channel(channel)
-        return float(self._ask_values(f"I{ch}?", qp.CMD_CODES["I"], ch, "mA", 1)[0])
+        reading = self._ask_values(f"I{ch}?", qp.CMD_CODES["I"], ch, "mA", 1)
+        sl = slice(ch, ch + 1)
+        return float(held_settings(reading, self.offsets["I"][sl], self.known_currents_ma[sl],
+                                   self.i_full_ma[sl], "mA")[0])
 
     def voltage(self, channel: int) -> float:
         """``V<ch>?``: one channel's voltage (V)."""
         ch = self._channel(channel)
         return float(self._ask_values(f"V{ch}?", qp.CMD_CODES["V"], ch, "V", 1)[0])
 
+    def measured_currents(self) -> np.ndarray:
+        """``IALL?``: every channel's current as the modules measure it (mA, offset and scatter in)."""
+        return self._ask_values("IALL?", qp.CMD_CODES["I"], 0, "mA", self.n_channels, True)
+
     def currents(self) -> np.ndarray:
-        """``IALL?``: every channel's current (mA); also resyncs the total-power guard."""
+        """What every channel holds (mA), from ``IALL?`` (:func:`held_settings`); resyncs the power guard.
+
+        A channel whose reading confirms the setting this driver made returns that setting
+        exactly; any other its reading less its offset (unknown until the channel's first
+        confirmed setting: up to :data:`OFFSET_LIMIT` off).
+        """
         with self.lock:
-            values = self._ask_values("IALL?", qp.CMD_CODES["I"], 0, "mA", self.n_channels, True)
-            self.known_currents_ma = values.copy()
-        return values
+            readings = self.measured_currents()
+            self._learn_unread(readings)
+            held = held_settings(readings, self.offsets["I"], self.known_currents_ma, self.i_full_ma, "mA")
+            self.known_currents_ma = held.copy()
+        return held
 
     def voltages(self) -> np.ndarray:
         """``VALL?``: every channel's voltage (V)."""

@@ -11,6 +11,12 @@ Two links serve it: :class:`~instruments.sim.pty_link.PtyLink` (a real pseudo-te
 and ``lumionsim://<name>`` (an in-process pyserial URL handler) for devices in
 :data:`REGISTRY`.
 
+Read-back is what real modules report, not the setting: every channel's current and
+voltage carry a fixed zero offset and each reading a fresh scatter (:class:`Readback`,
+sized from the vendor's recorded sessions; on by default, seeded from the chip's seed so a
+simulation is repeatable). ``Readback.EXACT`` gives the setting itself, for tests of the
+wire format only.
+
 Faults (:meth:`HeaterDeviceSim.inject`): ``drop`` the link, reply ``garbage``, ``timeout``
 (swallow the command), answer an ``error`` code, reply ``late`` (held back until the next
 command arrives), ``duplicate`` the reply; :meth:`HeaterDeviceSim.power_cycle` restarts
@@ -32,8 +38,8 @@ from instruments.sim.chip import Chip
 from instruments.sim.faults import KINDS, take_due
 from instruments.sim.pty_link import DROP, ByteDevice, LineDevice, PtyLink
 
-__all__ = ["DROP", "REGISTRY", "ByteDevice", "HeaterDeviceSim", "LineDevice", "PtyLink", "register",
-           "unregister"]
+__all__ = ["DROP", "EXACT", "RECORDED", "REGISTRY", "ByteDevice", "HeaterDeviceSim", "LineDevice", "PtyLink",
+           "Readback", "register", "unregister"]
 
 CHANNELS_PER_MODULE = 8
 # type -> (full-scale current mA, full-scale voltage V), from the vendor library's table
@@ -62,6 +68,37 @@ _QUERY = re.compile(r"^(IMAX|VMAX|I|V)(\d+|ALL)\?$")
 _SET = re.compile(r"^(IMAX|VMAX|I|V)(\d+)=(.*)$")
 _VECTOR = re.compile(r"^(I|V)VEC(\d+)=(.*)$")
 _NUP = re.compile(r"^NUP=(\d+)$")
+
+
+@dataclass(frozen=True)
+class Readback:
+    """How a module's readings differ from its settings (mA, V).
+
+    The defaults are the vendor's recorded sessions (``takeqontrol/api``, MIT licence,
+    ``progs/*.json``, Q8iv, firmware v2.4.1; transcribed in
+    tests/instruments/recorded/qontrol_sessions.json): at zero output the channels read
+    -11.2..+1.9 uA (``IALL?`` -> ``-0.0039 mA ... -0.0102 mA ...``: mean -3 uA, sd 3.5 uA
+    over 32 channels) and +0.0..+0.9 mV; two consecutive readings of one channel differ by
+    0..1.4 uA (``I0?`` -> ``+0.0204`` then ``+0.0202 mA``, ``I5?`` -> ``+0.0179`` then
+    ``+0.0187``; 0.45 uA RMS, so 0.3 uA per reading) and 0..1.9 mV (0.6 mV RMS). The offset
+    is the measurement's, not the output's: a channel at zero reads ``-0.0102 mA`` at
+    ``+0.0000 V``, so the heater gets the setting. Limits (``IMAX?``) read back exactly.
+    """
+
+    current_offset_mean_ma: float = -0.003
+    current_offset_sd_ma: float = 0.0035
+    current_scatter_ma: float = 0.0003
+    voltage_offset_mean_v: float = 0.0004
+    voltage_offset_sd_v: float = 0.0003
+    voltage_scatter_v: float = 0.0004
+
+
+RECORDED = Readback()
+EXACT = Readback(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+# Drawn offsets are kept within this (mA / V): the recorded extremes (-11.2 uA, +0.9 mV)
+# with a third more, so a seeded draw never makes a module worse than a real one.
+OFFSET_CLIP = {"mA": 0.015, "V": 0.0012}
+READBACK_SEED_SALT = 0x0FF5E7  # readings draw from their own stream: faults and chip noise stay put
 
 
 class _Partial(bytes):
@@ -101,9 +138,12 @@ class HeaterDeviceSim:
         chip: the chip whose heaters channels ``0..n_heaters-1`` drive.
         modules: module types in chain order; by default enough Q8iv for every heater.
             Channels past the chip's heaters exist but drive nothing.
+        readback: offsets and scatter of the readings (default: the recorded ones).
+        seed: of the offsets and scatter; default the chip's seed.
     """
 
-    def __init__(self, chip: Chip, *, modules: Sequence[str] | None = None) -> None:
+    def __init__(self, chip: Chip, *, modules: Sequence[str] | None = None,
+                 readback: Readback = RECORDED, seed: int | None = None) -> None:
         self.chip = chip
         n_h = chip.mesh.n_heaters
         types = list(modules) if modules else ["Q8iv"] * max(1, math.ceil(n_h / CHANNELS_PER_MODULE))
@@ -124,6 +164,12 @@ class HeaterDeviceSim:
         self.faults: list[Fault] = []
         self.commands = 0
         self._noise = np.random.default_rng(0x0E7A)  # which byte a corruption hits: reproducible
+        self.readback = readback
+        self._scatter = np.random.default_rng([READBACK_SEED_SALT, int(chip.seed if seed is None else seed)])
+        self.current_offsets_ma = self._offsets(readback.current_offset_mean_ma,
+                                                readback.current_offset_sd_ma, OFFSET_CLIP["mA"])
+        self.voltage_offsets_v = self._offsets(readback.voltage_offset_mean_v,
+                                               readback.voltage_offset_sd_v, OFFSET_CLIP["V"])
         self.lock = threading.Lock()
         self._rx = b""
         self._last_byte = 0.0
@@ -131,6 +177,10 @@ class HeaterDeviceSim:
         self._unsolicited: list[object] = []
         # links push unasked output (E90) at once through these; without one it waits for input
         self.listeners: list[Callable[[bytes], None]] = []
+
+    def _offsets(self, mean: float, sd: float, clip: float) -> np.ndarray:
+        """Per-channel zero offsets (fixed for the module's life), seeded."""
+        return np.clip(mean + sd * self._scatter.standard_normal(self.n_channels), -clip, clip)
 
     # -- faults --------------------------------------------------------------------------
     def inject(self, kind: str, *, after: int = 0, count: int = 1, code: int = E_OVER_CURRENT,
@@ -362,6 +412,11 @@ class HeaterDeviceSim:
     def _reading(self, what: str, ch: int) -> str:
         value = {"I": self.currents, "V": self.voltages, "IMAX": lambda: self.imax,
                  "VMAX": lambda: self.vmax}[what]()[ch]
+        rb = self.readback
+        if what == "I":
+            value += self.current_offsets_ma[ch] + rb.current_scatter_ma * self._scatter.standard_normal()
+        elif what == "V":
+            value += self.voltage_offsets_v[ch] + rb.voltage_scatter_v * self._scatter.standard_normal()
         return f"{value:+.4f} {UNITS[what]}"
 
     def _set_run(self, what: str, first: int, values: list[float], whole_chain: bool = False) -> list[str]:

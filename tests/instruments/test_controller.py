@@ -28,6 +28,7 @@ def test_program_writes_only_changes(controller, small_chip):
     want = IdealMap(mesh.n_heaters).currents_for(bar, 10.0)
     np.testing.assert_allclose(small_chip.currents_ma, np.round(want, 4), atol=1e-4)
     assert r1.channels == int((want > 0).sum())
+    assert controller.program(bar).channels == 0
     one = bar.cross_fraction.copy()
     one[2] = 1.0
     r2 = controller.program(Configuration(one))
@@ -139,6 +140,7 @@ def test_the_failover_timing_model_counts_the_bytes_the_driver_really_sends(smal
     try:
         drv = HeaterDriver.open(url, timeout_s=0.5, binary=protocol == "binary")
         ctl = MeshController(drv, small_chip.mesh)
+        ctl.set_currents(ctl.currents)  # a running controller has confirmed every channel once
         target = ctl.currents
         program = {1: 1.25, 2: 2.5, 3: 0.75, 7: 3.0, 8: 1.5, 15: 0.5}  # runs split at module 0|1
         for ch, v in program.items():

@@ -11,6 +11,7 @@ from instruments.errors import (
     OverCurrentError,
     OverVoltageError,
 )
+from instruments.heater_driver import OFFSET_LIMIT
 
 
 @pytest.fixture(params=["pty", "url", "pty-binary"])
@@ -34,12 +35,16 @@ def test_currents_reach_the_chip(driver, small_chip):
     expected[3], expected[5:8] = 1.5, [0.5, 0.75, 1.0]
     step = 24.0 / 0xFFFF if driver.binary else 1e-4  # binary words / 4 ASCII decimals
     np.testing.assert_allclose(small_chip.currents_ma, expected, atol=step / 2)
-    np.testing.assert_allclose(driver.currents()[: len(expected)], expected, atol=step)
+    held = driver.currents()[: len(expected)]
+    # the channels this driver set read back as set; the others as their reading less an
+    # offset nobody has measured yet (a module's offset: at most OFFSET_LIMIT)
+    np.testing.assert_allclose(held[[3, 5, 6, 7]], expected[[3, 5, 6, 7]], atol=step)
+    np.testing.assert_allclose(held, expected, atol=OFFSET_LIMIT["mA"])
     assert driver.current(6) == pytest.approx(0.75, abs=step)
-    v, i, p = driver.vip()
-    np.testing.assert_allclose(v[: len(expected)], small_chip.voltages_v(), atol=1e-4)
+    v, i, p = driver.vip()  # measured: offsets and scatter in
+    np.testing.assert_allclose(v[: len(expected)], small_chip.voltages_v(), atol=OFFSET_LIMIT["V"])
     np.testing.assert_allclose(p, v * i, atol=1e-3)
-    assert driver.voltage(3) == pytest.approx(small_chip.voltages_v()[3], abs=1e-4)
+    assert driver.voltage(3) == pytest.approx(small_chip.voltages_v()[3], abs=OFFSET_LIMIT["V"])
 
 
 def test_voltage_mode_sets_the_matching_current(driver, small_chip):
@@ -106,7 +111,11 @@ def test_a_power_cycle_is_reported_and_the_state_reread(driver, heater_device, s
     # which is why the driver raised instead of guessing: reading back gives the truth
     np.testing.assert_allclose(small_chip.currents_ma[:2], 0.0)
     n = small_chip.mesh.n_heaters
-    np.testing.assert_allclose(driver.currents()[:n], small_chip.currents_ma, atol=1e-4)
+    # channels 0 and 1 were confirmed before the reset: their offsets are known, so their
+    # zeros read as zeros; the others read within a module's offset of what they hold
+    held = driver.currents()[:n]
+    np.testing.assert_allclose(held[:2], 0.0, atol=1e-4)
+    np.testing.assert_allclose(held, small_chip.currents_ma, atol=OFFSET_LIMIT["mA"])
 
 
 def test_binary_mode_reaches_the_chip_within_one_step(pty_driver, small_chip):

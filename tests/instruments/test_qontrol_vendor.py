@@ -10,6 +10,7 @@ import pytest
 
 qontrol = pytest.importorskip("qontrol")
 
+from instruments.heater_driver import OFFSET_LIMIT  # noqa: E402
 from instruments.sim.heater_device import HeaterDeviceSim, PtyLink  # noqa: E402
 
 
@@ -38,22 +39,35 @@ def test_vendor_library_connects_and_reads_the_daisy_chain(vendor):
     assert (vendor.v_full, vendor.i_full) == (12.0, 24.0)
 
 
-def test_vendor_sets_and_reads_one_channel(vendor, small_chip):
+# A reading is the value plus the channel's offset plus scatter (0.3 uA / 0.4 mV RMS):
+# within this many RMS, plus the 4th decimal's rounding
+READ_SIGMAS = 6
+
+
+def test_vendor_sets_and_reads_one_channel(vendor, small_chip, chain):
+    dev, _link = chain
     step = 24.0 / 0xFFFF if vendor.binary_mode else 0.0  # the library floors binary words
     vendor.i[3] = 1.5
     assert small_chip.currents_ma[3] == pytest.approx(1.5, abs=step + 1e-9)
-    assert vendor.i[3] == pytest.approx(1.5, abs=step + 1e-4)
-    assert vendor.v[3] == pytest.approx(small_chip.voltages_v()[3], abs=1e-4)
+    scatter = READ_SIGMAS * dev.readback.current_scatter_ma + 5e-5
+    assert vendor.i[3] == pytest.approx(1.5 + dev.current_offsets_ma[3], abs=step + scatter)
+    assert vendor.v[3] == pytest.approx(small_chip.voltages_v()[3] + dev.voltage_offsets_v[3],
+                                        abs=READ_SIGMAS * dev.readback.voltage_scatter_v + 5e-5)
 
 
-def test_vendor_sets_and_gets_all_values(vendor, small_chip):
+def test_vendor_sets_and_gets_all_values(vendor, small_chip, chain):
     n = small_chip.mesh.n_heaters
     values = [0.1 * k for k in range(vendor.n_chs)]
     vendor.set_all_values("I", list(values))  # binary mode turns the list into words in place
     got = vendor.get_all_values("I")
     assert len(got) == vendor.n_chs
     np.testing.assert_allclose(small_chip.currents_ma, values[:n], atol=83.4 / 0xFFFF)
-    np.testing.assert_allclose(got, values, atol=83.4 / 0xFFFF + 1e-4)
+    dev, _link = chain
+    scatter = READ_SIGMAS * dev.readback.current_scatter_ma + 5e-5
+    # get_all_values drops a reading's sign (its regex '(?:\+|-|)([\d\.]+)' keeps the sign
+    # out of the group): a channel at 0 with a negative offset comes back positive
+    np.testing.assert_allclose(got, np.abs(np.add(values, dev.current_offsets_ma)),
+                               atol=83.4 / 0xFFFF + scatter)
 
 
 def test_vendor_over_limit_write_is_refused_with_the_vendor_code(vendor, small_chip):
@@ -80,9 +94,13 @@ def test_vendor_and_our_driver_agree_on_the_same_module(chain, small_chip):
     q.set_all_values("I", [0.25] * q.n_chs)
     q.close()
     ours = HeaterDriver.open(link.path, timeout_s=0.5)
-    np.testing.assert_allclose(ours.currents(), 0.25)
+    # a fresh driver knows no offset yet: each channel within a module's offset of 0.25
+    np.testing.assert_allclose(ours.currents(), 0.25, atol=OFFSET_LIMIT["mA"])
     ours.set_block(0, [1.0, 2.0])
+    np.testing.assert_allclose(ours.currents()[:2], [1.0, 2.0])  # confirmed: exactly what was set
     ours.close()
     q = qontrol.QXOutput(serial_port_name=link.path, response_timeout=0.2)
-    assert q.get_all_values("I")[:3] == [1.0, 2.0, 0.25]
+    read = np.add([1.0, 2.0, 0.25], _dev.current_offsets_ma[:3])
+    np.testing.assert_allclose(q.get_all_values("I")[:3], read,
+                               atol=READ_SIGMAS * _dev.readback.current_scatter_ma + 5e-5)
     q.close()
