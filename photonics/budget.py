@@ -33,6 +33,7 @@ must reach ``rx_sensitivity + required_margin``.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -259,6 +260,7 @@ def check_band(tx: Transceiver, rx: Transceiver | None = None,
             )
 
 
+@functools.lru_cache(maxsize=256)  # lanes are frozen and few; every check asks again
 def check_wavelengths_nm(lane: Transceiver) -> tuple[float, ...]:
     """The wavelengths (nm, ascending) a route carrying ``lane`` is checked at.
 
