@@ -5,11 +5,14 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("lumion")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+def __getattr__(name: str) -> str:
+    """``__version__``: the one of :mod:`photonics` (the same distribution), read on first use."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import photonics
+
+    return str(photonics.__version__)
+
 
 __all__ = ["__version__"]

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from lab_scripts import __version__
+import lab_scripts
 from lab_scripts.common import running
 from lab_scripts.errors import (
     EXIT_INTERRUPTED,
@@ -62,6 +62,15 @@ class Parser(argparse.ArgumentParser):
         raise ArgumentError(message, self.prog)
 
 
+class _Version(argparse.Action):
+    """``--version``: print ``lumion VERSION`` and exit; the version is read only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,  # noqa: ARG002
+                 values: object, option_string: str | None = None) -> None:  # noqa: ARG002
+        print(f"lumion {lab_scripts.__version__}")  # on stdout, as argparse's own version action
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (used by ``main`` and by the docs)."""
     parser = Parser(
@@ -71,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         "request, 4 instrument fault, 64 usage, 69 optional package missing, 70 internal bug "
         "(docs/cli.md).",
     )
-    parser.add_argument("--version", action="version", version=f"lumion {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS.values():
         importlib.import_module(module).add_parser(sub)

@@ -62,7 +62,7 @@ def hours_or_zero(text: str) -> float:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
-    from photonics.rack.simulate import CHECKPOINT_H, MTBF_H, REPAIR_H, RESTART_H
+    from photonics.rack.failure_defaults import CHECKPOINT_H, MTBF_H, REPAIR_H, RESTART_H
 
     p = sub.add_parser(
         "rack",

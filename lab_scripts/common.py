@@ -6,13 +6,15 @@ import argparse
 import contextlib
 import json
 import math
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from photonics.errors import LumionError
+
+if TYPE_CHECKING:  # numpy is imported by the commands that run, not by `lumion --help`
+    import numpy as np
 
 
 class UsageError(LumionError):
@@ -61,16 +63,17 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Convert numpy scalars/arrays (recursively) to plain JSON types."""
+    """Convert numpy scalars/arrays (recursively) to plain JSON types; NaN and infinities to None."""
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
+    numpy = sys.modules.get("numpy")  # a numpy value exists only once numpy is imported
+    if numpy is not None and isinstance(value, numpy.ndarray):
         return to_jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not np.isfinite(value):
+    if numpy is not None and isinstance(value, numpy.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
@@ -144,13 +147,16 @@ def recovery_changes(n_tbus: int, n_heaters: int, heater_unit: str, map_name: st
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, float | np.floating):
+    numpy = sys.modules.get("numpy")
+    if isinstance(value, float) or (numpy is not None and isinstance(value, numpy.floating)):
         return f"{value:.2f}"
     return str(value)
 
 
 def wavelength_range(text: str, max_points: int) -> np.ndarray:
     """Parse ``START:STOP:N`` (nm) or a single wavelength into an array of at most ``max_points``."""
+    import numpy as np
+
     try:
         parts = [float(p) for p in text.split(":")]
     except ValueError:

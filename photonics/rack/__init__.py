@@ -15,40 +15,63 @@ The stable entry points: :func:`default_rack`, :func:`synthetic_trace`, :func:`s
 (``-> TraceMetrics``, with ``to_dict()``).
 """
 
-from photonics.rack.allocator import MAX_CANDIDATES, FabricAllocator
-from photonics.rack.baseline import BaselineAllocator
-from photonics.rack.circuits import Circuit, Occupancy, PlacementError, Request
-from photonics.rack.metrics import JobRecord, Series, TraceMetrics, compute_metrics
-from photonics.rack.model import (
-    SCHEMA,
-    SCHEMA_VERSION,
-    Fibre,
-    Rack,
-    RackAccelerator,
-    RackError,
-    crossing_loss_db,
-    default_rack,
-    load_rack,
-    parse_rack,
-    rack_from_dict,
-)
-from photonics.rack.patterns import logical_rounds
-from photonics.rack.simulate import (
-    POLICIES,
-    FailureModel,
-    Simulation,
-    Simulator,
-    run_simulation,
-    simulate_trace,
-)
-from photonics.rack.traces import (
-    PATTERNS,
-    TraceJob,
-    load_trace,
-    parse_trace,
-    synthetic_trace,
-    trace_to_jsonl,
-)
+import importlib
+from typing import Any
+
+# name -> module: the package imports a module when one of its names is first used, so
+# importing a light module (``photonics.rack.failure_defaults``) does not import scipy
+# through the allocator (``lumion --help`` prints the rack defaults).
+_HOME = {
+    "MAX_CANDIDATES": "photonics.rack.allocator",
+    "FabricAllocator": "photonics.rack.allocator",
+    "BaselineAllocator": "photonics.rack.baseline",
+    "Circuit": "photonics.rack.circuits",
+    "Occupancy": "photonics.rack.circuits",
+    "PlacementError": "photonics.rack.circuits",
+    "Request": "photonics.rack.circuits",
+    "JobRecord": "photonics.rack.metrics",
+    "Series": "photonics.rack.metrics",
+    "TraceMetrics": "photonics.rack.metrics",
+    "compute_metrics": "photonics.rack.metrics",
+    "SCHEMA": "photonics.rack.model",
+    "SCHEMA_VERSION": "photonics.rack.model",
+    "Fibre": "photonics.rack.model",
+    "Rack": "photonics.rack.model",
+    "RackAccelerator": "photonics.rack.model",
+    "RackError": "photonics.rack.model",
+    "crossing_loss_db": "photonics.rack.model",
+    "default_rack": "photonics.rack.model",
+    "load_rack": "photonics.rack.model",
+    "parse_rack": "photonics.rack.model",
+    "rack_from_dict": "photonics.rack.model",
+    "logical_rounds": "photonics.rack.patterns",
+    "POLICIES": "photonics.rack.simulate",
+    "FailureModel": "photonics.rack.simulate",
+    "Simulation": "photonics.rack.simulate",
+    "Simulator": "photonics.rack.simulate",
+    "run_simulation": "photonics.rack.simulate",
+    "simulate_trace": "photonics.rack.simulate",
+    "PATTERNS": "photonics.rack.traces",
+    "TraceJob": "photonics.rack.traces",
+    "load_trace": "photonics.rack.traces",
+    "parse_trace": "photonics.rack.traces",
+    "synthetic_trace": "photonics.rack.traces",
+    "trace_to_jsonl": "photonics.rack.traces",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` on first use (PEP 562)."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])
+
 
 __all__ = [
     "MAX_CANDIDATES",

@@ -33,17 +33,12 @@ import numpy as np
 
 from photonics.rack.allocator import FabricAllocator
 from photonics.rack.baseline import BaselineAllocator
+from photonics.rack.failure_defaults import CHECKPOINT_H, MTBF_H, REPAIR_H, RESTART_H
 from photonics.rack.metrics import JobRecord, Series, TraceMetrics, compute_metrics
 from photonics.rack.model import Rack, RackError
 from photonics.rack.traces import TraceJob
 
 POLICIES = ("fabric", "baseline")
-# Stress defaults (docs/rack.md): an MTBF far below a real GPU's (~5e4 h, Llama 3 report)
-# so that a trace of a few hundred hours sees failures at all; set mtbf_h to compare.
-MTBF_H = 500.0
-REPAIR_H = 12.0  # swap a board and re-qualify it: hours, not minutes
-CHECKPOINT_H = 1.0  # progress between checkpoints; a failure loses what was done since
-RESTART_H = 0.1  # reload the checkpoint and resume (6 min), both policies
 MAX_EVENTS = 1_000_000  # a guard against a simulation that never drains (a bug, said loudly)
 
 ARRIVE, DEPART, FAIL, REPAIR = "arrive", "depart", "fail", "repair"
