@@ -163,7 +163,8 @@ class CalibrationMap:
         nearest_fraction, cutoff_tbu: the crosstalk law K was built from (for the record).
         failed: TBUs calibration found broken (index -> "dead" | "bar" | "cross") or could
             not confirm ("unverified": its fit disagrees with an independent light path);
-            their heaters are never driven and routing must avoid them (:meth:`failed_tbus`).
+            routing must avoid them (:meth:`failed_tbus`). A broken TBU's heaters are never
+            driven; an unverified TBU keeps its fit (and is set by it).
         disagreement: per "unverified" TBU, the measured disagreement (rad) between its fit
             and the light measurement that could not confirm it.
     """
@@ -254,7 +255,8 @@ class CalibrationMap:
         on its neighbours is cancelled (re-choosing heaters until every target is met);
         without it, each heater is set as if it were alone (to show what crosstalk costs).
 
-        Failed TBUs (:attr:`failed`) are not driven (0 mA) and their targets ignored.
+        Failed TBUs (:attr:`failed`) are not driven (0 mA) and their targets ignored;
+        unverified ones are set by their fit like any other.
 
         Raises:
             UnreachableError: a TBU's target needs more than ``max_current_ma``.
@@ -268,7 +270,9 @@ class CalibrationMap:
                 f"configuration has {r.size} TBUs but the map {self.n_tbus}; use the chip's own map"
             )
         live = np.ones(self.n_tbus, bool)
-        live[list(self.failed)] = False
+        # an unverified TBU keeps its fit: it is parked by it, and routed through only when the
+        # user chose to trust it (failed_tbus(avoid_unverified=False))
+        live[[t for t, how in self.failed.items() if how != "unverified"]] = False
         compensate = compensate and bool(self.crosstalk.nnz)
         coupling = self._coupling() if compensate else None
         if coupling is not None and not live.all():

@@ -25,6 +25,10 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    a suspect, measured again after the rechecks through up to two disjoint calibrated
    paths, and recorded as failed ("dead", "bar", "cross") when it fails again. Failed TBUs
    are never on a light path again and go to the map (and from there to routing).
+2d. **Refine again.** A TBU no calibrated path reached during the refinement (a suspect
+   blocked every one) kept its bootstrap fit, made through unknown TBUs (one such fit was
+   a full pi off, seed 424242). Once the suspects are diagnosed, those TBUs are refined
+   and rechecked like the rest.
 3. **Crosstalk.** Each TBU (the victim) is held at quadrature through its fitted curve,
    where a shift of its differential phase changes its outputs to first order, while every
    heater of its neighbouring TBUs is driven in turn by whole turns of its fitted effect,
@@ -35,6 +39,11 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    fraction ``f`` (the fitted curves are ``(1 - f) s(I)``) is not separable from a heater's
    efficiency and stays the design value; so do entries of victims that cannot be probed
    or do not fit in the operation budget (a decaying law). See docs/calibration.md.
+4. **Confirm** (:func:`confirm_stage`, :mod:`calibration.confirm`). Every TBU's phase in
+   the finished map is checked by light its fit never saw (another path where one exists,
+   always other drive levels). A TBU light disagrees with is re-fitted through a new path
+   avoiding every doubtful TBU and checked again; one that still disagrees is named
+   "unverified" in the map with the measured disagreement (routing avoids it).
 
 Every reading waits ``Options.settle_s`` after its current change (heaters settle). A
 checkpoint (JSON, written atomically) after every TBU lets an interrupted run resume
@@ -62,6 +71,7 @@ from calibration.checkpoint import (
     load_checkpoint_failed,
     save_checkpoint,
 )
+from calibration.confirm import CONFIRM_TOL_RAD, LEVELS, Confirmation, confirm_tbu
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
 from calibration.fit import NoiseModel, Sweep, TBUFit, fit_tbu, sweep_currents
 from calibration.health import LIT_DBM, MIN_CONTRAST, contrast, diagnosis, failure, record_warnings
@@ -76,6 +86,10 @@ from photonics.physics import PhysicsDefaults
 # Disjoint light paths a suspect TBU is tried through before it is called dead: one blocked
 # or mis-set path TBU cannot condemn it.
 DIAGNOSE_PROBES = 2
+# Re-fit-and-confirm rounds for a TBU light disagrees with before it is named unverified: one
+# round through a new path clears a fit spoiled by its path (or a meter glitch); a second
+# clears one whose new path crossed another doubtful TBU that the first round put right.
+CONFIRM_ROUNDS = 2
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
@@ -139,6 +153,7 @@ class Result:
     duration_s: float
     sweeps: dict[int, tuple[Probe, list[Sweep], TBUFit]] = field(default_factory=dict, repr=False)
     crosstalk: dict[int, CrosstalkRecord] = field(default_factory=dict, repr=False)
+    confirmations: dict[int, Confirmation] = field(default_factory=dict, repr=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -181,8 +196,9 @@ class Run:
     ``records`` (per TBU) and ``xrecords`` (per crosstalk victim) grow as TBUs are
     measured; the checkpoint is rewritten after each. ``failed`` holds TBUs found broken
     ("dead", "bar", "cross"), ``suspects`` TBUs whose fit failed once and wait for a
-    diagnosis, ``warnings`` one line per doubtful fit. ``ops_before``/``dur_before`` come
-    from a resumed checkpoint.
+    diagnosis, ``warnings`` one line per doubtful fit, ``confirmations`` the last light check
+    of each TBU and ``unverified`` (TBU -> disagreement, rad) those light did not confirm.
+    ``ops_before``/``dur_before`` come from a resumed checkpoint.
     """
 
     bench: Bench
@@ -202,6 +218,9 @@ class Run:
     suspects: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     last_sweeps: list[Sweep] = field(default_factory=list)
+    confirmations: dict[int, Confirmation] = field(default_factory=dict)
+    unverified: dict[int, float] = field(default_factory=dict)
+    refitted: int = 0
 
     def __post_init__(self) -> None:
         self.mesh = self.bench.mesh
@@ -211,6 +230,9 @@ class Run:
         self.t0 = time.monotonic()
         self.ops0 = self.bench.operations
         self.seq = max((r.seq for r in self.records.values()), default=0)
+        # Operations kept back for the confirmation stage (one set of levels per TBU): the
+        # budget may trim crosstalk, never the check that names what light disagrees with.
+        self.reserved = LEVELS * self.mesh.n_tbus
 
     def ops(self) -> int:
         """Set-and-read operations of the whole run (resumed ones included)."""
@@ -222,7 +244,8 @@ class Run:
 
     def fits_budget(self, cost: int) -> bool:
         """True when ``cost`` more operations stay within ``options.max_operations``."""
-        return self.options.max_operations is None or self.ops() + cost <= self.options.max_operations
+        return (self.options.max_operations is None
+                or self.ops() + cost + self.reserved <= self.options.max_operations)
 
     def working(self) -> set[int]:
         """TBUs light may be routed through: the calibrated ones (never a broken or suspect TBU)."""
@@ -387,6 +410,18 @@ def refine(run: Run) -> None:
         run.progress.update("refine", n, len(todo), run.ops(), run.t0)
 
 
+def refine_again(run: Run) -> None:
+    """Stage 2d: refine the TBUs that kept a bootstrap-only fit, then recheck what they touched.
+
+    The refinement skips a TBU no calibrated path reaches (a suspect blocked every path);
+    :func:`diagnose` has since cleared or named the suspects, so a path exists now.
+    """
+    if not any(r.stage == "bootstrap" for r in run.records.values()):
+        return
+    refine(run)
+    recheck(run)
+
+
 def upstream_changed(records: dict[int, TBURecord], t: int) -> bool:
     """True when a TBU on ``t``'s light path changed materially after ``t`` was measured."""
     return any(records[h].changed > records[t].seq for h in records[t].hops if h in records)
@@ -399,8 +434,9 @@ def due_for_recheck(records: dict[int, TBURecord], options: Options) -> tuple[li
     after its refinement) a TBU whose own fit is poor.
     """
     poor = {t for t, r in records.items() if r.rms_residual > options.poor_fit_residual}
+    # a fit made while diagnosing a suspect is as clean as a refinement: a poor one is due too
     due = [t for t in sorted(records)
-           if upstream_changed(records, t) or (t in poor and records[t].stage == "refine")]
+           if upstream_changed(records, t) or (t in poor and records[t].stage in ("refine", "diagnose"))]
     # Worst fit first: under budget pressure the rechecks that matter most are done.
     due.sort(key=lambda t: -records[t].rms_residual)
     return due, poor | set(due)
@@ -467,6 +503,83 @@ def crosstalk_stage(run: Run) -> None:
         run.progress.update("crosstalk", n, len(todo), run.ops(), run.t0)
 
 
+def confirm_probe(run: Run, t: int, doubtful: set[int]) -> tuple[Probe | None, bool]:
+    """The light path to confirm ``t`` through, and whether it is independent of its fit's.
+
+    Preferred: a path avoiding every TBU the fit's light crossed (so its source or outputs
+    differ); else the fit's own kind of path (the drive levels still differ from the sweep's).
+    Doubtful TBUs (other than ``t``) and failed ones are never crossed.
+    """
+    rec = run.records[t]
+    banned = set(run.failed) | (doubtful - {t})
+    own = set(rec.hops)
+    for avoid in (own, set()):
+        probe = plan_probe(run.mesh, t, run.working() - {t} - avoid, run.peer, banned=banned | avoid)
+        if probe is not None:
+            return probe, (probe.src != rec.src or set(probe.outputs) != set(rec.outputs))
+    return None, False
+
+
+def confirm_one(run: Run, cmap: CalibrationMap, t: int, doubtful: set[int]) -> Confirmation:
+    """Confirm TBU ``t`` of ``cmap`` by light (see :mod:`calibration.confirm`)."""
+    probe, independent = confirm_probe(run, t, doubtful)
+    if probe is None:
+        return Confirmation(t, np.nan, np.nan, np.nan, 0.0, False, -1, ())
+    run.notify("confirm", t)
+    base = base_currents(run.mesh.n_heaters, run.records, probe)
+    return confirm_tbu(run.bench, cmap, probe, base, independent_path=independent,
+                       wavelength_nm=run.options.wavelength_nm, settle_s=run.options.settle_s)
+
+
+def refit_doubtful(run: Run, t: int, doubtful: set[int]) -> None:
+    """Fit ``t`` again through a path avoiding the doubtful TBUs and, where it can, its old path."""
+    old = run.records[t]
+    banned = set(run.failed) | (doubtful - {t})
+    for avoid in (set(old.hops), set()):
+        probe = plan_probe(run.mesh, t, run.working() - {t} - avoid, run.peer, banned=banned | avoid)
+        if probe is not None:
+            verdict, _ = run.measure_tbu(probe, "confirm", max(run.options.refine_points, run.options.points),
+                                         old)
+            if verdict is None:
+                run.refitted += 1
+            return
+
+
+def confirm_stage(run: Run) -> CalibrationMap:
+    """Stage 4: confirm every TBU of the finished map by light; re-fit or name what disagrees.
+
+    Returns the final map: TBUs still unconfirmed after :data:`CONFIRM_ROUNDS` re-fits are
+    recorded "unverified" with their measured disagreement (NaN: no fringe seen at all).
+    """
+    run.reserved = 0
+    cmap = assemble(run)
+    run.confirmations = {t: confirm_one(run, cmap, t, set()) for t in sorted(run.records)}
+    run.progress.update("confirm", len(run.records), len(run.records), run.ops(), run.t0)
+    doubtful = {t for t, c in run.confirmations.items() if not c.confirmed}
+    for _ in range(CONFIRM_ROUNDS):
+        if not doubtful:
+            break
+        for t in sorted(doubtful):
+            refit_doubtful(run, t, doubtful)
+        cmap = assemble(run)
+        for t in sorted(doubtful):
+            run.confirmations[t] = confirm_one(run, cmap, t, doubtful)
+        doubtful = {t for t in doubtful if not run.confirmations[t].confirmed}
+    run.unverified = {t: run.confirmations[t].disagreement_rad for t in sorted(doubtful)}
+    for t, rad in run.unverified.items():
+        seen = "no fringe through any path" if not np.isfinite(rad) else f"{rad:.3f} rad"
+        run.warnings.append(f"{run.mesh.tbu_names[t]}: unverified: light disagrees with its fit "
+                            f"({seen}; tolerance {CONFIRM_TOL_RAD} rad); routing avoids it")
+    return assemble(run)
+
+
+def assemble(run: Run) -> CalibrationMap:
+    """The map of the run so far (failed and unverified TBUs recorded as such)."""
+    failed = {**run.failed, **dict.fromkeys(run.unverified, "unverified")}
+    return build_map(run.mesh, run.bench.chip_id, run.records, run.options, quality=run_quality(run),
+                     crosstalk=run.xrecords, failed=failed, disagreement=run.unverified)
+
+
 def run_quality(run: Run) -> dict[str, Any]:
     """The chip-wide figures of a finished run (the map's ``quality``)."""
     records, xrecords, opts = run.records, run.xrecords, run.options
@@ -485,10 +598,27 @@ def run_quality(run: Run) -> dict[str, Any]:
         "rechecked_tbus": sum(r.stage == "recheck" for r in records.values()),
         "poor_fits": sum(r.rms_residual > opts.poor_fit_residual for r in records.values()),
         "failed_tbus": {run.mesh.tbu_names[t]: how for t, how in sorted(run.failed.items())},
+        "unverified_tbus": {run.mesh.tbu_names[t]: rad for t, rad in run.unverified.items()},
+        **confirm_quality(run),
         "warnings": list(run.warnings),
         "crosstalk_operations": sum(r.readings for r in xrecords.values()),
         "crosstalk_victims": len(xrecords),
         "crosstalk_rms_residual": rms([r.rms_residual for r in xrecords.values()]) if xrecords else None,
+    }
+
+
+def confirm_quality(run: Run) -> dict[str, Any]:
+    """Figures of the confirmation stage for the map's quality (empty before it ran)."""
+    c = run.confirmations
+    if not c:
+        return {}
+    ok = [x.disagreement_rad for x in c.values() if x.confirmed]
+    return {
+        "confirmed_tbus": len(ok),
+        "confirmed_on_independent_path": sum(x.independent_path for x in c.values() if x.confirmed),
+        "confirm_max_disagreement_rad": float(max(ok)) if ok else None,
+        "confirm_tolerance_rad": CONFIRM_TOL_RAD,
+        "confirm_refits": run.refitted,
     }
 
 
@@ -534,9 +664,9 @@ def calibrate(
     refine(run)
     recheck(run)
     diagnose(run)
+    refine_again(run)
     fit_warnings(run)
     crosstalk_stage(run)
-    cmap = build_map(run.mesh, bench.chip_id, run.records, options, quality=run_quality(run),
-                     crosstalk=run.xrecords, failed=run.failed)
+    cmap = confirm_stage(run)
     return Result(cmap=cmap, records=dict(run.records), operations=run.ops(), duration_s=run.elapsed(),
-                  sweeps=run.sweeps, crosstalk=dict(run.xrecords))
+                  sweeps=run.sweeps, crosstalk=dict(run.xrecords), confirmations=dict(run.confirmations))

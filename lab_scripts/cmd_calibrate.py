@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, count, fraction, load_mesh, print_json, seed, table
-from lab_scripts.errors import opening, reading
+from lab_scripts.errors import EXIT_OK, EXIT_UNVERIFIED, opening, reading
 from lab_scripts.paths import JSON_SUFFIXES, output_file, output_folder
 
 DEFAULT_SEED = 0  # the simulated chip when neither --seed nor [sim] seed says otherwise
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(payload)
     else:
         _print_report(payload, errors)
-    return 0
+    return EXIT_UNVERIFIED if payload["unverified_tbus"] else EXIT_OK
 
 
 def _calibrate_and_report(bench: Any, args: argparse.Namespace, out: Path, ckpt: Path,
@@ -141,7 +141,12 @@ def _map_summary(result: Any, mesh: Any, out: Path) -> dict[str, Any]:
         "fit_rms_residual_rel": cmap.quality["fit_rms_residual_rel"],
         "worst_sigma_phase_2pi_rad": float(np.max(cmap.quality["sigma_phase_2pi_rad"])),
         "crosstalk_fraction": cmap.nearest_fraction, "crosstalk_entries": int(cmap.crosstalk.nnz),
-        "failed_tbus": cmap.failed_tbus(), "warnings": list(cmap.quality.get("warnings", [])),
+        "failed_tbus": {mesh.tbu_names[t]: how for t, how in sorted(cmap.failed.items())},
+        "unverified_tbus": {name: (rad if np.isfinite(rad) else None)
+                            for name, rad in cmap.unverified_tbus().items()},
+        **{k: cmap.quality[k] for k in ("confirmed_tbus", "confirmed_on_independent_path",
+                                        "confirm_max_disagreement_rad") if k in cmap.quality},
+        "warnings": list(cmap.quality.get("warnings", [])),
     }
 
 
@@ -194,6 +199,15 @@ def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> Non
           f"({payload['fit_rms_residual_rel']:.2%} of fringe amplitude)")
     for line in payload["warnings"]:
         print(f"warning: {line}")
+    if "confirmed_tbus" in payload:
+        worst = payload["confirm_max_disagreement_rad"]
+        print(f"confirmed by light: {payload['confirmed_tbus']} of {payload['n_tbus']} TBUs "
+              f"({payload['confirmed_on_independent_path']} through a path other than their fit's)"
+              + (f", largest disagreement {worst:.3f} rad" if worst is not None else ""))
+    for name, rad in payload["unverified_tbus"].items():
+        seen = ("no fringe through any path" if rad is None
+                else f"light disagrees with its fit by {rad:.3f} rad")
+        print(f"UNVERIFIED {name}: {seen}; routing avoids it (exit status {EXIT_UNVERIFIED})")
     if errors is not None:
         print(f"vs truth: self-phase RMS {errors['phase_rms_error_rad']:.4f} rad, max "
               f"{errors['phase_max_error_rad']:.4f} rad; delta RMS {errors['delta_rms_error_rad']:.4f} rad; "

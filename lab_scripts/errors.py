@@ -38,6 +38,9 @@ EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_IMPOSSIBLE = 3
 EXIT_INSTRUMENT = 4
+# `lumion calibrate` wrote its map, but light did not confirm some TBUs (named "unverified" in
+# the map and the report): not a success a script may take for one, not an error either.
+EXIT_UNVERIFIED = 5
 EXIT_USAGE = 64
 EXIT_UNAVAILABLE = 69  # sysexits EX_UNAVAILABLE: an optional package this command needs is missing
 EXIT_BUG = 70

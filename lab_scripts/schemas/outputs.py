@@ -436,8 +436,17 @@ class CalibrateOutput(Strict):
     min_acr_uncompensated_db: DbOrNull = None
     verify_operations: Count | None = None
     plot: list[Path] | None = Field(None, description="fringe-fit and overview pictures (--plot DIR)")
-    failed_tbus: dict[str, Literal["dead", "bar", "cross"]] = Field(
-        default_factory=dict, description="TBUs calibration found broken, by name: routing avoids them")
+    failed_tbus: dict[str, Literal["dead", "bar", "cross", "unverified"]] = Field(
+        default_factory=dict, description="TBUs calibration found broken or could not confirm by light, by "
+        "name: routing avoids them")
+    unverified_tbus: dict[str, float | None] = Field(
+        default_factory=dict, description="TBUs light did not confirm, by name -> measured disagreement "
+        "(rad; null: no fringe through any path); the command then exits 5")
+    confirmed_tbus: Count | None = Field(None, description="TBUs whose map phase light confirmed")
+    confirmed_on_independent_path: Count | None = Field(
+        None, description="of those, confirmed through a light path other than their fit's")
+    confirm_max_disagreement_rad: float | None = Field(
+        None, description="largest disagreement (rad) between map and light among confirmed TBUs")
     warnings: list[str] = Field(default_factory=list, description="one line per failed TBU or doubtful fit")
 
 

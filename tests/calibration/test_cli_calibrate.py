@@ -2,6 +2,7 @@
 
 import json
 
+from calibration.confirm import LEVELS
 from calibration.model import heater_positions, neighbour_heaters
 from calibration.procedure import Options, crosstalk_readings
 from lab_scripts.cli import main
@@ -21,7 +22,9 @@ def test_calibrate_sim_json_and_plots(tmp_path, capsys):
     assert data["n_heaters"] == 12
     neighbours = neighbour_heaters(heater_positions(hexagonal(1, 1).tbu_xy))
     xt = sum(crosstalk_readings(len(n), Options()) for n in neighbours)
-    assert data["operations"] == 6 * 2 * (12 + 16) + xt
+    assert data["confirmed_tbus"] == 6
+    assert data["unverified_tbus"] == {}
+    assert data["operations"] == 6 * 2 * (12 + 16) + xt + 6 * LEVELS  # fits, crosstalk, confirmation
     assert data["phase_rms_error_rad"] < 0.02
     assert data["crosstalk_entries_fitted"] > 0
     assert data["crosstalk_rms_error"] < 0.25

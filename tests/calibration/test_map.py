@@ -217,7 +217,8 @@ def test_unverified_tbus_round_trip_and_are_avoided(tmp_path, mesh):
     assert back.failed_tbus() == {mesh.tbu_names[2]: "dead", mesh.tbu_names[5]: "bar"}
     assert back.failed_tbus(avoid_unverified=False) == {mesh.tbu_names[5]: "bar"}
     currents = back.currents_for(Configuration.parked(mesh), 24.0)
-    assert currents[4] == currents[5] == 0.0  # never driven
+    assert currents[10] == currents[11] == 0.0  # a broken TBU is never driven
+    assert currents[4] + currents[5] > 0  # an unverified one keeps its fit (parked by it)
 
 
 def test_reads_version_1_maps(tmp_path, mesh):

@@ -5,6 +5,7 @@ import io
 import numpy as np
 import pytest
 
+from calibration.confirm import LEVELS
 from calibration.evaluate import truth_errors as _truth_errors
 from calibration.map import CalibrationError
 from calibration.model import heater_positions, neighbour_heaters
@@ -63,8 +64,9 @@ def test_meets_accuracy_target(which, request):
     assert err["delta_max_error_rad"] <= 0.05
     assert result.operations == bench.operations
     rechecks = result.cmap.quality["rechecks"]
+    assert result.cmap.quality["confirm_refits"] == 0
     assert result.operations == (chip.mesh.n_tbus * 2 * (16 + 24) + rechecks * 2 * 24
-                                 + crosstalk_ops(chip.mesh))
+                                 + crosstalk_ops(chip.mesh) + LEVELS * chip.mesh.n_tbus)
     assert result.cmap.quality["crosstalk_operations"] == crosstalk_ops(chip.mesh)
     assert result.cmap.chip_id == chip.chip_id
 
@@ -176,9 +178,12 @@ def test_resume_after_interruption(tmp_path):
                        on_tbu=stop_after(10**6))
     assert f"resuming from {ckpt}: {mesh.n_tbus} TBUs fitted" in notes.getvalue()
     assert result.cmap.quality["resumed_operations"] == ops
-    assert not set(first) & set(seen)  # nothing finished was measured again
-    assert len(first) + len(seen) == 2 * mesh.n_tbus
-    assert result.operations == 2 * mesh.n_tbus * 2 * 12
+    fits = [s for s in seen if s[0] != "confirm"]  # every TBU is confirmed once, at the end
+    assert sorted(t for s, t in seen if s == "confirm") == list(range(mesh.n_tbus))
+    assert not set(first) & set(fits)  # nothing finished was measured again
+    assert len(first) + len(fits) == 2 * mesh.n_tbus
+    assert result.cmap.quality["confirm_refits"] == 0
+    assert result.operations == 2 * mesh.n_tbus * 2 * 12 + LEVELS * mesh.n_tbus
     assert bench.operations == result.operations - ops
     with pytest.raises(CalibrationError, match="belongs to chip"):
         load_checkpoint(ckpt, "another-chip", mesh)
@@ -245,9 +250,10 @@ def test_resume_during_crosstalk(tmp_path):
     seen.clear()
     result = calibrate(DirectBench(Chip(mesh, seed=5)), options, checkpoint=ckpt,
                        progress=Progress(stream=None), on_tbu=lambda stage, tbu: seen.append((stage, tbu)))
-    assert [s for s, _ in seen] == ["crosstalk"] * (mesh.n_tbus - 3)
-    assert not {t for _, t in seen} & set(done)
-    assert result.operations == mesh.n_tbus * 2 * 24 + crosstalk_ops(mesh, options)
+    assert [s for s, _ in seen] == ["crosstalk"] * (mesh.n_tbus - 3) + ["confirm"] * mesh.n_tbus
+    assert not {t for s, t in seen if s == "crosstalk"} & set(done)
+    assert result.cmap.quality["confirm_refits"] == 0
+    assert result.operations == mesh.n_tbus * 2 * 24 + crosstalk_ops(mesh, options) + LEVELS * mesh.n_tbus
     q = result.cmap.quality
     assert q["crosstalk_differences_fitted"] == q["crosstalk_differences_total"]
 

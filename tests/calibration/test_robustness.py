@@ -200,7 +200,7 @@ def test_a_resumed_run_remembers_the_broken_tbu(tmp_path):
     seen = []
     result = calibrate(DirectBench(Chip(MESH, seed=3, failed={tbu: "dead"})), Options(), checkpoint=ckpt,
                        progress=Progress(stream=None), on_tbu=lambda stage, t: seen.append((stage, t)))
-    assert {s for s, _ in seen} == {"crosstalk"}
+    assert {s for s, _ in seen} == {"crosstalk", "confirm"}  # the finished TBUs are not fitted again
     assert tbu not in {t for _, t in seen}
     assert result.cmap.failed == {tbu: "dead"}
 

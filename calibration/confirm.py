@@ -1,0 +1,153 @@
+"""Verified, or named: confirm every TBU's phase by light its own fit never saw.
+
+A fit can be wrong without looking wrong: light that crossed a mis-set TBU on the way in
+can recombine both outputs of the TBU under test and shift its fringe whole, with a clean
+residual (docs/calibration.md, "Verified, or named"). So after the last stage every TBU
+is checked against the finished map with a measurement that took no part in its fit:
+
+* a **different light path** where one exists (a probe that avoids the TBUs its fit's light
+  crossed, so its source or outputs differ), else the fit's own path; and always
+* **different drive levels**: the map (not the sweep) sets the TBU's differential phase to
+  :data:`LEVELS` targets spread over a whole turn, its neighbours' heat included.
+
+Per output the readings are fitted with ``A + B cos(theta) + C sin(theta)`` (linear least
+squares over the targets): on the cross output the fringe peaks at ``theta = 0``, on the bar
+output at ``pi``, so the fitted peak's position is the map's phase error at that TBU
+(``offset_rad``), independent of the path's losses (they scale a fringe, never shift it).
+What the cosine leaves unexplained, relative to its amplitude, is a phase-equivalent shape
+error (a heater curve wrong at some levels). The **disagreement** is the root sum square of
+the two; above :data:`CONFIRM_TOL_RAD` the TBU is not confirmed. A fringe of too little
+contrast confirms nothing (disagreement unknown, NaN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from calibration.bench import Bench, settle
+from calibration.heater_map import invert_cubic
+from calibration.map import CalibrationMap
+from calibration.paths import Probe
+
+# Targets per confirmation: six phases a sixth of a turn apart. Three unknowns per output
+# (A, B, C) leave three readings to judge the fringe's shape; each heater of the TBU drives
+# half of them, so both curves are checked. Six set-and-reads a TBU: ~430 on SmartLight,
+# ~5 % of a calibration.
+LEVELS = 6
+# First target (rad): off 0 and pi, so no target sits where one heater hands over to the other.
+FIRST_LEVEL_RAD = np.pi / LEVELS
+# A confirmed TBU's map phase is within this of what light shows (rad). The fits themselves
+# are good to ~0.01-0.03 rad per heater on the realistic chip (docs/calibration.md), and
+# six readings at 0.2 % meter noise resolve ~0.003 rad; a TBU 0.1 rad off (a -30 dB leak on
+# bar/cross) must never pass: measured disagreements of confirmed TBUs, and of wrong ones,
+# are in docs/calibration.md.
+CONFIRM_TOL_RAD = 0.05
+# Below this fringe contrast (amplitude / mean level over every output) the light did not see
+# the TBU's fringe: the path is blocked or the TBU stuck, nothing is confirmed.
+MIN_CONFIRM_CONTRAST = 0.3
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One TBU's confirmation by light.
+
+    Attributes:
+        tbu: the TBU.
+        offset_rad: fringe position measured minus the map's (rad, wrapped to (-pi, pi]).
+        shape_rad: phase-equivalent RMS of what the cosine leaves unexplained (rad).
+        disagreement_rad: ``hypot(offset_rad, shape_rad)``; NaN when no fringe was seen.
+        contrast: fitted fringe amplitude over the mean level (about 1 for a clean fringe).
+        independent_path: the light path avoided every TBU the fit's light crossed.
+        src, outputs: the mesh ports used.
+    """
+
+    tbu: int
+    offset_rad: float
+    shape_rad: float
+    disagreement_rad: float
+    contrast: float
+    independent_path: bool
+    src: int
+    outputs: tuple[int, ...]
+
+    @property
+    def confirmed(self) -> bool:
+        """True when light agrees with the map within :data:`CONFIRM_TOL_RAD`."""
+        return bool(np.isfinite(self.disagreement_rad) and self.disagreement_rad <= CONFIRM_TOL_RAD)
+
+
+def level_targets(n: int = LEVELS) -> np.ndarray:
+    """The differential phases (rad) a TBU is set to, a whole turn in ``n`` equal steps."""
+    return FIRST_LEVEL_RAD + 2 * np.pi * np.arange(n) / n
+
+
+def drive_for(cmap: CalibrationMap, base: np.ndarray, tbu: int, theta: float,
+              max_current_ma: float) -> np.ndarray | None:
+    """Currents (mA): ``base`` with ``tbu``'s heaters set so the map predicts differential
+    ``theta`` (rad, mod 2 pi) at ``tbu``, every other heater's heat included; None when the
+    needed current is above ``max_current_ma``.
+
+    The differential is linear in the driven heater's self-phase (``D (I + K/eta) s``): one
+    evaluation at unit self-phase gives the slope.
+    """
+    c = base.copy()
+    c[2 * tbu] = c[2 * tbu + 1] = 0.0
+    theta0 = float(cmap.differential(c)[tbu])
+    need = float(np.mod(theta - theta0, 2 * np.pi))
+    arm, phase = (0, need) if need <= np.pi else (1, 2 * np.pi - need)
+    h = 2 * tbu + arm
+    unit = c.copy()
+    unit[h] = float(invert_cubic(np.array(1.0), cmap.rho2[h], cmap.rho3[h]))
+    slope = abs(float(cmap.differential(unit)[tbu]) - theta0)
+    current = float(invert_cubic(np.array(phase / max(slope, 1e-9)), cmap.rho2[h], cmap.rho3[h]))
+    if not np.isfinite(current) or current > max_current_ma:
+        return None
+    c[h] = current
+    return c
+
+
+def fringe_offset(theta: np.ndarray, power_mw: np.ndarray, signs: np.ndarray) -> tuple[float, float, float]:
+    """(offset, shape, contrast) of readings ``power_mw`` (levels, outputs) at targets ``theta``.
+
+    Per output ``P = A + B cos(theta) + C sin(theta)``; a cross output (sign +1) peaks at
+    ``theta = 0`` (``calibration.map.target_differential``: cross is 0, bar pi), a bar output
+    (sign -1) at pi, so ``sign (B - iC)`` points at the phase error; outputs add as phasors
+    weighted by their amplitude (mW).
+    """
+    design = np.column_stack([np.ones_like(theta), np.cos(theta), np.sin(theta)])
+    coef, *_ = np.linalg.lstsq(design, power_mw, rcond=None)
+    a, b, c = coef
+    phasor = complex(np.sum(np.asarray(signs) * (b - 1j * c)))
+    amplitude = float(np.sum(np.hypot(b, c)))
+    resid = power_mw - design @ coef
+    dof = max(len(theta) - 3, 1)
+    shape = float(np.sqrt(np.sum(resid**2) / dof / len(signs))) / max(amplitude / len(signs), 1e-30)
+    contrast = amplitude / max(float(np.sum(np.abs(a))), 1e-30)
+    return float(np.angle(phasor)), shape, contrast
+
+
+def confirm_tbu(bench: Bench, cmap: CalibrationMap, probe: Probe, base: np.ndarray, *,
+                independent_path: bool, wavelength_nm: float, settle_s: float) -> Confirmation:
+    """Set ``probe.tbu`` to :func:`level_targets` through ``cmap`` (``base``: the path TBUs set,
+    the rest parked) and compare the fringe light shows with the map's prediction.
+    """
+    bench.select_input(probe.src, wavelength_nm)
+    thetas, rows = [], []
+    for theta in level_targets():
+        c = drive_for(cmap, base, probe.tbu, float(theta), bench.max_current_ma)
+        if c is None:
+            continue
+        bench.set_currents(c)
+        settle(bench, settle_s)
+        rows.append(10 ** (np.asarray(bench.read_powers_dbm(list(probe.outputs))) / 10))
+        thetas.append(theta)
+    if len(thetas) < 4:  # three unknowns per output and one reading to judge them
+        return Confirmation(probe.tbu, np.nan, np.nan, np.nan, 0.0, independent_path, probe.src,
+                            probe.outputs)
+    offset, shape, contrast = fringe_offset(np.array(thetas), np.array(rows), np.array(probe.signs))
+    seen = contrast >= MIN_CONFIRM_CONTRAST
+    return Confirmation(probe.tbu, offset if seen else np.nan, shape if seen else np.nan,
+                        float(np.hypot(offset, shape)) if seen else np.nan, contrast, independent_path,
+                        probe.src, probe.outputs)
