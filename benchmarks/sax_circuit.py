@@ -80,3 +80,39 @@ def sax_matrix(sdict: dict, n_ports: int, n_wl: int) -> np.ndarray:
     for (pin, pout), value in sdict.items():
         out[:, int(pout[1:]), int(pin[1:])] = np.broadcast_to(np.asarray(value), (n_wl,))
     return out
+
+
+_COLUMNS = ("heat_top", "heat_bot", "off_top", "off_bot", "kappa1", "kappa2", "kappa_slope", "loss_db",
+            "imb_db", "phase0", "delay_ps")
+
+
+def sax_table(mesh: Mesh, params: TBUParams, state: MeshState) -> np.ndarray:
+    """Every TBU's SAX settings as one (n_tbus, 11) array (columns :data:`_COLUMNS`)."""
+    slope = np.broadcast_to(params.kappa_slope_per_nm, (mesh.n_tbus,))
+    return np.stack([state.phi_top, state.phi_bot, params.offset_top, params.offset_bot, params.kappa1,
+                     params.kappa2, slope, params.loss_db, params.arm_imbalance_db, params.phase0,
+                     params.delay_ps], axis=1).astype(float)
+
+
+def build_sax_lean(mesh: Mesh, wl0_nm: float, backend: str = "klu"):
+    """SAX's circuit called the lean way: one jitted function of (wavelengths in um, the
+    settings table of :func:`sax_table`) returning the port matrix (n_wl, n_ports, n_ports)
+    in our port order, so a call passes two device arrays and gets one back (no per-call
+    conversion of 923 Python floats, no 1,600-entry dict to convert back).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    circuit = build_sax_circuit(mesh, backend).__wrapped__  # the plain function under jax.jit
+    n = mesh.n_ports
+
+    def run(wl, table):
+        kwargs = {"wl": wl}
+        for i in range(mesh.n_tbus):
+            kwargs[f"t{i}"] = {name: table[i, c] for c, name in enumerate(_COLUMNS)} | {"wl0": wl0_nm * 1e-3}
+        sdict = circuit(**kwargs)
+        cols = [jnp.stack([jnp.broadcast_to(sdict[(f"p{pin}", f"p{pout}")], wl.shape) for pout in range(n)],
+                          axis=-1) for pin in range(n)]
+        return jnp.stack(cols, axis=-1)  # (n_wl, out, in)
+
+    return jax.jit(run)

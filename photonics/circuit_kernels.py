@@ -34,46 +34,95 @@ from photonics.circuit_merge import LANES, LEAF_SIZE
 
 OUT, A_OFF, A_P, B_OFF, B_P, K, EA, EB, IDX = range(9)  # merge-table columns
 
-_F2 = "float64[:, ::1]"
-_SOLVE_SIG = (f"void(complex128[:, :, ::1], complex128[::1], int64[:, ::1], int64[::1], {_F2}, {_F2}, "
-              f"{_F2}, {_F2}, int64[:, ::1], complex128[:, :, ::1])")
-_REMERGE_SIG = ("void(complex128[:, :, ::1], int64[::1], complex128[::1], int64[:, ::1], int64[::1], "
-                "int64[::1], float64[:, :, ::1], float64[:, :, ::1], " f"{_F2}, {_F2})")
+_JIT = {"nogil": True, "error_model": "numpy"}  # no Python exceptions: a division by zero gives
+# inf/nan (the caller then falls back to sparse LU), as numpy would
 
 
-@nb.njit(inline="always")
+@nb.njit(inline="always", **_JIT)
+def _at(e: int) -> int:
+    """Flat position of entry ``e``'s first lane, unsigned: numba then skips its negative-
+    index wrap-around, whose extra arithmetic on every access kept the loops scalar.
+    """
+    return np.uint64(e) * np.uint64(LANES)
+
+
+@nb.njit(inline="always", **_JIT)
 def _mac(dr: np.ndarray, di: np.ndarray, d: int, ar: np.ndarray, ai: np.ndarray, a: int,
          br: np.ndarray, bi: np.ndarray, b: int, sign: float) -> None:
     """``d += sign * a * b`` on the LANES lanes of entries ``d``, ``a``, ``b`` (real parts in
-    ``*r``, imaginary in ``*i``). Every load comes before every store, so the compiler may
-    run the four lanes as one SIMD instruction although it cannot rule out that the arrays
-    overlap.
+    the flat ``*r``, imaginary in ``*i``). Every load comes before every store, so the
+    compiler may run the lanes as one SIMD instruction although it cannot rule out that the
+    arrays overlap.
     """
-    a0, a1, a2, a3 = ar[a, 0], ar[a, 1], ar[a, 2], ar[a, 3]
-    i0, i1, i2, i3 = ai[a, 0], ai[a, 1], ai[a, 2], ai[a, 3]
-    b0, b1, b2, b3 = br[b, 0], br[b, 1], br[b, 2], br[b, 3]
-    j0, j1, j2, j3 = bi[b, 0], bi[b, 1], bi[b, 2], bi[b, 3]
-    r0, r1, r2, r3 = dr[d, 0], dr[d, 1], dr[d, 2], dr[d, 3]
-    s0, s1, s2, s3 = di[d, 0], di[d, 1], di[d, 2], di[d, 3]
-    dr[d, 0] = r0 + sign * (a0 * b0 - i0 * j0)
-    dr[d, 1] = r1 + sign * (a1 * b1 - i1 * j1)
-    dr[d, 2] = r2 + sign * (a2 * b2 - i2 * j2)
-    dr[d, 3] = r3 + sign * (a3 * b3 - i3 * j3)
-    di[d, 0] = s0 + sign * (a0 * j0 + i0 * b0)
-    di[d, 1] = s1 + sign * (a1 * j1 + i1 * b1)
-    di[d, 2] = s2 + sign * (a2 * j2 + i2 * b2)
-    di[d, 3] = s3 + sign * (a3 * j3 + i3 * b3)
+    d, a, b = _at(d), _at(a), _at(b)
+    u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
+    a0, a1, a2, a3 = ar[a], ar[a + u1], ar[a + u2], ar[a + u3]
+    i0, i1, i2, i3 = ai[a], ai[a + u1], ai[a + u2], ai[a + u3]
+    b0, b1, b2, b3 = br[b], br[b + u1], br[b + u2], br[b + u3]
+    j0, j1, j2, j3 = bi[b], bi[b + u1], bi[b + u2], bi[b + u3]
+    r0, r1, r2, r3 = dr[d], dr[d + u1], dr[d + u2], dr[d + u3]
+    s0, s1, s2, s3 = di[d], di[d + u1], di[d + u2], di[d + u3]
+    dr[d], dr[d + u1] = r0 + sign * (a0 * b0 - i0 * j0), r1 + sign * (a1 * b1 - i1 * j1)
+    dr[d + u2], dr[d + u3] = r2 + sign * (a2 * b2 - i2 * j2), r3 + sign * (a3 * b3 - i3 * j3)
+    di[d], di[d + u1] = s0 + sign * (a0 * j0 + i0 * b0), s1 + sign * (a1 * j1 + i1 * b1)
+    di[d + u2], di[d + u3] = s2 + sign * (a2 * j2 + i2 * b2), s3 + sign * (a3 * j3 + i3 * b3)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(inline="always", **_JIT)
+def _mul(dr: np.ndarray, di: np.ndarray, d: int, ar: np.ndarray, ai: np.ndarray, a: int,
+         fr: np.ndarray, fi: np.ndarray, f: int) -> None:
+    """``d = a * f`` on the LANES lanes (loads before stores, as :func:`_mac`)."""
+    d, a, f = _at(d), _at(a), _at(f)
+    u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
+    a0, a1, a2, a3 = ar[a], ar[a + u1], ar[a + u2], ar[a + u3]
+    i0, i1, i2, i3 = ai[a], ai[a + u1], ai[a + u2], ai[a + u3]
+    b0, b1, b2, b3 = fr[f], fr[f + u1], fr[f + u2], fr[f + u3]
+    j0, j1, j2, j3 = fi[f], fi[f + u1], fi[f + u2], fi[f + u3]
+    dr[d], dr[d + u1], dr[d + u2], dr[d + u3] = a0 * b0 - i0 * j0, a1 * b1 - i1 * j1, a2 * b2 - i2 * j2, \
+        a3 * b3 - i3 * j3
+    di[d], di[d + u1], di[d + u2], di[d + u3] = a0 * j0 + i0 * b0, a1 * j1 + i1 * b1, a2 * j2 + i2 * b2, \
+        a3 * j3 + i3 * b3
+
+
+@nb.njit(inline="always", **_JIT)
+def _scaled(dr: np.ndarray, di: np.ndarray, d: int, sr: np.ndarray, si: np.ndarray, s: int,
+            f: complex) -> None:
+    """``d = f * s`` on the LANES lanes, ``f`` the same complex number in every lane."""
+    d, s = _at(d), _at(s)
+    fr, fi = f.real, f.imag
+    for lane in range(LANES):
+        u = np.uint64(lane)
+        xr, xi = sr[s + u], si[s + u]
+        dr[d + u], di[d + u] = fr * xr - fi * xi, fr * xi + fi * xr
+
+
+@nb.njit(inline="always", **_JIT)
+def _copy(dr: np.ndarray, di: np.ndarray, d: int, sr: np.ndarray, si: np.ndarray, s: int) -> None:
+    """``d = s`` on the LANES lanes."""
+    d, s = _at(d), _at(s)
+    for lane in range(LANES):
+        u = np.uint64(lane)
+        dr[d + u], di[d + u] = sr[s + u], si[s + u]
+
+
+@nb.njit(inline="always", **_JIT)
+def _fill(dr: np.ndarray, di: np.ndarray, d: int, vr: float, vi: float) -> None:
+    """``d = vr + j vi`` in every lane."""
+    d = _at(d)
+    for lane in range(LANES):
+        dr[d + np.uint64(lane)], di[d + np.uint64(lane)] = vr, vi
+
+
+@nb.njit(**_JIT)
 def _fill_leaves(re: np.ndarray, im: np.ndarray, T: np.ndarray, b0: int, tbus: np.ndarray) -> None:
     """TBU scattering matrices of blocks ``b0 ..`` (one per lane; lanes past the batch are
-    zero) from their forward matrices ``T[b, j]`` = [T00, T01, T10, T11] of ``tbus[j]``:
+    zero) from their forward matrices ``T[b, j]`` = [T00, T01, T10, T11] of TBU ``tbus[j]``
+    (of TBU ``j`` when ``tbus`` is empty):
     ``b[2+i] = T[i, j] a[j]`` and ``b[j] = T[i, j] a[2+i]`` (ports 0, 1 in; 2, 3 out).
     """
     nl = min(LANES, T.shape[0] - b0)
-    for j in range(tbus.shape[0]):
-        base = LEAF_SIZE * tbus[j]
+    for j in range(T.shape[1]):
+        base = LEAF_SIZE * (tbus[j] if tbus.shape[0] else j)
         for q in range(LEAF_SIZE):
             for lane in range(LANES):
                 re[base + q, lane] = 0.0
@@ -87,11 +136,11 @@ def _fill_leaves(re: np.ndarray, im: np.ndarray, T: np.ndarray, b0: int, tbus: n
                     im[fwd, lane] = im[back, lane] = v.imag
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(**_JIT)
 def _merge(re: np.ndarray, im: np.ndarray, mg: np.ndarray, pool: np.ndarray, t_link: np.ndarray,
            wr: np.ndarray, wi: np.ndarray) -> None:
-    """One merge on LANES blocks' arena (``re``, ``im``: (entries, LANES)); ``mg`` is its
-    merge-table row, ``wr``/``wi`` the temporaries.
+    """One merge on LANES blocks' arena (``re``, ``im``: flat (entries x LANES)); ``mg`` is
+    its merge-table row, ``wr``/``wi`` the temporaries (flat).
 
     With ``T`` the cut's link transmissions, ``X = T B_cc T``, ``B_t = T B_ce`` and
     ``G = I - X A_cc``, the waves entering A on the cut are ``W x``,
@@ -111,58 +160,41 @@ def _merge(re: np.ndarray, im: np.ndarray, mg: np.ndarray, pool: np.ndarray, t_l
     o_vb = o_g + k * wg
     for i in range(k):  # A_c = A[cut, cut + kept]
         r = a_off + pool[ca + i] * a_p
-        for j in range(wa):
-            src = r + (pool[ca + j] if j < k else pool[ka + j - k])
-            dst = o_ac + i * wa + j
-            for lane in range(LANES):
-                wr[dst, lane] = re[src, lane]
-                wi[dst, lane] = im[src, lane]
+        for j in range(k):
+            _copy(wr, wi, o_ac + i * wa + j, re, im, r + pool[ca + j])
+        for j in range(ea):
+            _copy(wr, wi, o_ac + i * wa + k + j, re, im, r + pool[ka + j])
     for i in range(k):  # X = T B_cc T and B_t = T B_ce (also the last eb columns of the system)
         ti = t_link[pool[lk + i]]
         r = b_off + pool[cb + i] * b_p
-        for j in range(k + eb):
-            if j < k:
-                f, src, dst = ti * t_link[pool[lk + j]], r + pool[cb + j], o_x + i * k + j
-            else:
-                f, src, dst = ti, r + pool[kb + j - k], o_bt + i * eb + j - k
-            fr, fi = f.real, f.imag
-            for lane in range(LANES):
-                xr, xi = re[src, lane], im[src, lane]
-                wr[dst, lane] = fr * xr - fi * xi
-                wi[dst, lane] = fr * xi + fi * xr
-            if j >= k:
-                for lane in range(LANES):
-                    wr[o_g + i * wg + wa + j - k, lane] = wr[dst, lane]
-                    wi[o_g + i * wg + wa + j - k, lane] = wi[dst, lane]
+        for j in range(k):
+            _scaled(wr, wi, o_x + i * k + j, re, im, r + pool[cb + j], ti * t_link[pool[lk + j]])
+        for j in range(eb):
+            _scaled(wr, wi, o_bt + i * eb + j, re, im, r + pool[kb + j], ti)
+            _copy(wr, wi, o_g + i * wg + wa + j, wr, wi, o_bt + i * eb + j)
     for i in range(k):  # [G | X A_ce] = [I, 0] - [X A_cc, -X A_ce]
         g = o_g + i * wg
         for j in range(wa):
-            for lane in range(LANES):
-                wr[g + j, lane] = 0.0
-                wi[g + j, lane] = 0.0
+            _fill(wr, wi, g + j, 0.0, 0.0)
         for q in range(k):
-            x = o_x + i * k + q
-            a = o_ac + q * wa
-            for j in range(wa):
+            x, a = o_x + i * k + q, o_ac + q * wa
+            for j in range(k):
+                _mac(wr, wi, g + j, wr, wi, x, wr, wi, a + j, -1.0)
+            for j in range(k, wa):
                 _mac(wr, wi, g + j, wr, wi, x, wr, wi, a + j, 1.0)
-        for j in range(k):
-            for lane in range(LANES):
-                wr[g + j, lane] = -wr[g + j, lane]
-                wi[g + j, lane] = -wi[g + j, lane]
+        d = _at(g + i)
         for lane in range(LANES):
-            wr[g + i, lane] += 1.0
+            wr[d + np.uint64(lane)] += 1.0
     for j in range(k):  # Gauss-Jordan: columns k.. become W = G^-1 [X A_ce, B_t]
         pj = o_g + j * wg
+        d = _at(pj + j)
         for lane in range(LANES):  # the pivot's reciprocal, kept in its place (not read again)
-            xr, xi = wr[pj + j, lane], wi[pj + j, lane]
-            d = xr * xr + xi * xi
-            wr[pj + j, lane], wi[pj + j, lane] = xr / d, -xi / d
+            u = d + np.uint64(lane)
+            xr, xi = wr[u], wi[u]
+            n2 = xr * xr + xi * xi
+            wr[u], wi[u] = xr / n2, -xi / n2
         for c in range(j + 1, wg):
-            for lane in range(LANES):
-                pr, pim = wr[pj + j, lane], wi[pj + j, lane]
-                xr, xi = wr[pj + c, lane], wi[pj + c, lane]
-                wr[pj + c, lane] = xr * pr - xi * pim
-                wi[pj + c, lane] = xr * pim + xi * pr
+            _mul(wr, wi, pj + c, wr, wi, pj + c, wr, wi, pj + j)
         for i in range(k):
             if i != j:
                 pi = o_g + i * wg
@@ -172,51 +204,36 @@ def _merge(re: np.ndarray, im: np.ndarray, mg: np.ndarray, pool: np.ndarray, t_l
         r = out + i * ne
         ra = a_off + pool[ka + i] * a_p
         for j in range(i, ea):
-            src = ra + pool[ka + j]
-            for lane in range(LANES):
-                re[r + j, lane] = re[src, lane]
-                im[r + j, lane] = im[src, lane]
+            _copy(re, im, r + j, re, im, ra + pool[ka + j])
         for j in range(ea, ne):
-            for lane in range(LANES):
-                re[r + j, lane] = 0.0
-                im[r + j, lane] = 0.0
+            _fill(re, im, r + j, 0.0, 0.0)
         for q in range(k):
-            c = o_ac + q * wa + k + i
-            w = o_g + q * wg + k
+            c, w = o_ac + q * wa + k + i, o_g + q * wg + k
             for j in range(i, ne):
                 _mac(re, im, r + j, wr, wi, c, wr, wi, w + j, 1.0)
     for q in range(k):  # V_B = A_cc W_B
         v = o_vb + q * eb
         for j in range(eb):
-            for lane in range(LANES):
-                wr[v + j, lane] = 0.0
-                wi[v + j, lane] = 0.0
+            _fill(wr, wi, v + j, 0.0, 0.0)
         for m in range(k):
-            c = o_ac + q * wa + m
-            w = o_g + m * wg + wa
+            c, w = o_ac + q * wa + m, o_g + m * wg + wa
             for j in range(eb):
                 _mac(wr, wi, v + j, wr, wi, c, wr, wi, w + j, 1.0)
     for i in range(eb):  # B-B block, upper triangle: B_ee + B_t^T V_B
         r = out + (ea + i) * ne + ea
         rb = b_off + pool[kb + i] * b_p
         for j in range(i, eb):
-            src = rb + pool[kb + j]
-            for lane in range(LANES):
-                re[r + j, lane] = re[src, lane]
-                im[r + j, lane] = im[src, lane]
+            _copy(re, im, r + j, re, im, rb + pool[kb + j])
         for q in range(k):
-            c = o_bt + q * eb + i
-            v = o_vb + q * eb
+            c, v = o_bt + q * eb + i, o_vb + q * eb
             for j in range(i, eb):
                 _mac(re, im, r + j, wr, wi, c, wr, wi, v + j, 1.0)
     for i in range(ne):  # the lower triangle is the upper one's transpose
         for j in range(i + 1, ne):
-            for lane in range(LANES):
-                re[out + j * ne + i, lane] = re[out + i * ne + j, lane]
-                im[out + j * ne + i, lane] = im[out + i * ne + j, lane]
+            _copy(re, im, out + j * ne + i, re, im, out + i * ne + j)
 
 
-@nb.njit(_SOLVE_SIG, cache=True, nogil=True)
+@nb.njit(cache=True, **_JIT)
 def solve_blocks(T: np.ndarray, t_link: np.ndarray, merges: np.ndarray, pool: np.ndarray,
                  re: np.ndarray, im: np.ndarray, wr: np.ndarray, wi: np.ndarray,
                  out_pos: np.ndarray, out: np.ndarray) -> None:
@@ -225,18 +242,20 @@ def solve_blocks(T: np.ndarray, t_link: np.ndarray, merges: np.ndarray, pool: np
     ``re``/``im`` (entries, LANES); ``out_pos`` holds the arena positions of the root's
     entries.
     """
-    every = np.arange(T.shape[1])
+    every = np.empty(0, dtype=np.int64)  # no list: every TBU, in order
+    re_f, im_f = re.reshape(re.size), im.reshape(im.size)
+    wr_f, wi_f = wr.reshape(wr.size), wi.reshape(wi.size)
     for b0 in range(0, T.shape[0], LANES):
         _fill_leaves(re, im, T, b0, every)
         for m in range(merges.shape[0]):
-            _merge(re, im, merges[m], pool, t_link, wr, wi)
+            _merge(re_f, im_f, merges[m], pool, t_link, wr_f, wi_f)
         for lane in range(min(LANES, T.shape[0] - b0)):
             for p in range(out_pos.shape[0]):
                 for q in range(out_pos.shape[1]):
                     out[b0 + lane, p, q] = complex(re[out_pos[p, q], lane], im[out_pos[p, q], lane])
 
 
-@nb.njit(_REMERGE_SIG, cache=True, nogil=True)
+@nb.njit(cache=True, **_JIT)
 def remerge_blocks(T: np.ndarray, tbus: np.ndarray, t_link: np.ndarray, merges: np.ndarray,
                    pool: np.ndarray, order: np.ndarray, re: np.ndarray, im: np.ndarray,
                    wr: np.ndarray, wi: np.ndarray) -> None:
@@ -244,7 +263,38 @@ def remerge_blocks(T: np.ndarray, tbus: np.ndarray, t_link: np.ndarray, merges: 
     arenas ``re``/``im`` (groups, entries, LANES; block ``b`` is lane ``b % LANES`` of
     group ``b // LANES``) and re-run the merges ``order`` (children first).
     """
+    wr_f, wi_f = wr.reshape(wr.size), wi.reshape(wi.size)
     for g in range(re.shape[0]):
         _fill_leaves(re[g], im[g], T, g * LANES, tbus)
+        re_f, im_f = re[g].reshape(re[g].size), im[g].reshape(im[g].size)
         for m in order:
-            _merge(re[g], im[g], merges[m], pool, t_link, wr, wi)
+            _merge(re_f, im_f, merges[m], pool, t_link, wr_f, wi_f)
+
+
+def c_entry_points() -> dict:
+    """:func:`solve_blocks` and :func:`remerge_blocks` as C functions over raw pointers and
+    sizes (numba ``cfunc``s), whose machine code :mod:`photonics.kernel_loader` keeps and
+    loads in later processes without importing numba. Arguments: each array as its data
+    pointer followed by its dimensions.
+    """
+    from numba import carray, cfunc
+    from numba import types as nt
+
+    i8, pc, pf, pi = nt.int64, nt.CPointer(nt.complex128), nt.CPointer(nt.float64), nt.CPointer(nt.int64)
+
+    @cfunc(nt.void(pc, i8, i8, pc, i8, pi, i8, pi, i8, pf, pf, i8, pf, pf, i8, pi, i8, i8, pc), **_JIT)
+    def solve_c(T, b, n, tl, n_links, mg, m, pool, n_pool, re, im, size, wr, wi, w_size, op, p, q,  # noqa: ANN001
+                out):  # noqa: ANN001
+        solve_blocks(carray(T, (b, n, 4)), carray(tl, (n_links,)), carray(mg, (m, 9)),
+                     carray(pool, (n_pool,)),
+                     carray(re, (size, LANES)), carray(im, (size, LANES)), carray(wr, (w_size, LANES)),
+                     carray(wi, (w_size, LANES)), carray(op, (p, q)), carray(out, (b, p, q)))
+
+    @cfunc(nt.void(pc, i8, i8, pi, pc, i8, pi, i8, pi, i8, pi, i8, pf, pf, i8, i8, pf, pf, i8), **_JIT)
+    def remerge_c(T, b, n, tbus, tl, n_links, mg, m, pool, n_pool, order, n_order, re, im, g, size,  # noqa: ANN001
+                  wr, wi, w_size):  # noqa: ANN001
+        remerge_blocks(carray(T, (b, n, 4)), carray(tbus, (n,)), carray(tl, (n_links,)), carray(mg, (m, 9)),
+                       carray(pool, (n_pool,)), carray(order, (n_order,)), carray(re, (g, size, LANES)),
+                       carray(im, (g, size, LANES)), carray(wr, (w_size, LANES)), carray(wi, (w_size, LANES)))
+
+    return {"solve_blocks": solve_c, "remerge_blocks": remerge_c}

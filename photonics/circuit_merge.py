@@ -227,11 +227,11 @@ def merge_macs(plan: MergePlan) -> int:
     return int(np.sum(k * k * (k + ea) + gj + top + k * k * eb + k * (eb * (eb + 1) // 2)))
 
 
-def _kernels():  # the module, imported on first use
-    """:mod:`photonics.circuit_kernels`, imported (and numba with it) when first needed."""
-    from photonics import circuit_kernels
+def _kernels() -> dict:
+    """The compiled kernels (:mod:`photonics.kernel_loader`), loaded on first use."""
+    from photonics.kernel_loader import kernels
 
-    return circuit_kernels
+    return kernels()
 
 
 _SCRATCH = threading.local()  # per thread: the full solve's arena and every merge's temporaries
@@ -256,7 +256,7 @@ def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.n
 
     Returns whether every entry is finite (else the caller falls back to sparse LU).
     """
-    _kernels().solve_blocks(
+    _kernels()["solve_blocks"](
         np.ascontiguousarray(T, dtype=complex), np.ascontiguousarray(t_link, dtype=complex),
         plan.merges, plan.pool, _scratch("re", plan.size), _scratch("im", plan.size),
         _scratch("wr", plan.work_size), _scratch("wi", plan.work_size),
@@ -287,7 +287,7 @@ def remerge(plan: MergePlan, arenas: Arenas, T: np.ndarray, tbus: np.ndarray,
     None). Every entry a merge writes is the same as a full solve's.
     """
     order = np.arange(plan.n_merges) if merges is None else np.asarray(merges, dtype=np.int64)
-    _kernels().remerge_blocks(
+    _kernels()["remerge_blocks"](
         np.ascontiguousarray(T, dtype=complex), np.ascontiguousarray(tbus, dtype=np.int64),
         np.ascontiguousarray(t_link, dtype=complex), plan.merges, plan.pool, order, arenas.re,
         arenas.im, _scratch("wr", plan.work_size), _scratch("wi", plan.work_size))

@@ -1,0 +1,221 @@
+"""The merge kernels' machine code, compiled once per machine and loaded without numba.
+
+numba's own cache (``cache=True``) still imports numba and sets up its compiler in every
+process that calls a kernel: about 1.1 s of CPU here (0.5 s to import numba, 0.6 s for its
+first dispatch, which loads its typing and lowering registries and scipy.linalg), which
+would make every cold ``lumion route`` or ``lumion simulate`` about 0.7 s slower than the
+numpy solve it replaces. So the first process on a machine compiles the kernels of
+:mod:`photonics.circuit_kernels` with numba as C functions (``cfunc``) and writes their
+object code to a cache file; every later process maps that object code with llvmlite
+(numba's own LLVM binding, 0.06 s to import) and calls it through ctypes, which releases
+the GIL, so the solve's worker threads run side by side. It is the same machine code
+numba would run: numba remains the only compiler of the only implementation.
+
+The cache file's name holds a hash of everything the code depends on: the kernel source,
+the arena layout constants, the numba, llvmlite and Python versions, and the host CPU
+(name and features: code compiled for one CPU is never run on another). It is written to
+``NUMBA_CACHE_DIR`` when that is set, else next to this file in ``__pycache__``, else (a
+read-only install) to ``$XDG_CACHE_HOME/lumion`` (``~/.cache/lumion``). Writes are
+atomic (a temporary file renamed), so concurrent first runs are safe.
+
+If anything in this path fails (an unwritable cache everywhere, a numba whose internals
+moved), the kernels run through numba's dispatcher instead: the same source, only the
+cold start is slower.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import platform
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from photonics.circuit_merge import LANES, LEAF_SIZE
+
+_SOURCE = Path(__file__).with_name("circuit_kernels.py")
+_NAMES = ("solve_blocks", "remerge_blocks")
+_LOCK = threading.Lock()
+_LOADED: dict[str, Callable] = {}
+_KEEP: list = []  # the execution engine and its symbols live as long as the process
+
+
+def kernels() -> dict[str, Callable]:
+    """``{"solve_blocks": fn, "remerge_blocks": fn}``, each called with numpy arrays as
+    :func:`photonics.circuit_kernels.solve_blocks` / ``remerge_blocks`` are.
+    """
+    if not _LOADED:
+        with _LOCK:
+            if not _LOADED:
+                _LOADED.update(_load_or_build())
+    return _LOADED
+
+
+def _load_or_build() -> dict[str, Callable]:
+    try:
+        import llvmlite
+
+        key = _key(llvmlite.__version__)
+        for folder in _cache_dirs():
+            obj = folder / f"circuit_kernels-{key}.o"
+            if obj.exists():
+                return _wrap(_map(obj.read_bytes(), json.loads(obj.with_suffix(".json").read_text())))
+        data, names = _build()
+        for folder in _cache_dirs():
+            if _write(folder, f"circuit_kernels-{key}", data, names):
+                break
+        return _wrap(_map(data, names))
+    except Exception:  # any failure: numba's dispatcher runs the same kernels
+        from photonics import circuit_kernels
+
+        return {name: getattr(circuit_kernels, name) for name in _NAMES}
+
+
+def _key(llvmlite_version: str) -> str:
+    """Hash of everything the machine code depends on (see the module docstring)."""
+    import llvmlite.binding as ll
+
+    spec = importlib.util.find_spec("numba")
+    numba_version = (Path(spec.origin).with_name("_version.py")).read_bytes() if spec else b""
+    parts = [_SOURCE.read_bytes(), f"{LANES},{LEAF_SIZE}".encode(), numba_version,
+             llvmlite_version.encode(), sys.version.encode(), platform.machine().encode(),
+             ll.get_host_cpu_name().encode(), ll.get_host_cpu_features().flatten().encode()]
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()[:24]
+
+
+def _cache_dirs() -> list[Path]:
+    """Where the object code may live, first choice first."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return [Path(os.environ["NUMBA_CACHE_DIR"])]
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lumion"
+    return [_SOURCE.parent / "__pycache__", user]
+
+
+def _write(folder: Path, stem: str, data: bytes, names: dict[str, str]) -> bool:
+    """Write the object code and its symbol names atomically; False when ``folder`` is not
+    writable.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for suffix, payload in ((".json", json.dumps(names).encode()), (".o", data)):  # .o last: it
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem}", suffix=suffix)  # marks a complete pair
+            with os.fdopen(fd, "wb") as f:
+                f.write(payload)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache from other users
+            os.replace(tmp, folder / f"{stem}{suffix}")
+    except OSError:
+        return False
+    return True
+
+
+def _build() -> tuple[bytes, dict[str, str]]:
+    """Compile the C entry points with numba (vectorising across the lanes) and return
+    their object code and symbol names.
+    """
+    from numba.core import config
+
+    from photonics import circuit_kernels
+
+    held = config.SLP_VECTORIZE
+    config.SLP_VECTORIZE = 1  # the lanes of a complex multiply-add become one SIMD instruction
+    try:
+        funcs = circuit_kernels.c_entry_points()
+    finally:
+        config.SLP_VECTORIZE = held
+    names = {name: funcs[name].native_name for name in _NAMES}
+    objs = [_object_code(funcs[name]._library) for name in _NAMES]
+    header = json.dumps([len(o) for o in objs]).encode()
+    return len(header).to_bytes(4, "little") + header + b"".join(objs), names
+
+
+def _object_code(library) -> bytes:  # noqa: ANN001 - a numba code library
+    """The finalized machine code of a numba code library, as an object file."""
+    return library._codegen._tm.emit_object(library._final_module)
+
+
+def _helper_symbols() -> dict[str, int]:
+    """Addresses of the numba runtime helpers the object code may reference (only on error
+    paths), read from numba's C extension modules loaded on their own (without importing
+    the numba package), under the names numba's code generator gives them.
+    """
+    root = Path(importlib.util.find_spec("numba").origin).parent
+    out: dict[str, int] = {}
+    for name, sub, prefix in (("_helperlib", "", "numba_"), ("_dynfunc", "", "numba_"),
+                              ("_nrt_python", "core/runtime", "NRT_")):
+        path = next((root / sub).glob(f"{name}.*.so"), None) or next((root / sub).glob(f"{name}.*.pyd"))
+        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        for py_name, address in mod.c_helpers.items():
+            out[py_name if prefix == "NRT_" and py_name.startswith("_") else prefix + py_name] = address
+        _KEEP.append(mod)
+    return out
+
+
+def _map(data: bytes, names: dict[str, str]) -> dict[str, int]:
+    """Load the object code into an llvmlite execution engine: {name: function address}."""
+    import builtins
+
+    import llvmlite.binding as ll
+
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    for sym, address in _helper_symbols().items():
+        ll.add_symbol(sym, address)
+    ll.add_symbol("_Py_NoneStruct", id(None))
+    for obj in vars(builtins).values():
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            ll.add_symbol(f"PyExc_{obj.__name__}", id(obj))
+    n_header = int.from_bytes(data[:4], "little")
+    lo, addresses = 4 + n_header, {}
+    for name, size in zip(_NAMES, json.loads(data[4:lo]), strict=True):  # an engine each: both
+        tm = ll.Target.from_default_triple().create_target_machine(  # carry the shared kernels
+            cpu=ll.get_host_cpu_name(), features=ll.get_host_cpu_features().flatten(), jit=True)
+        engine = ll.create_mcjit_compiler(ll.parse_assembly(""), tm)
+        engine.add_object_file(ll.ObjectFileRef.from_data(data[lo: lo + size]))
+        engine.finalize_object()
+        _KEEP.append((engine, tm))
+        addresses[name] = engine.get_function_address(names[name])
+        lo += size
+    if not all(addresses.values()):
+        raise RuntimeError("a kernel symbol is missing from the object code")
+    return addresses
+
+
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+
+
+def _ptr(a: np.ndarray) -> int:
+    """Data pointer of a C-contiguous array."""
+    return a.__array_interface__["data"][0]
+
+
+def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
+    """Python callables over the C entry points, with the kernels' argument lists."""
+    solve_c = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _I, _P, _P, _I, _P, _I, _I,
+                               _P)(addresses["solve_blocks"])
+    remerge_c = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _P, _I, _P, _I, _P, _I, _P, _I, _P, _P, _I, _I, _P, _P,
+                                 _I)(addresses["remerge_blocks"])
+    _KEEP.extend((solve_c, remerge_c))
+
+    def solve_blocks(T, t_link, merges, pool, re, im, wr, wi, out_pos, out) -> None:  # noqa: ANN001
+        solve_c(_ptr(T), T.shape[0], T.shape[1], _ptr(t_link), len(t_link), _ptr(merges), len(merges),
+                _ptr(pool), len(pool), _ptr(re), _ptr(im), re.shape[0], _ptr(wr), _ptr(wi), wr.shape[0],
+                _ptr(out_pos), out_pos.shape[0], out_pos.shape[1], _ptr(out))
+
+    def remerge_blocks(T, tbus, t_link, merges, pool, order, re, im, wr, wi) -> None:  # noqa: ANN001
+        remerge_c(_ptr(T), T.shape[0], T.shape[1], _ptr(tbus), _ptr(t_link), len(t_link), _ptr(merges),
+                  len(merges), _ptr(pool), len(pool), _ptr(order), len(order), _ptr(re), _ptr(im),
+                  re.shape[0], re.shape[1], _ptr(wr), _ptr(wi), wr.shape[0])
+
+    return {"solve_blocks": solve_blocks, "remerge_blocks": remerge_blocks}
