@@ -6,7 +6,8 @@ import sys
 from photonics import kernel_loader
 
 SOLVE = ("import sys, numpy as np; from photonics.circuit import solve; "
-         "from photonics.topology import smartlight; from photonics.state import MeshState; m = smartlight(); "
+         "from photonics.topology import smartlight; from photonics.state import MeshState; "
+         "m = smartlight(); "
          "s = solve(m, MeshState.random(m, np.random.default_rng(1)), [1550.0]); "
          "print(bool(np.isfinite(s).all()), 'numba' in sys.modules)")
 
