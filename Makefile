@@ -1,17 +1,24 @@
-# Two commands on a fresh machine with Python 3.11 and make:
-#   make demo   -> create .venv, install everything, run `lumion demo`
-#   make test   -> create .venv, install everything, run ruff and the whole test suite
+# Commands on a fresh machine with Python 3.11 and make:
+#   make demo        -> create .venv, install everything, run `lumion demo`
+#   make test        -> create .venv, install everything, run ruff, the docs build and the whole
+#                       test suite on every core (what CI runs: .ci/run)
+#   make test-quick  -> the contributor's loop: the suite without the tests marked slow, in parallel
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# pytest-xdist workers: auto = one per CPU; `make test JOBS=1` runs on one process
+JOBS   ?= auto
+PYTEST := $(BIN)/python -m pytest -n $(JOBS)
 
-.PHONY: demo test lint docs bench install clean
+.PHONY: demo test test-quick chromium lint docs bench install clean
 
+# pip shows its progress bar and what it installs (a first install takes a few minutes)
 $(STAMP): pyproject.toml
+	@echo "== creating $(VENV) and installing lumion with its layout and dev extras (numpy, scipy, gdsfactory, pytest, ...)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[layout,dev]'
+	$(BIN)/python -m pip install --progress-bar on --upgrade pip
+	$(BIN)/python -m pip install --progress-bar on -e '.[layout,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,13 +33,21 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir build/site
 
-test: lint docs
-	@# the dashboard's browser test needs Debian's chromium + chromedriver (installed once, as root)
-	command -v chromium >/dev/null && command -v chromedriver >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver) || echo "chromium could not be installed (not root?): the dashboard's browser test will skip"
-	$(BIN)/python -m pytest
+# the dashboard's browser test needs Debian's chromium + chromedriver: installed once as root,
+# only those two (--no-install-recommends); LUMION_NO_APT=1 declines and that one test skips
+chromium:
+	@.ci/install-chromium
+
+test: lint docs chromium
+	@echo "== the whole test suite on $(JOBS) workers"
+	$(PYTEST)
+
+# the contributor's loop: no ruff/docs, no tests marked slow (pyproject.toml [tool.pytest.ini_options])
+test-quick: $(STAMP)
+	$(PYTEST) -m "not slow"
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[layout,dev,bench]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[layout,dev,bench]'
 	$(BIN)/python benchmarks/run_all.py
 
 clean:

@@ -97,6 +97,7 @@ def test_every_page_is_found():
     assert sum(len(blocks(p)) for p in PAGES) >= 15
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if any(b.lang == "python" for b in blocks(p))])
 def test_python_examples_run(page, workdir):
     namespace = {"__name__": "__docs__"}
@@ -112,6 +113,7 @@ def test_python_examples_run(page, workdir):
 SHELL_BLOCKS = [b for p in PAGES for b in blocks(p) if b.lang in SHELLS]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", SHELL_BLOCKS, ids=lambda b: b.label)
 def test_shell_examples_run(block, workdir):
     if block.skip:

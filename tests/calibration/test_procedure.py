@@ -55,6 +55,7 @@ def truth_errors(chip, cmap):
     return _truth_errors(cmap, chip.truth.heaters)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["calibrated", "calibrated_real"])
 def test_meets_accuracy_target(which, request):
     chip, bench, result = request.getfixturevalue(which)
@@ -71,6 +72,7 @@ def test_meets_accuracy_target(which, request):
     assert result.cmap.chip_id == chip.chip_id
 
 
+@pytest.mark.slow
 def test_smartlight_seed_with_a_misleading_bootstrap_meets_target():
     """Seed 5: bootstrap fits made through still-wrong TBUs (one off by pi with a clean-looking
     fringe) poison the refinement of their neighbours; rechecks must catch and redo them."""

@@ -23,6 +23,7 @@ def _run(chip, options=None):
     return calibrate(DirectBench(chip), options or Options(), progress=Progress(stream=None))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["ideal", "realistic"])
 def test_three_percent_crosstalk_chip_meets_target(model):
     """Seed 2 with 3 % crosstalk: one drive level landed neighbours on the mirror value
@@ -181,6 +182,7 @@ class StopRunError(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_a_resumed_run_remembers_the_broken_tbu(tmp_path):
     """The checkpoint keeps failed TBUs: a run interrupted in the crosstalk stage resumes without
     measuring the broken TBU (or anything finished) again."""
@@ -205,6 +207,7 @@ def test_a_resumed_run_remembers_the_broken_tbu(tmp_path):
     assert result.cmap.failed == {tbu: "dead"}
 
 
+@pytest.mark.slow
 def test_smartlight_dead_interior_tbu_is_found_not_crashed_on():
     """The issue's chip: channel 70's TBU (tbu:1.1.1, interior) dead used to crash the run after
     5,056 operations (``channel 70: 43.764 mA is outside 0..24.0 mA``) or poison a neighbour."""

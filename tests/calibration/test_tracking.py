@@ -79,6 +79,7 @@ def test_recalibrate_only_the_chosen_tbus(calibrated):
         recalibrate(DirectBench(Chip(MESH, seed=4)), cmap, chosen)
 
 
+@pytest.mark.slow
 def test_tracking_keeps_routes_while_the_chip_warms(calibrated):
     chip, bench, cmap = calibrated
     routes = [r.route for r in route_many(MESH, [(0, 9), (3, 14)], check_budget=False).routes]

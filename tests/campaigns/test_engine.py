@@ -28,6 +28,7 @@ def test_seeds_depend_on_campaign_seed_and_index_only():
         task_seeds(-1, 2)
 
 
+@pytest.mark.slow
 def test_one_worker_and_a_two_worker_cluster_give_identical_tables(tmp_path):
     distributed = pytest.importorskip("distributed")
     tasks = small_grid()

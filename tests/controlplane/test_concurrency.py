@@ -48,6 +48,7 @@ def _storm(svc, rng: random.Random) -> list:
         return list(pool.map(report, requests))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_fifty_concurrent_failure_reports(service_factory, seed):
     svc = service_factory("--rate-limit-per-s", "0")

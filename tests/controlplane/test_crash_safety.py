@@ -208,6 +208,7 @@ def _ensure_job(svc: Service) -> tuple[str, list[str]]:
     return job["id"], job["accelerators"]
 
 
+@pytest.mark.slow
 def test_kill9_during_recoveries_then_restart(bench, zygote, tmp_path):
     sim, config = bench
     fabric = default_fabric()

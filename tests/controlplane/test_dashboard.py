@@ -40,6 +40,7 @@ def test_ports_point_away_from_the_middle():
         assert np.dot(np.subtract(p["xy"], centre), p["out"]) > 0
 
 
+@pytest.mark.slow
 def test_page_assets_and_geometry_are_served_without_a_token_and_the_data_is_not(tmp_path):
     from controlplane.app import create_app
 

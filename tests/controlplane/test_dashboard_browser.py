@@ -27,7 +27,8 @@ DEBIAN_DRIVER = "/usr/bin/chromedriver"  # chromium-driver's path; never let Sel
 CHROMEDRIVER = shutil.which("chromedriver") or (DEBIAN_DRIVER if os.path.exists(DEBIAN_DRIVER) else None)
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
-    reason="no chromium/chromedriver: `apt-get install -y chromium chromium-driver` (make test does it)",
+    reason="no chromium/chromedriver: `make chromium` installs them as root "
+    "(apt-get install -y --no-install-recommends chromium chromium-driver)",
 )
 
 ROOT = Path(__file__).resolve().parents[2]

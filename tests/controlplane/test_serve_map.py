@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from instruments.sim.chip import Chip
 from photonics.topology import smartlight
 from tests.controlplane.rack import oracle_map
@@ -18,6 +20,7 @@ def _stderr_after_stop(svc) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_no_map_with_detection_on_is_announced_and_warned(service_factory):
     svc = service_factory("--telemetry-period-s", "1")
     assert svc.info["heater_map"] == "ideal"
@@ -27,12 +30,14 @@ def test_no_map_with_detection_on_is_announced_and_warned(service_factory):
     assert len([line for line in err.splitlines() if WARNING in line]) == 1  # one line
 
 
+@pytest.mark.slow
 def test_without_detection_there_is_nothing_to_warn_about(service_factory):
     svc = service_factory()  # the fixture's --telemetry-period-s 0
     assert svc.info["heater_map"] == "ideal"
     assert WARNING not in _stderr_after_stop(svc)
 
 
+@pytest.mark.slow
 def test_a_given_or_recorded_map_is_announced_as_fitted(service_factory, tmp_path):
     oracle_map(Chip(smartlight(), 0)).save(tmp_path / "map.json")
     svc = service_factory("--map", str(tmp_path / "map.json"), "--telemetry-period-s", "1")

@@ -137,6 +137,7 @@ def test_sigterm_right_after_the_announce_line_stops_gracefully(tmp_path):
     assert kinds[-1] == "service-stopped"
 
 
+@pytest.mark.slow
 def test_a_readable_token_file_is_refused(tmp_path):
     token = tmp_path / "token"
     token.write_text("x" * 43 + "\n")
@@ -176,6 +177,7 @@ def test_loopback_rule(host, loopback):
     assert is_loopback(host) is loopback
 
 
+@pytest.mark.slow
 def test_a_second_server_on_the_same_database_is_refused(service_factory, tmp_path):
     first = service_factory()
     out = _lumion("serve", "--db", str(first.db), "--port", "0", "--json", "--telemetry-period-s", "0")
@@ -184,6 +186,7 @@ def test_a_second_server_on_the_same_database_is_refused(service_factory, tmp_pa
     assert httpx.get(f"{first.api}/health").status_code == 200  # the first one is untouched
 
 
+@pytest.mark.slow
 def test_restart_keeps_jobs_and_token(service_factory):
     first = service_factory()
     job = first.client.post("/jobs", json={"count": 4}).json()
@@ -254,6 +257,7 @@ def test_unauthenticated_floods_do_not_starve_the_authenticated_client(tmp_path)
         assert [c.get("/api/v1/events", headers=auth).status_code for _ in range(4)] == [200, 200, 200, 429]
 
 
+@pytest.mark.slow
 def test_a_map_of_another_chip_is_refused(tmp_path):
     from instruments.sim.chip import Chip
     from photonics.topology import smartlight
@@ -294,6 +298,7 @@ def test_rate_limiter_buckets_per_client_and_bounded_memory(monkeypatch):
     assert len(limiter._buckets) <= 51
 
 
+@pytest.mark.slow
 def test_a_database_of_another_chip_is_refused(tmp_path):
     from controlplane.store import Store
 

@@ -10,6 +10,7 @@ from instruments.controller import MeshController
 TRIALS = 1000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_threads", [2, 8])
 def test_concurrent_programmers_never_mix_configurations(url_driver, small_chip, n_threads):
     controller = MeshController(url_driver, small_chip.mesh)

@@ -28,6 +28,7 @@ def campaign(request):
         yield c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("instruments", "rate"), [(("heater",), 0.3), (INSTRUMENTS, 0.15)],
                          ids=["heater-heavy", "mixed"])
 def test_seeded_campaign_never_believes_a_false_state(campaign, instruments, rate):
@@ -45,6 +46,7 @@ step_lists = st.lists(st.builds(Step, action=st.sampled_from(ACTIONS), seed=st.i
                                 fault=fault), min_size=3, max_size=25)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=step_lists)
 def test_random_fault_sequences(campaign, steps):

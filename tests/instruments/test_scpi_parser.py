@@ -52,6 +52,7 @@ def _spellings(header):
                                   for f in forms])).map(lambda t: ":".join("".join(f) for f in t))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(_spellings("SENSe CHANnel POWer WAVelength"), st.sampled_from(["NM", "nm", "Nm"]))
 def test_headers_are_case_insensitive_in_short_or_long_form(header, unit):

@@ -71,6 +71,7 @@ def test_simulate_errors(capsys, argv, message, status):
     assert message in json.loads(out)["error"]
 
 
+@pytest.mark.slow
 def test_demo_writes_plot_and_reports_fsr(capsys, tmp_path):
     code, out, _ = run(capsys, "demo", "--out", str(tmp_path), "--json")
     data = json.loads(out)

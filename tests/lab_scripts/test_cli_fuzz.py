@@ -160,6 +160,7 @@ SIM_BENCH = {"schema": "lumion.bench", "version": 1, "mesh": "hex:1x1",
 
 
 # -- the fuzz tests -------------------------------------------------------------------------
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_mesh_files(data):
@@ -169,6 +170,7 @@ def test_mesh_files(data):
         check(argv, {"m.json": blob}, {INPUT, IMPOSSIBLE, USAGE}, may_succeed=True)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_state_files(data):
@@ -177,6 +179,7 @@ def test_state_files(data):
           {INPUT}, may_succeed=True)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_configuration_files(data):
@@ -233,6 +236,7 @@ def hostile_bench(draw: st.DrawFn) -> bytes:
     return tomli_w.dumps(config).encode()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(blob=hostile_bench())
 def test_bench_config_files(blob):
@@ -319,6 +323,7 @@ def argv_lists(draw: st.DrawFn) -> list[str]:
     return tokens
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=150)
 @given(argv=argv_lists())
 def test_argument_parser(argv, monkeypatch):

@@ -37,6 +37,7 @@ def wheel(tmp_path_factory):
         return {name: z.read(name) for name in z.namelist()}
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_every_package_and_its_data(wheel):
     for package in PACKAGES:
         assert f"{package}/__init__.py" in wheel
@@ -49,6 +50,7 @@ def test_the_wheel_holds_every_package_and_its_data(wheel):
     assert "lab_scripts/py.typed" in wheel
 
 
+@pytest.mark.slow
 def test_the_wheel_declares_the_command_and_no_pytest_plugin(wheel):
     (entry_points,) = [v.decode() for n, v in wheel.items() if n.endswith(".dist-info/entry_points.txt")]
     assert "lumion = lab_scripts.cli:main" in entry_points
@@ -71,11 +73,13 @@ def _fixtures_seen_by_pytest(folder, *extra):
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_the_bench_fixtures_stay_out_of_other_projects_pytest_runs(tmp_path):
     """Another project's pytest in the same environment does not load our plugin ..."""
     assert "lumion_sim_bench" not in _fixtures_seen_by_pytest(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_bench_fixtures_load_on_request(tmp_path):
     """... and one that asks for it (-p or pytest_plugins) gets the fixtures."""
     assert "lumion_sim_bench" in _fixtures_seen_by_pytest(tmp_path, "-p", "instruments.sim.pytest_plugin")

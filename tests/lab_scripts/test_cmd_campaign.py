@@ -76,6 +76,7 @@ def run_json(capsys, argv):
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_same_yield_locally_and_on_a_real_cluster(capsys, tmp_path, cluster):
     code, local = run_json(capsys, [*ARGS, "--out", str(tmp_path / "local.csv"),
                                     "--plot", str(tmp_path / "y.png")])

@@ -82,6 +82,7 @@ def test_help(argv, capsys):
     assert "usage:" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_demo_json_uncalibrated(capsys, tmp_path):
     code, d = run_json(capsys, ["demo", "--out", str(tmp_path), "--no-calibrate"])
     assert code == 0

@@ -21,6 +21,7 @@ def run_json(capsys, argv):
     return code, json.loads(out)
 
 
+@pytest.mark.slow
 def test_json_side_by_side(capsys, tmp_path):
     code, d = run_json(capsys, ["rack", "simulate", "--trace", str(EXAMPLES / "rack-trace-small.csv"),
                                 "--rack", str(EXAMPLES / "rack-two-smartlight.toml"), "--seed", "1",
@@ -41,6 +42,7 @@ def test_json_side_by_side(capsys, tmp_path):
     assert (tmp_path / "r.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_synthetic_table_is_deterministic(capsys):
     assert main(["rack", "simulate", "--synthetic", "6", "--seed", "2", "--backfill"]) == 0
     first = capsys.readouterr().out

@@ -76,6 +76,7 @@ def test_single_wavelength_point_is_inside_the_axes():
     assert_lines_inside_limits(fig.axes[0])
 
 
+@pytest.mark.slow
 def test_failover_mesh_plot_names_every_accelerator_and_keeps_the_legend_off_the_mesh():
     from photonics.fabric import default_fabric, failover, place_job, ring_job
 
@@ -103,6 +104,7 @@ def test_failover_mesh_plot_names_every_accelerator_and_keeps_the_legend_off_the
         assert fig.bbox.contains(box.x1, box.y1)
 
 
+@pytest.mark.slow
 def test_failover_plot_is_written(tmp_path, capsys):
     png = tmp_path / "rec.png"
     assert main(["failover", "--fail", "gpu2", "--plot", str(png)]) == 0

@@ -65,6 +65,7 @@ def written_files(mesh, tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_written_files_follow_their_schemas(mesh, tmp_path):
     for what, document in written_files(mesh, tmp_path).items():
         try:
@@ -144,6 +145,7 @@ def variants(good, what):
     return out
 
 
+@pytest.mark.slow
 def test_what_a_schema_refuses_its_loader_refuses(mesh, tmp_path):
     from photonics.errors import LumionError
 

@@ -66,6 +66,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "argv"), [(c, a) for c, runs in CASES.items() for a in runs],
                          ids=lambda v: v if isinstance(v, str) else " ".join(v)[:40])
 def test_output_follows_its_schema(command, argv, capsys, tmp_path, monkeypatch):
@@ -75,6 +76,7 @@ def test_output_follows_its_schema(command, argv, capsys, tmp_path, monkeypatch)
     check(d, command)
 
 
+@pytest.mark.slow
 def test_layout_output_follows_its_schema(capsys, tmp_path, monkeypatch):
     pytest.importorskip("gdsfactory")
     monkeypatch.chdir(tmp_path)
@@ -120,6 +122,7 @@ def first_line_of(argv, cwd, while_serving=None):
     return json.loads(line)
 
 
+@pytest.mark.slow
 def test_bench_serve_output_follows_its_schema(tmp_path):
     import tomllib
 
@@ -132,6 +135,7 @@ def test_bench_serve_output_follows_its_schema(tmp_path):
     assert written[0]["server"]["pid"] == d["pid"]
 
 
+@pytest.mark.slow
 def test_serve_output_follows_its_schema(tmp_path):
     pytest.importorskip("fastapi")
     check(first_line_of(["serve", "--port", "0", "--db", "cp.db"], tmp_path), "serve")

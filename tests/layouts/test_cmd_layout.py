@@ -3,9 +3,12 @@
 import csv
 import json
 
+import pytest
+
 from lab_scripts.cli import main
 
 
+@pytest.mark.slow
 def test_layout_json(tmp_path, capsys):
     out = tmp_path / "chip.gds"
     png = tmp_path / "chip.png"

@@ -54,6 +54,7 @@ def test_trench_parameters_are_checked():
     assert LayoutParams(trench_width=0).trench_width == 0
 
 
+@pytest.mark.slow
 def test_layout_writes_a_zoomed_tbu_picture(tmp_path):
     from layouts.export import write_layout
 

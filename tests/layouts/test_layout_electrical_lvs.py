@@ -12,12 +12,14 @@ from layouts.wiring import Terminal
 from photonics.topology import mesh_from_spec
 
 
+@pytest.mark.slow
 def test_smartlight_heaters_reach_the_pads_of_their_driver_channels(smartlight_cell):
     report = heater_lvs(smartlight_cell, "smartlight")
     assert report.ok, report.to_dict()
     assert report.n_heaters == 142
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("spec", "params"), [("hex:4x3", {}), ("smartlight", {"fiber_io": "grating-edge"})],
                          ids=["hex:4x3", "smartlight-grating-edge"])
 def test_other_layouts_pass_the_electrical_lvs(spec, params):
@@ -121,6 +123,7 @@ def test_a_pad_map_that_disagrees_with_the_driver_fails():
     assert report.pad_map_mismatch[0].startswith("channel 0:")
 
 
+@pytest.mark.slow
 def test_a_bundle_the_router_cannot_place_is_one_clear_error(monkeypatch):
     """kfactory's router fails a 36-wire pad-row fan-out (why rows go in bundles of 12)."""
     from layouts import routing

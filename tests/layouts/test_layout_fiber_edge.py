@@ -41,6 +41,7 @@ def _wg(inst):
     return kdb.Region(inst.cell.begin_shapes_rec(gf.get_layer("WG"))).transformed(inst.trans)
 
 
+@pytest.mark.slow
 def test_ports_still_reach_their_tbus_and_simulate_as_the_model(edge_cell):
     mesh = mesh_from_spec("smartlight")
     assert netlist_connectivity(edge_cell) == expected_connectivity(mesh)
@@ -68,6 +69,7 @@ def test_one_column_at_the_fibre_array_pitch(edge_cell):
     assert (couplers & metal).is_empty()
 
 
+@pytest.mark.slow
 def test_no_two_waveguide_paths_cross(edge_cell):
     """No routed path overlaps another or the mesh (touching at a port is not overlap)."""
     assert overlapping_paths(edge_cell) == []
@@ -107,6 +109,7 @@ def test_unknown_fiber_io_is_refused():
         LayoutParams(fiber_io="edge")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mesh", "fiber_io"), SWEEP)
 def test_edge_modes_route_cleanly_on_one_column_and_pass_the_lvs(mesh, fiber_io):
     """No routing warning or error marker; one column at 127 µm west of everything; LVS holds."""
@@ -120,6 +123,7 @@ def test_edge_modes_route_cleanly_on_one_column_and_pass_the_lvs(mesh, fiber_io)
     assert sum(i.name.startswith(prefix) for i in cell.insts) == mesh_from_spec(mesh).n_ports
 
 
+@pytest.mark.slow
 def test_the_edge_check_sees_error_markers_and_a_ring_layout():
     from layouts.errors import require_gdsfactory
 
@@ -175,6 +179,7 @@ def _top_row_split(cell) -> tuple[float, float]:
     return xs[split], (min(grounds) + max(grounds)) / 2
 
 
+@pytest.mark.slow
 def test_a_tall_mesh_shares_the_pad_rows_and_passes_both_lvs():
     """Its west wires' pads pass the middle of the rows; optical and electrical LVS hold."""
     from layouts.checks import wiring_report

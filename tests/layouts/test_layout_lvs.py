@@ -9,6 +9,7 @@ from photonics.physics import PhysicsDefaults
 from photonics.topology import Mesh, mesh_from_spec
 
 
+@pytest.mark.slow
 def test_smartlight_layout_simulates_as_the_model(smartlight_cell):
     report = layout_vs_model(smartlight_cell, "smartlight")
     assert report.ok, report.to_dict()
@@ -16,6 +17,7 @@ def test_smartlight_layout_simulates_as_the_model(smartlight_cell):
     assert report.basic_unit_um == (811.0, 811.0)
 
 
+@pytest.mark.slow
 def test_extracted_mesh_has_the_models_links_and_ports(smartlight_cell):
     model = mesh_from_spec("smartlight")
     layout, link_um, tbu_um = extracted_mesh(smartlight_cell, model)
@@ -51,6 +53,7 @@ def test_one_nanometre_of_basic_unit_is_caught():
     assert report.max_s_error > 100 * LVS_TOLERANCE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [800.0])
 def test_a_layout_drawn_at_another_basic_unit_is_caught(length):
     report = layout_vs_model(mesh_cell("hex:1x2", basic_unit_length=length), "hex:1x2")

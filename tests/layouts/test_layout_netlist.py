@@ -27,6 +27,7 @@ def _check_pads(cell, mesh):
     assert report["ground_ok"]
 
 
+@pytest.mark.slow
 def test_smartlight_matches_topology(smartlight_cell):
     mesh = mesh_from_spec("smartlight")
     _check_netlist(smartlight_cell, mesh)
@@ -53,6 +54,7 @@ def test_smartlight_pad_map(smartlight_cell):
     assert len(set(xy)) == len(xy)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["hex:1x1", "hex:4x3"])
 def test_other_meshes_match_topology(spec):
     mesh = mesh_from_spec(spec)
@@ -61,6 +63,7 @@ def test_other_meshes_match_topology(spec):
     _check_pads(cell, mesh)
 
 
+@pytest.mark.slow
 def test_netlist_check_catches_a_wrong_link(smartlight_cell):
     mesh = mesh_from_spec("smartlight")
     links, _ = netlist_connectivity(smartlight_cell)

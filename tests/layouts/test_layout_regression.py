@@ -42,6 +42,7 @@ def fingerprint(cell):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CELLS))
 def test_cell_matches_reference(name):
     cell = CELLS[name]()

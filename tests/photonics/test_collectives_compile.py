@@ -57,6 +57,7 @@ def _check_coverage(result):
         assert moved == pytest.approx({p: step.chunks_on(*p) * chunk for p in step.pairs})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [ring_allreduce, tree_allreduce, halving_doubling_allreduce,
                                   all_to_all, straggler_allreduce], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("size_mb", [1, 4000])
@@ -71,6 +72,7 @@ def test_every_send_is_a_circuit_of_its_configuration(fabric, make, size_mb):
     assert ends == sorted(ends)
 
 
+@pytest.mark.slow
 def test_small_buffers_keep_the_ring_large_ones_reconfigure(fabric):
     names = rank_names(fabric, 8)
     small = compile_collective(all_to_all(8), fabric, names, size_bytes=1e6)
@@ -82,6 +84,7 @@ def test_small_buffers_keep_the_ring_large_ones_reconfigure(fabric):
     assert any(r.mode == "reconfigure" and r.switch_ms > 0 for r in large.rounds)
 
 
+@pytest.mark.slow
 def test_never_worse_than_the_fixed_ring_it_can_fall_back_to(fabric):
     names = rank_names(fabric, 8)
     for make in (tree_allreduce, halving_doubling_allreduce, ring_allreduce):

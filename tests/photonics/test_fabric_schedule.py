@@ -82,6 +82,7 @@ def sched14():
     return mesh, schedule(mesh, spread_ports(mesh, 14))
 
 
+@pytest.mark.slow
 def test_schedule_14_ports_search_reaches_bound(sched14):
     mesh, s = sched14
     assert s.method == "search"

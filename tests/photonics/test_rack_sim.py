@@ -112,6 +112,7 @@ jobs_st = st.lists(
     min_size=1, max_size=7)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=jobs_st, seed=st.integers(0, 1000), backfill=st.booleans())
 def test_invariants_under_random_traces(jobs, seed, backfill):
@@ -141,6 +142,7 @@ def test_invariants_under_random_traces(jobs, seed, backfill):
                 assert rec.end_h >= rec.start_h + rec.duration_h - 1e-9
 
 
+@pytest.mark.slow
 def test_same_seed_same_result_and_same_failure_history():
     trace = synthetic_trace(12, seed=4)
     fm = FailureModel(mtbf_h=30.0)
@@ -236,6 +238,7 @@ def test_bandwidth_per_slice_counts_point_to_point_lanes():
     assert base2.bandwidth("q") == 0.75  # the wrap-around link is relayed
 
 
+@pytest.mark.slow
 def test_failures_splice_on_the_fabric_and_stall_the_baseline():
     trace = [TraceJob("long", 0.0, 8, "ring", 40.0)]
     fm = FailureModel(mtbf_h=20.0, repair_h=5.0)

@@ -215,6 +215,7 @@ def test_route_loss_sums_params():
     assert route_loss_db(g, r) == pytest.approx(0.5 * len(r.hops))
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 6), st.randoms(use_true_random=False))
 def test_random_requests_obey_the_rules(k, rnd):
