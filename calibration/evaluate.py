@@ -89,7 +89,8 @@ def phase_errors(
 
     ``kappa`` (rad/mW per mW, optional): the true law's thermo-optic nonlinearity (the
     realistic simulated chip). Returns the chip-wide figures named in the module docstring
-    plus per-heater RMS (``per_heater_rms_rad``) and per-TBU offset errors (``delta_error_rad``).
+    plus per-heater RMS (``per_heater_rms_rad``, ``per_heater_setpoint_rms_rad``) and per-TBU
+    offset errors (``delta_error_rad``).
     """
     cur = working_currents(rho2, rho3, n, kappa, eta)
     s_true, heat_true = true_self_phase(cur, rho2, rho3, eta, kappa)
@@ -112,6 +113,7 @@ def phase_errors(
         "setpoint_rms_error_rad": float(np.sqrt(np.mean(e_set**2))),
         "setpoint_max_error_rad": float(np.max(np.abs(e_set))),
         "per_heater_rms_rad": np.sqrt(np.mean(e_self**2, axis=1)),
+        "per_heater_setpoint_rms_rad": np.sqrt(np.mean(e_set**2, axis=1)),
         "delta_error_rad": d_err,
     }
 

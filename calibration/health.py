@@ -2,8 +2,13 @@
 
 A fringe fit always returns numbers; these checks decide whether they mean anything:
 
-* **dark**: no reading of either sweep rises above :data:`DARK_DBM`. No light reached the
-  TBU's outputs: the TBU is dead (opaque), or something on the probe's light path is.
+* **dark**: no reading of either sweep rises above :data:`DARK_DBM`, or, when every TBU on
+  the probe's path is calibrated (so the power the path should carry is known from the
+  model and the laser, :func:`expected_peak_dbm`), the peak is more than
+  :data:`DEAD_MARGIN_DB` below it. No light reached the TBU's outputs: the TBU is dead
+  (opaque), or something on the probe's light path is. A dead TBU leaks ~60 dB down: at a
+  mesh port or one hop from one, that leak alone cleared the absolute -60 dBm floor
+  (-59.8 dBm seen, issue 26); against the expected power it is 40-60 dB short.
 * **flat**: light arrives but the heaters do not modulate it (fitted fringe contrast below
   :data:`MIN_CONTRAST`). Bright (above :data:`LIT_DBM`): the TBU is stuck (in bar or cross,
   its heaters open or ignored), and the output the light leaves by tells the state. Dim: it
@@ -29,6 +34,11 @@ import numpy as np
 
 from calibration.fit import RHO2_SEARCH, Sweep, TBUFit
 from calibration.heater_map import invert_cubic
+from photonics.physics import PhysicsDefaults
+
+# Datasheet worst cases (photonics.physics sources): 3.6 dB per facet, 8.4 dB of access routing.
+FACET_WORST_DB = 3.6
+ACCESS_WORST_DB = 8.4
 
 # Below this peak (dBm, laser at 0 dBm) a sweep is at the meter's floor (-70 to -80 dBm):
 # there is nothing to fit. A weak but clean fringe (-45 dBm through a lossy path) is kept.
@@ -41,6 +51,14 @@ LIT_DBM = -35.0
 # fringe swings between bar and cross (extinction 30-45 dB: contrast ~1); a stuck TBU's
 # readings only carry the meter's noise (< 0.05 even with an outlier, soft-l1 weighted).
 MIN_CONTRAST = 0.3
+# A path of calibrated TBUs delivers the laser power less the facets, the access waveguides
+# and 0.5 dB per TBU (photonics.physics defaults; the worst facet and access figures make the
+# expectation low, never high). A working TBU's fringe peaks within a few dB of it (coupler
+# imbalance, a TBU's extinction); a dead TBU's leak is 60 dB down. Halfway: 30 dB.
+DEAD_MARGIN_DB = 30.0
+# A flat fringe within this of the expected power is a TBU passing its light whole (stuck);
+# further down it is stray light around a dead TBU.
+LIT_MARGIN_DB = 20.0
 # A TBU's two heaters are drawn side by side (R0 +-5 %, efficiency +-5 %): a 30 % difference
 # in rate means one fit is wrong or one heater is damaged.
 HEATER_MISMATCH = 0.3
@@ -62,13 +80,26 @@ def contrast(fit: TBUFit) -> float:
     return float(a[o] / max(a[o] + b[o], 1e-30))
 
 
-def failure(fit: TBUFit, sweeps: Sequence[Sweep], max_current_ma: float = np.inf) -> str | None:
+def expected_peak_dbm(n_hops: int, laser_dbm: float = 0.0, defaults: PhysicsDefaults | None = None) -> float:
+    """Power (dBm) a path of ``n_hops`` set TBUs plus the TBU under test delivers at its peak:
+    the laser less two facets, two access waveguides and the TBUs' insertion loss (the
+    datasheet's worst figures, so the expectation errs low).
+    """
+    d = defaults or PhysicsDefaults()
+    return laser_dbm - 2 * (FACET_WORST_DB + ACCESS_WORST_DB) - (n_hops + 1) * d.tbu_loss_db
+
+
+def failure(fit: TBUFit, sweeps: Sequence[Sweep], max_current_ma: float = np.inf,
+            expected_dbm: float | None = None) -> str | None:
     """"dark", "flat", "range" or None (the fringe is real and usable).
 
+    "dark": the peak is below :data:`DARK_DBM`, or ``expected_dbm`` (the power a path of
+    known TBUs should carry, :func:`expected_peak_dbm`) less :data:`DEAD_MARGIN_DB`.
     "range": a fitted heater needs more than ``max_current_ma`` for 2 pi, so the TBU could
     not be set (a fit of stray light, or a heater far off nominal).
     """
-    if peak_dbm(sweeps) < DARK_DBM:
+    peak = peak_dbm(sweeps)
+    if peak < DARK_DBM or (expected_dbm is not None and peak < expected_dbm - DEAD_MARGIN_DB):
         return "dark"
     if contrast(fit) < MIN_CONTRAST:
         return "flat"
@@ -79,9 +110,14 @@ def failure(fit: TBUFit, sweeps: Sequence[Sweep], max_current_ma: float = np.inf
     return None
 
 
-def diagnosis(fit: TBUFit, sweeps: Sequence[Sweep]) -> str:
-    """What a failed fit through known-good TBUs says of the TBU: "dead", "bar" or "cross"."""
-    if failure(fit, sweeps) == "flat" and peak_dbm(sweeps) >= LIT_DBM:
+def diagnosis(fit: TBUFit, sweeps: Sequence[Sweep], expected_dbm: float | None = None) -> str:
+    """What a failed fit through known-good TBUs says of the TBU: "dead", "bar" or "cross".
+
+    Stuck ("bar"/"cross") needs a flat fringe carrying the path's light: above
+    :data:`LIT_DBM`, and within :data:`LIT_MARGIN_DB` of ``expected_dbm`` when known.
+    """
+    lit = LIT_DBM if expected_dbm is None else min(LIT_DBM, expected_dbm - LIT_MARGIN_DB)
+    if failure(fit, sweeps, expected_dbm=expected_dbm) == "flat" and peak_dbm(sweeps) >= lit:
         return stuck_state(fit)
     return "dead"
 

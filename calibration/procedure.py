@@ -74,7 +74,16 @@ from calibration.checkpoint import (
 from calibration.confirm import CONFIRM_TOL_RAD, LEVELS, Confirmation, confirm_tbu
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
 from calibration.fit import NoiseModel, Sweep, TBUFit, fit_tbu, sweep_currents
-from calibration.health import LIT_DBM, MIN_CONTRAST, contrast, diagnosis, failure, record_warnings
+from calibration.health import (
+    DEAD_MARGIN_DB,
+    MIN_CONTRAST,
+    contrast,
+    diagnosis,
+    expected_peak_dbm,
+    failure,
+    peak_dbm,
+    record_warnings,
+)
 from calibration.heater_map import invert_cubic
 from calibration.map import CalibrationError, CalibrationMap
 from calibration.model import heater_positions, neighbour_heaters
@@ -90,6 +99,10 @@ DIAGNOSE_PROBES = 2
 # round through a new path clears a fit spoiled by its path (or a meter glitch); a second
 # clears one whose new path crossed another doubtful TBU that the first round put right.
 CONFIRM_ROUNDS = 2
+# When light disagrees with more than this share of a finished map, the chip is not the one
+# that was measured (it drifted during the run, or its crosstalk is not what the map
+# assumes): re-fitting TBU by TBU would chase it, so the run is refused, saying by how much.
+REFUSE_DOUBTFUL_SHARE = 0.25
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
@@ -262,6 +275,14 @@ class Run:
         if self.on_tbu:
             self.on_tbu(stage, tbu)
 
+    def expected_dbm(self, probe: Probe) -> float | None:
+        """Peak power (dBm) ``probe``'s path should deliver, when every TBU on it is calibrated
+        (None in the bootstrap, where unknown TBUs on the path can take any share of the light).
+        """
+        if any(h.tbu not in self.records for h in probe.hops):
+            return None
+        return expected_peak_dbm(len(probe.hops), float(getattr(self.bench, "laser_power_dbm", 0.0)))
+
     def fail(self, tbu: int, how: str, why: str) -> None:
         """Record ``tbu`` as broken (it is never used in a light path again) and say why."""
         self.failed[tbu] = how
@@ -288,7 +309,7 @@ class Run:
         if self.keep_sweeps:
             self.sweeps[probe.tbu] = (probe, sweeps, fit)
         self.last_sweeps = sweeps
-        verdict = failure(fit, sweeps, self.bench.max_current_ma)
+        verdict = failure(fit, sweeps, self.bench.max_current_ma, self.expected_dbm(probe))
         if verdict is not None:
             return verdict, fit
         hot = {str(j): float(base[j]) for j in self.neighbours[probe.tbu] if base[j] > 0}
@@ -360,7 +381,7 @@ def diagnose(run: Run) -> None:
     points = max(run.options.refine_points, run.options.points)
     for t in sorted(run.suspects):
         banned = set(run.failed)
-        verdicts: list[tuple[TBUFit, list[Sweep]]] = []
+        verdicts: list[tuple[TBUFit, list[Sweep], float | None]] = []
         for _ in range(DIAGNOSE_PROBES):
             probe = plan_probe(run.mesh, t, run.working() - {t}, run.peer, banned=banned)
             if probe is None:
@@ -369,11 +390,11 @@ def diagnose(run: Run) -> None:
             if verdict is None:
                 run.suspects.pop(t)
                 break
-            verdicts.append((fit, run.last_sweeps))
+            verdicts.append((fit, run.last_sweeps, run.expected_dbm(probe)))
             banned |= {h.tbu for h in probe.hops}
         if t not in run.suspects:
             continue
-        states = [(diagnosis(fit, sweeps), fit) for fit, sweeps in verdicts]
+        states = [(diagnosis(fit, sweeps, expected), fit) for fit, sweeps, expected in verdicts]
         stuck = [(how, fit) for how, fit in states if how != "dead"]
         if stuck:
             how, fit = stuck[0]
@@ -381,7 +402,8 @@ def diagnose(run: Run) -> None:
                      f"< {MIN_CONTRAST})")
         elif verdicts:
             run.fail(t, "dead", f"no light leaves it through {len(verdicts)} calibrated path(s) "
-                     f"(no fringe, peak below {LIT_DBM:.0f} dBm)")
+                     f"(peak {max(peak_dbm(s) for _, s, _ in verdicts):.1f} dBm, more than "
+                     f"{DEAD_MARGIN_DB:.0f} dB below what the path should carry, or no fringe)")
         else:
             run.fail(t, "dead", "no light path of calibrated TBUs reaches it")
 
@@ -556,6 +578,7 @@ def confirm_stage(run: Run) -> CalibrationMap:
     run.confirmations = {t: confirm_one(run, cmap, t, set()) for t in sorted(run.records)}
     run.progress.update("confirm", len(run.records), len(run.records), run.ops(), run.t0)
     doubtful = {t for t, c in run.confirmations.items() if not c.confirmed}
+    refuse_if_moved(run, doubtful)
     for _ in range(CONFIRM_ROUNDS):
         if not doubtful:
             break
@@ -571,6 +594,24 @@ def confirm_stage(run: Run) -> CalibrationMap:
         run.warnings.append(f"{run.mesh.tbu_names[t]}: unverified: light disagrees with its fit "
                             f"({seen}; tolerance {CONFIRM_TOL_RAD} rad); routing avoids it")
     return assemble(run)
+
+
+def refuse_if_moved(run: Run, doubtful: set[int]) -> None:
+    """Raise :class:`CalibrationError` (one line, how far light moved) when more than
+    :data:`REFUSE_DOUBTFUL_SHARE` of the map's TBUs disagree with light.
+    """
+    if len(doubtful) <= REFUSE_DOUBTFUL_SHARE * max(len(run.confirmations), 1):
+        return
+    offsets = np.array([c.offset_rad for c in run.confirmations.values()])
+    offsets = offsets[np.isfinite(offsets)]
+    rms = float(np.sqrt(np.mean(offsets**2))) if offsets.size else float("nan")
+    worst = float(np.max(np.abs(offsets))) if offsets.size else float("nan")
+    raise CalibrationError(
+        f"calibration of {run.bench.chip_id} refused: light disagrees with {len(doubtful)} of "
+        f"{len(run.confirmations)} TBUs of the finished map (phases moved by {rms:.3f} rad RMS, up to "
+        f"{worst:.3f} rad, since they were fitted): the chip drifted during the run or is not what the "
+        "map describes; stabilise its temperature and calibrate again"
+    )
 
 
 def assemble(run: Run) -> CalibrationMap:

@@ -1,6 +1,7 @@
 """Fit health: dark, flat (stuck), out of range, and the warnings on doubtful fits."""
 
 import numpy as np
+import pytest
 
 from calibration.fit import Sweep, fit_tbu, fringe_model, sweep_currents
 from calibration.health import diagnosis, failure, record_warnings, stuck_state
@@ -65,3 +66,28 @@ def test_warnings_name_what_is_doubtful():
     assert any("at the fit's bound" in w for w in record_warnings(
         TBURecord(**{**rec.__dict__, "g2": [0.06, 0.06], "rms_residual": 1.0}), 4.0))
     assert record_warnings(TBURecord(**{**rec.__dict__, "g2": [0.6, 0.58], "rms_residual": 1.0}), 4.0) == []
+
+
+@pytest.mark.parametrize("tbu", [0, 3])
+def test_a_dead_tbu_at_a_mesh_port_is_found_against_the_power_its_path_should_carry(tbu):
+    """Issue 26: a dead TBU's 60 dB-down leak at a port cleared the absolute -60 dBm floor
+    (-59.8 dBm) and passed as healthy; judged against the path's expected power it is dead."""
+    from calibration.procedure import Options, Progress, calibrate
+    from instruments.sim.chip import Chip
+    from instruments.sim.direct import DirectBench
+    from photonics.topology import hexagonal
+
+    mesh = hexagonal(1, 1)
+    assert tbu in {int(g) // 4 for g in mesh.port_tbu_ports}  # it owns a mesh port
+    chip = Chip(mesh, 3, clock=lambda: 0.0, failed={tbu: "dead"})
+    result = calibrate(DirectBench(chip), Options(points=12, refine_points=16, crosstalk_repeats=0),
+                       progress=Progress(stream=None))
+    assert result.cmap.failed == {tbu: "dead"}
+    assert any(w.startswith(f"{mesh.tbu_names[tbu]}: failed (dead)") for w in result.cmap.quality["warnings"])
+
+
+def test_expected_peak_errs_low():
+    from calibration.health import expected_peak_dbm
+
+    assert expected_peak_dbm(0) == pytest.approx(-24.5)
+    assert expected_peak_dbm(10, laser_dbm=3.0) == pytest.approx(3.0 - 24.0 - 5.5)

@@ -1,0 +1,60 @@
+"""Issue 26's campaign: calibrate -> route -> program on seeded chips under stress modes.
+
+Per mode and seed, a realistic SmartLight-class chip (frozen wall clock: the same bytes every
+run) is stressed, calibrated through the Bench protocol, judged against its hidden truth and
+routed with its map (instruments/sim/trust_campaign.py says what each figure means). Seeds
+9000 + k: no test uses them.
+
+    python benchmarks/bench_calibration_trust.py --seeds 6 [--modes default,dead_port] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+
+from instruments.sim.trust_campaign import MODES, run_campaign, summarise
+
+FIRST_SEED = 9000
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the campaign; print the per-mode table (or JSON); exit 1 if anything was silent."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, default=6, help="seeds per mode (9000, 9001, ...)")
+    p.add_argument("--first-seed", type=int, default=FIRST_SEED)
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    modes = tuple(m for m in args.modes.split(",") if m)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    t0, c0 = time.perf_counter(), time.process_time()
+
+    def note(o):  # one JSON line per chip on stderr: a cut-short campaign keeps what it measured
+        line = asdict(o) | {"elapsed_s": round(time.perf_counter() - t0)}
+        print(json.dumps(line), file=sys.stderr, flush=True)
+
+    outcomes = run_campaign(modes, seeds, on_chip=note)
+    table = summarise(outcomes)
+    result = {"seeds": seeds, "modes": table, "cpu_s": time.process_time() - c0,
+              "load_average_1min": round(os.getloadavg()[0], 2),
+              "chips": [asdict(o) | {"heater_rms_rad": None} for o in outcomes]}
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        cols = ["chips", "refused", "injected", "named_correctly", "wrongly_named", "unverified",
+                "silent_over_0_1_rad", "heater_rms_median_rad", "heater_rms_worst_rad",
+                "chips_meeting_0_02_rad_per_heater", "operations_median", "routes", "routes_within"]
+        print("mode | " + " | ".join(cols))
+        for mode, row in table.items():
+            print(mode + " | " + " | ".join(f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c])
+                                            for c in cols))
+    return 1 if any(row["silent_over_0_1_rad"] for row in table.values()) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

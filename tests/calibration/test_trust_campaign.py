@@ -1,0 +1,40 @@
+"""The short version of benchmarks/bench_calibration_trust.py (issue 26): nothing wrong is silent."""
+
+import pytest
+
+from calibration.map import CalibrationError
+from calibration.procedure import Options, Progress, calibrate
+from instruments.sim.chip import Chip
+from instruments.sim.direct import DirectBench
+from instruments.sim.trust_campaign import run_campaign, summarise
+from photonics.topology import hexagonal
+
+FAST = Options(points=12, refine_points=16, crosstalk_repeats=0)
+
+
+@pytest.mark.slow
+def test_short_campaign_names_every_failure_and_leaves_nothing_silent(monkeypatch):
+    import instruments.sim.trust_campaign as campaign
+
+    mesh = hexagonal(1, 2)
+    monkeypatch.setattr(campaign, "smartlight", lambda: mesh)  # a small chip: seconds, not minutes
+    outcomes = run_campaign(("default", "dead_port", "dead_adjacent", "stuck_cross", "drift_1k_per_min"),
+                            [9100, 9101], FAST)
+    table = summarise(outcomes)
+    for mode, row in table.items():
+        assert row["silent_over_0_1_rad"] == 0, mode
+        assert row["named_correctly"] == row["injected"], mode
+        assert row["routes_within"] == row["routes"] > 0, mode
+    assert table["default"]["wrongly_named"] == 0
+    assert table["default"]["heater_rms_worst_rad"] < 0.05
+
+
+def test_a_chip_drifting_during_the_run_is_refused_saying_how_much():
+    """Issue 26: drift during calibration left wrong phases silently; now light re-checks the
+    finished map and a run it disagrees with wholesale is refused in one line."""
+    chip = Chip(hexagonal(1, 1), 3, clock=lambda: 0.0)
+    chip.set_temperature_profile(lambda t_s: 2.0 * t_s)  # 120 K/min: every early fit has moved
+    with pytest.raises(CalibrationError,
+                       match=r"refused: light disagrees with \d+ of 6 TBUs .* rad RMS") as info:
+        calibrate(DirectBench(chip), FAST, progress=Progress(stream=None))
+    assert "\n" not in str(info.value)
