@@ -299,7 +299,7 @@ def _assemble(graph: RoutingGraph, routes: list[Route], method: str, optimal: bo
     if problems:  # the routers guarantee this; a failure here is a bug, said loudly
         raise RoutingError("internal: planned routes break the rules: " + "; ".join(problems))
     conf = configuration_for(mesh, routes, graph.failed)
-    checks = check_routes(mesh, conf, routes, params, wl, graph.failed, lanes=tx)
+    checks = check_routes(mesh, conf, routes, params, wavelengths_nm=wl, failed=graph.failed, lanes=tx)
     results = tuple(
         RouteResult(route=r, loss_db=route_loss_db(graph, r), cost_db=route_cost(graph, r), check=c,
                     budget=link_budget(-c.transmission_db, tx, rx, defaults, margin))

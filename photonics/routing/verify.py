@@ -140,9 +140,9 @@ def check_routes(
     configuration: Configuration,
     routes: Sequence[Route],
     params: TBUParams | None = None,
+    *,
     wavelengths_nm: Sequence[float] | np.ndarray | None = None,
     failed: Mapping[int, str] | None = None,
-    *,
     lanes: Lanes = None,
 ) -> list[RouteCheck]:
     """Solve the mesh in ``configuration`` and measure every route (see module docstring).
@@ -150,6 +150,7 @@ def check_routes(
     Each route is checked at :func:`route_wavelengths_nm`: its TX lane's channels
     (``lanes``: one per route, or one for all) plus any extra ``wavelengths_nm`` (nm);
     the default lane's when neither is given, exactly ``wavelengths_nm`` when only they are.
+    They are keywords so that no caller passes the chip's centre by position, as before.
 
     Example:
         >>> from photonics.routing import route
