@@ -48,10 +48,15 @@ CHROMIUM_FLAGS = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _listening_socket() -> socket.socket:
+    """A loopback socket on a port the kernel picked, kept open and handed to uvicorn.
+
+    (Picking a port, closing it and letting uvicorn bind it later races other test workers.)
+    """
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 class Served:
@@ -62,11 +67,12 @@ class Served:
 
         from controlplane.app import create_app
 
-        self.port = _free_port()
+        sock = _listening_socket()
+        self.port = sock.getsockname()[1]
         app = create_app(cp, token=TOKEN, **options)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
         wait_for(lambda: self.server.started, what="uvicorn to start")
         self.url = f"http://127.0.0.1:{self.port}"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,10 +25,15 @@ ARGS = ["campaign", "--kind", "yield", "--mesh", "smartlight", "--chips", "2", "
 START_TIMEOUT_S = 60
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def scheduler_address(scheduler_file: Path, proc: subprocess.Popen) -> str:
+    """The address the scheduler announces in its file once it listens (it chose the port)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, KeyError):
+            return json.loads(scheduler_file.read_text())["address"]
+        assert proc.poll() is None, "the dask scheduler exited before announcing its address"
+        time.sleep(0.1)
+    raise AssertionError(f"no dask scheduler address in {scheduler_file} after {START_TIMEOUT_S} s")
 
 
 def dask_cli() -> list[str]:
@@ -45,14 +50,16 @@ def wait_for_workers(address: str, n: int) -> None:
 
 @pytest.fixture
 def cluster(tmp_path):
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
+    # port 0: the scheduler picks a free port and writes its address to the file (a port chosen
+    # here and bound later could be taken by another test worker in between)
+    scheduler_file = tmp_path / "scheduler.json"
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-    procs = [subprocess.Popen([*dask_cli(), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+    procs = [subprocess.Popen([*dask_cli(), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--scheduler-file", str(scheduler_file),
                                "--dashboard-address", "127.0.0.1:0", "--no-show"], cwd=tmp_path, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
     try:
-        time.sleep(0.5)
+        address = scheduler_address(scheduler_file, procs[0])
         procs.append(subprocess.Popen([*dask_cli(), "worker", address, "--nworkers", "1", "--nthreads", "1",
                                        "--host", "127.0.0.1", "--no-dashboard"], cwd=tmp_path, env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
