@@ -28,6 +28,7 @@ from lab_scripts.errors import (
     describe_failure,
     json_flag_in,
 )
+from lab_scripts.extras import check_extras
 
 # name -> module; a module adds its own parser and runs its own command.
 COMMANDS: dict[str, str] = {
@@ -111,6 +112,7 @@ def _run(argv: list[str], held: logging.handlers.MemoryHandler | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         prog, want_json = f"lumion {args.command}", bool(getattr(args, "json", False))
+        check_extras(args)  # before any work: a missing extra is said at once
         with running(args.command):
             code = int(args.run(args) or 0)
     except SystemExit as exc:  # --help and --version print and exit 0

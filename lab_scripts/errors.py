@@ -87,7 +87,7 @@ EXTRAS = {
 }
 
 
-def missing_extra(exc: BaseException) -> tuple[str, str] | None:
+def missing_extra(exc: BaseException | None) -> tuple[str, str] | None:
     """(package, extra) when ``exc`` is the import of an optional package that is not installed."""
     if not isinstance(exc, ModuleNotFoundError) or not exc.name:
         return None
@@ -167,7 +167,7 @@ def classify(exc: BaseException) -> str:
 
     if isinstance(exc, CliError):
         return exc.kind
-    if missing_extra(exc):
+    if missing_extra(exc) or missing_extra(exc.__cause__):  # also a library's own "needs X" error
         return "unavailable"
     if isinstance(exc, UsageError):
         return "usage"

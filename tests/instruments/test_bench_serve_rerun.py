@@ -59,6 +59,7 @@ def test_a_running_server_or_another_hosts_file_is_not_judged_stale(tmp_path):
     assert load_config(elsewhere)["server"]["host"] == "another-machine"
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_config_path_another_running_server_owns(tmp_path):
     owned = tmp_path / "bench.toml"
     owned.write_text(bench_text(os.getpid()))  # this test process stands for the running server
@@ -87,6 +88,7 @@ def wait_for_own_config(path, proc) -> dict:
     raise AssertionError(f"{path} never named pid {proc.pid}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_the_server_replaces_a_stale_config_and_removes_its_own_when_stopped(tmp_path, stop):
     path = tmp_path / "bench.toml"

@@ -47,6 +47,7 @@ def run_in(folder: Path, argv: list[str], capsys, monkeypatch) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_file_written_is_named_in_text_and_json(command, tmp_path, capsys, monkeypatch):
     if command in NEEDS:

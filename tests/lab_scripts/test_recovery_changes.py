@@ -7,6 +7,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 
 from calibration.heater_map import IdealMap
 from lab_scripts.cli import main
@@ -27,6 +28,7 @@ def currents(path, mesh) -> np.ndarray:
     return np.asarray(IdealMap(mesh.n_heaters).currents_for(conf, 24.0))
 
 
+@pytest.mark.slow
 def test_failover_counts_the_heaters_whose_current_changes(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     text_of(capsys, ["failover", "--out", "before.json"])  # the ring, placed, nothing failed
@@ -39,6 +41,7 @@ def test_failover_counts_the_heaters_whose_current_changes(tmp_path, capsys, mon
     assert recovery_changes(n_tbus, len(moved), "mA", "ideal") in line
 
 
+@pytest.mark.slow
 def test_demo_and_failover_say_the_same_of_the_same_failure(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     demo = CHANGES.findall(text_of(capsys, ["demo", "--no-calibrate", "--fail", "gpu2", "--out", "demo"]))
