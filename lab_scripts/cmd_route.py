@@ -26,7 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--failed", action="append", default=[], metavar="TBU=dead|bar|cross",
                    help="a failed TBU (name or index): dead, or stuck in bar or cross; repeat")
     p.add_argument("--map", metavar="MAP.json",
-                   help="calibration map: the TBUs it records as failed are avoided as with --failed")
+                   help="calibration map: the TBUs it records as failed or unverified are avoided as with "
+                   "--failed")
+    p.add_argument("--trust-unverified", action="store_true",
+                   help="with --map: route through TBUs the map records as unverified (light disagreed "
+                   "with their fit; avoided by default)")
     p.add_argument("--reserved", action="append", default=[], metavar="TBU",
                    help="a TBU to avoid unless needed (costs 10 dB extra); repeat")
     p.add_argument("--exact", action="store_true",
@@ -114,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     if args.map is not None:  # TBUs calibration found broken; an explicit --failed wins
         from calibration.map import CalibrationMap
 
-        failed = {**CalibrationMap.load(args.map, mesh=mesh).failed_tbus(), **failed}
+        cmap = CalibrationMap.load(args.map, mesh=mesh)
+        failed = {**cmap.failed_tbus(avoid_unverified=not args.trust_unverified), **failed}
     params = None
     if args.fabricated is not None:
         params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(args.fabricated))

@@ -159,3 +159,27 @@ def test_seed_424242_tbu_kept_a_bootstrap_fit_a_full_pi_off():
     assert err["delta_max_error_rad"] < 0.05
     assert result.cmap.failed == {}
     assert result.records[chip.mesh.tbu_index("tbu:0.1.2")].stage != "bootstrap"
+
+
+def test_lumion_route_avoids_unverified_tbus_unless_told_to_trust_them(small, tmp_path, capsys):
+    from lab_scripts.cli import main
+
+    chip, _, result = small
+    name = chip.mesh.tbu_names[4]  # tbu:0.0.4: the best route from port 0 to port 5 crosses it
+    cmap = replace(result.cmap, failed={4: "unverified"}, disagreement={4: 0.4})
+    path = cmap.save(tmp_path / "map.json")
+
+    def route(*extra):
+        args = ["route", "--mesh", "hex:1x1", "--connect", "0:5", "--map", str(path), "--json", *extra]
+        code = main(args)
+        out = capsys.readouterr().out
+        return code, json.loads(out)
+
+    code, data = route()
+    if code == 0:
+        assert name not in {h["tbu"] for h in data["routes"][0]["tbus"]}
+    else:  # no way around it: refused, never routed through
+        assert data["schema"] == "lumion.error"
+    code, data = route("--trust-unverified")
+    assert code == 0
+    assert name in {h["tbu"] for h in data["routes"][0]["tbus"]}
