@@ -38,7 +38,7 @@ from photonics.topology import smartlight
 from tests.controlplane.conftest import ROOT, START_TIMEOUT_S, Service
 
 # Trials per run: enough that the 4 reconciliation outcomes all occur for failovers (asserted)
-# in a test run; the soak runs 100 or more (benchmarks/soak_crash_safety.py sets this variable).
+# in a test run; the soak runs 100 or more (benchmarks/bench_crash_soak.py sets this variable).
 TRIALS = int(os.environ.get("LUMION_CRASH_TRIALS", "40"))
 STEPS = ("intent", "write:1", "write:2", "write:3", "written", "verified", "committed", "timer")
 # The outcome the next start must find for the recovery's intent, per crash step. A

@@ -4,7 +4,7 @@ The test runs 40 trials (every reconciliation outcome occurs, each restart check
 the same test with more trials (100 by default, as docs/controlplane.md reports) and prints the
 outcome counts and the wall time.
 
-    python benchmarks/soak_crash_safety.py [--trials 100]
+    python benchmarks/bench_crash_soak.py [--trials 100]   (make bench runs it)
 """
 
 from __future__ import annotations
