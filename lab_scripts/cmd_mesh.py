@@ -8,17 +8,26 @@ from typing import Any
 from lab_scripts.common import add_json_flag, load_mesh, print_json, table
 from lab_scripts.paths import JSON_SUFFIXES, output_file
 
+# What `mesh --json` prints without --full: enough to name ports and check a file's mesh.
+SUMMARY_KEYS = ("mesh", "mesh_fingerprint", "kind", "rows", "cols", "n_tbus", "n_ports", "n_heaters",
+                "n_links", "ports")
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         "mesh",
         help="show a mesh's TBUs, ports and heaters",
-        description="Counts and names of a mesh. Example: lumion mesh --mesh hex:3x6 --json",
+        description="Counts and names of a mesh. --json prints a summary (counts, fingerprint, port "
+        "names); --json --full adds every TBU, heater channel, link and drawing coordinate. "
+        "Example: lumion mesh --mesh hex:3x6 --json",
     )
     p.add_argument("--mesh", default="smartlight",
                    help="smartlight | hex:RxC | square:RxC | triangular:RxC | FILE.json")
     p.add_argument("--save", metavar="FILE.json", help="also write the topology as JSON")
+    p.add_argument("--full", action="store_true",
+                   help="with --json: also every TBU, heater channel, link, port side and drawing "
+                   "coordinate (smartlight: ~2,000 lines; the summary is ~60)")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -51,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from photonics.configuration import mesh_fingerprint, mesh_label
 
     summary = {"mesh": mesh_label(mesh), "mesh_fingerprint": mesh_fingerprint(mesh), **mesh.summary(),
-               **drawing(mesh)}
+               **drawing(mesh), "full": True}
     if args.json:
-        print_json(summary)
+        print_json(summary if args.full else {key: summary[key] for key in SUMMARY_KEYS} | {"full": False})
         return 0
     print(f"{mesh.kind} mesh {mesh.rows} x {mesh.cols}: {mesh.n_tbus} TBUs, "
           f"{mesh.n_ports} ports, {mesh.n_heaters} heaters, {mesh.n_links} links; "

@@ -84,7 +84,9 @@ def to_jsonable(value: Any) -> Any:
 OUTPUT_SCHEMA_NAMES = {"mesh": "lumion.mesh-info", "bench": "lumion.bench-serve",
                        "rack": "lumion.rack.simulate"}
 # Raised for a command when its output changes incompatibly (a key renamed or removed).
-OUTPUT_VERSIONS: dict[str, int] = {}
+OUTPUT_VERSIONS: dict[str, int] = {
+    "mesh": 2,  # v2: the per-TBU lists, links and geometry only with --full (issue 29)
+}
 ROUTE_SCHEMA = "lumion.route"
 _RUNNING: ContextVar[str | None] = ContextVar("lumion_command", default=None)
 

@@ -72,10 +72,12 @@ class MeshGeometry(Strict):
 
 
 class MeshOutput(Strict):
-    """``lumion mesh --json``: a mesh's size, names and heater channels."""
+    """``lumion mesh --json``: a mesh's size and port names; with ``--full`` also its TBUs, heater
+    channels, links and drawing (version 2: version 1 always printed all of it).
+    """
 
     schema_name: Literal["lumion.mesh-info"] = Field(alias="schema")
-    version: Literal[1]
+    version: Literal[2]
     mesh: MeshSpec
     mesh_fingerprint: Fingerprint
     kind: str = Field(description="hexagonal, square, triangular or custom")
@@ -86,11 +88,13 @@ class MeshOutput(Strict):
     n_heaters: Count
     n_links: Count
     ports: list[PortName]
-    tbus: list[TbuName]
-    heaters: list[HeaterRef]
-    links: list[MeshLink] = Field(description="waveguide links between TBU ends")
-    port_sides: dict[str, str] = Field(description="port name -> the TBU end it is (<TBU>/<a0|a1|b0|b1>)")
-    geometry: MeshGeometry
+    full: bool = Field(description="whether the lists below are here (lumion mesh --json --full)")
+    tbus: list[TbuName] | None = Field(None, description="--full only")
+    heaters: list[HeaterRef] | None = Field(None, description="--full only")
+    links: list[MeshLink] | None = Field(None, description="waveguide links between TBU ends; --full only")
+    port_sides: dict[str, str] | None = Field(None, description="port name -> the TBU end it is "
+                                              "(<TBU>/<a0|a1|b0|b1>); --full only")
+    geometry: MeshGeometry | None = Field(None, description="--full only")
 
 
 class SimulateOutput(Strict):

@@ -13,13 +13,26 @@ def run(capsys, *argv):
 
 
 def test_mesh_json_has_counts_and_names(capsys):
-    code, out, _ = run(capsys, "mesh", "--mesh", "smartlight", "--json")
+    code, out, _ = run(capsys, "mesh", "--mesh", "smartlight", "--json", "--full")
     data = json.loads(out)
     assert code == 0
     assert (data["n_tbus"], data["n_ports"], data["n_heaters"]) == (71, 40, 142)
     assert data["ports"][0] == "port:0"
     assert data["tbus"][0] == "tbu:0.0.0"
     assert data["heaters"][3] == {"channel": 3, "tbu": "tbu:0.0.1", "arm": "bot"}
+    assert data["full"] is True
+
+
+def test_mesh_json_is_a_readable_summary_unless_full_is_asked(capsys):
+    # issue 29: `mesh --json` printed 2,087 lines; the per-TBU lists now need --full
+    code, out, _ = run(capsys, "mesh", "--mesh", "smartlight", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["full"] is False
+    assert (data["n_tbus"], data["n_links"], len(data["ports"])) == (71, 122, 40)
+    assert not {"tbus", "heaters", "links", "port_sides", "geometry"} & set(data)
+    assert out.count("\n") < 80
+    assert data["version"] == 2
 
 
 def test_mesh_save_and_reload(capsys, tmp_path):

@@ -53,7 +53,7 @@ def test_phases_configuration_is_programmed_on_the_simulated_bench(capsys, tmp_p
 
 
 def test_mesh_json_has_links_to_draw(capsys):
-    code, d = run_json(capsys, ["mesh", "--mesh", "smartlight"])
+    code, d = run_json(capsys, ["mesh", "--mesh", "smartlight", "--full"])
     assert code == 0
     mesh = smartlight()
     assert len(d["links"]) == d["n_links"] == mesh.n_links

@@ -46,7 +46,7 @@ def route_file(capsys, tmp_path, mesh="smartlight", connect="0:20"):
 
 # command -> argument lists (run in tmp_path); several where options add keys
 CASES = {
-    "mesh": [["mesh", "--mesh", "hex:1x2"]],
+    "mesh": [["mesh", "--mesh", "hex:1x2"], ["mesh", "--mesh", "hex:1x2", "--full"]],
     "simulate": [["simulate", "--mesh", "hex:1x2", "--all", "cross", "--input", "0",
                   "--wavelengths", "1549:1551:3", "--plot", "s.png"]],
     "route": [["route", "--mesh", "hex:1x2", "--connect", "0:5", "--failed", "tbu:0.1.5=bar"],
