@@ -15,6 +15,21 @@ DEFAULT_SEED = 0  # the simulated chip when neither --seed nor [sim] seed says o
 # parameters (delta, rho2, rho3, amplitude, floor), and eight readings leave it some to spare.
 MIN_SWEEP_POINTS = 8
 
+# What each kind of calibration warning means for the user and what to do; printed once per
+# kind under the warnings (a newcomer cannot guess "crosstalk fit set aside"). Key: text the
+# warning line contains.
+WARNING_MEANINGS: dict[str, str] = {
+    "crosstalk fit set aside": (
+        "the heat its neighbours leak into that TBU did not fit the crosstalk model, so the map "
+        "compensates it with the design value (--crosstalk-fraction) instead of a measured one; "
+        "the map is still good and routed through, but that TBU's phase may be slightly off while "
+        "its neighbours are hot (a little less ACR on its routes); nothing to do unless its routes "
+        "measure poorly, then calibrate again (docs/calibration.md, 'Thermal crosstalk')"),
+    "failed (": (
+        "that TBU did not behave like a working heater and switch; the map records it as failed "
+        "and routing (route --map, the fabric) goes around it; check the chip or its wiring"),
+}
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
@@ -191,6 +206,12 @@ def _verify_routes(bench: Any, cmap: Any, n_routes: int, seed: int) -> dict[str,
             "verify_operations": bench.operations - ops0}
 
 
+def warning_meanings(warnings: list[str]) -> list[str]:
+    """One line per kind of warning present: what it means and what to do (WARNING_MEANINGS)."""
+    return [f"  ({kind}: {meaning})" for kind, meaning in WARNING_MEANINGS.items()
+            if any(kind in w for w in warnings)]
+
+
 def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> None:
     """The report for a reader: cost, fit quality, warnings, truth errors, routes, plots."""
     print(f"calibrated {payload['n_heaters']} heaters of {payload['chip_id']} in {payload['operations']} "
@@ -199,6 +220,8 @@ def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> Non
           f"({payload['fit_rms_residual_rel']:.2%} of fringe amplitude)")
     for line in payload["warnings"]:
         print(f"warning: {line}")
+    for line in warning_meanings(payload["warnings"]):
+        print(line)
     if "confirmed_tbus" in payload:
         worst = payload["confirm_max_disagreement_rad"]
         print(f"confirmed by light: {payload['confirmed_tbus']} of {payload['n_tbus']} TBUs "
