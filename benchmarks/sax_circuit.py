@@ -12,8 +12,9 @@ from photonics.state import MeshState
 from photonics.topology import PORT_LABELS, Mesh
 
 
-def build_sax_circuit(mesh: Mesh, backend: str = "klu"):
-    """A jitted SAX circuit of ``mesh`` and the per-instance settings builder."""
+def build_sax_circuit(mesh: Mesh, backend: str = "klu", return_type: str = "SDict"):
+    """A jitted SAX circuit of ``mesh`` (its result an SDict, or with ``return_type="SDense"``
+    a dense array and the port map)."""
     import jax
     import jax.numpy as jnp
     import sax
@@ -51,7 +52,7 @@ def build_sax_circuit(mesh: Mesh, backend: str = "klu"):
         "connections": {label(int(p)): label(int(q)) for p, q in mesh.links},
         "ports": {f"p{n}": label(int(g)) for n, g in enumerate(mesh.port_tbu_ports)},
     }
-    circuit, _ = sax.circuit(netlist, {"tbu": tbu}, backend=backend)
+    circuit, _ = sax.circuit(netlist, {"tbu": tbu}, backend=backend, return_type=return_type)
     return jax.jit(circuit)
 
 
@@ -103,16 +104,15 @@ def build_sax_lean(mesh: Mesh, wl0_nm: float, backend: str = "klu"):
     import jax
     import jax.numpy as jnp
 
-    circuit = build_sax_circuit(mesh, backend).__wrapped__  # the plain function under jax.jit
+    circuit = build_sax_circuit(mesh, backend, "SDense").__wrapped__  # the plain function under jax.jit
     n = mesh.n_ports
 
     def run(wl, table):
         kwargs = {"wl": wl}
         for i in range(mesh.n_tbus):
             kwargs[f"t{i}"] = {name: table[i, c] for c, name in enumerate(_COLUMNS)} | {"wl0": wl0_nm * 1e-3}
-        sdict = circuit(**kwargs)
-        cols = [jnp.stack([jnp.broadcast_to(sdict[(f"p{pin}", f"p{pout}")], wl.shape) for pout in range(n)],
-                          axis=-1) for pin in range(n)]
-        return jnp.stack(cols, axis=-1)  # (n_wl, out, in)
+        dense, ports = circuit(**kwargs)  # dense[..., i, j]: from port i to port j
+        idx = jnp.array([ports[f"p{k}"] for k in range(n)])
+        return jnp.swapaxes(dense[..., idx, :][..., :, idx], -1, -2)  # (n_wl, out, in), our order
 
     return jax.jit(run)
