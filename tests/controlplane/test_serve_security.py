@@ -40,6 +40,7 @@ def _usage_error(out: subprocess.CompletedProcess) -> str:
     return err["error"]
 
 
+@pytest.mark.slow
 def test_a_non_loopback_host_needs_the_opt_in_and_an_existing_token(tmp_path):
     db = str(tmp_path / "cp.db")
     serve = ("serve", "--db", db, "--host", "0.0.0.0", "--port", "0", "--json")
@@ -82,6 +83,7 @@ def _serve(tmp_path, *args: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
 def test_a_network_bind_with_an_existing_token_serves_tls_and_names_its_address(tmp_path):
     import ssl
@@ -119,6 +121,7 @@ def test_a_network_bind_with_an_existing_token_serves_tls_and_names_its_address(
         proc.stderr.close()
 
 
+@pytest.mark.slow
 def test_sigterm_right_after_the_announce_line_stops_gracefully(tmp_path):
     for _ in range(2):  # the window is uvicorn's import: hit it every time, not once by luck
         proc = _serve(tmp_path)

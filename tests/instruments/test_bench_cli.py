@@ -80,6 +80,7 @@ def test_program_command(tmp_path, capsys):
     assert main(["program", "--configuration", str(tmp_path / "bad.json")]) == 2
 
 
+@pytest.mark.slow
 def test_bench_serve_in_another_process(tmp_path):
     cfg = tmp_path / "client.toml"
     cmd = [sys.executable, "-m", "lab_scripts.cli", "bench", "serve", "--json", "--seed", "3",
