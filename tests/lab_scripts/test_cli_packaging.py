@@ -2,6 +2,7 @@
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# what a checkout has and a fresh clone does not (build products, caches, environments)
+NOT_IN_A_CLONE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".hypothesis", ".ruff_cache",
+                  ".pytest_cache", "lumion-demo")
 PACKAGES = ["photonics", "calibration", "instruments", "layouts", "controlplane", "campaigns", "lab_scripts"]
 
 
@@ -24,9 +28,14 @@ def test_every_top_level_package_has_the_version(package):
 def wheel(tmp_path_factory):
     pytest.importorskip("build")
     out = tmp_path_factory.mktemp("wheel")
+    # built from a copy of the checkout as a clone would have it: setuptools writes build/ and
+    # *.egg-info into the source tree, which another test worker may be building at the same
+    # time, and a stale build/lib there could put removed modules into the wheel
+    source = tmp_path_factory.mktemp("source") / "lumion"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*NOT_IN_A_CLONE))
     # PYTHONDONTWRITEBYTECODE (set in some shells) makes setuptools warn that it skips byte-compiling
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
+    proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(source)],
                           capture_output=True, text=True, env=env, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     log = proc.stdout + proc.stderr
