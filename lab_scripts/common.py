@@ -11,14 +11,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from photonics.errors import LumionError
+from lab_scripts.errors import UsageError, reading  # UsageError lives with the other failures
 
 if TYPE_CHECKING:  # numpy is imported by the commands that run, not by `lumion --help`
     import numpy as np
-
-
-class UsageError(LumionError):
-    """A command-line value is malformed; the message says the expected form."""
 
 
 def seed(text: str) -> int:
@@ -176,7 +172,6 @@ def wavelength_range(text: str, max_points: int) -> np.ndarray:
 
 def load_mesh(spec: str) -> Any:
     """The mesh ``--mesh`` names; a bad spec or mesh file is an ``input`` error naming it."""
-    from lab_scripts.errors import reading
     from photonics.topology import mesh_from_spec
 
     with reading("mesh file", spec):
@@ -201,7 +196,6 @@ def load_configuration(path: str, mesh: Any) -> Any:
     """
     from pathlib import Path
 
-    from lab_scripts.errors import reading
     from photonics.configuration import Configuration
 
     with reading("configuration", path):

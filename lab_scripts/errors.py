@@ -107,6 +107,10 @@ class CliError(LumionError):
         self.origin = origin or type(self).__name__
 
 
+class UsageError(LumionError):
+    """A command-line value is malformed; the message says the expected form."""
+
+
 class ArgumentError(CliError):
     """The command line does not parse (unknown option, missing or malformed value)."""
 
@@ -163,7 +167,6 @@ def _is_instrument_os_error(exc: BaseException) -> bool:
 def classify(exc: BaseException) -> str:
     """The kind (a key of :data:`KINDS`) of any exception reaching the top of ``lumion``."""
     from instruments.errors import BenchConfigError, InstrumentError, LimitError
-    from lab_scripts.common import UsageError
 
     if isinstance(exc, CliError):
         return exc.kind

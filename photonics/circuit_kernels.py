@@ -30,7 +30,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from photonics.circuit_merge import LANES, LEAF_SIZE
+from photonics.merge_layout import LANES, LEAF_SIZE
 
 OUT, A_OFF, A_P, B_OFF, B_P, K, EA, EB, IDX = range(9)  # merge-table columns
 

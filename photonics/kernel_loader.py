@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from photonics.circuit_merge import LANES, LEAF_SIZE
+from photonics.merge_layout import LANES, LEAF_SIZE
 
 _SOURCE = Path(__file__).with_name("circuit_kernels.py")
 _NAMES = ("solve_blocks", "remerge_blocks")

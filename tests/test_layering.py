@@ -46,3 +46,121 @@ def test_photonics_imports_fast_and_light():
             "print(any(m.startswith(('gdsfactory', 'matplotlib', 'serial', 'pyvisa')) for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------------------------------
+# No import circles inside a package (issue 29): a contributor can tell which module builds
+# on which. Every import counts -- module level and inside functions (a lazy import hides a
+# circle from Python, not from the reader) -- except under `if TYPE_CHECKING:` (annotations).
+# ---------------------------------------------------------------------------------------
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside `if TYPE_CHECKING:` blocks."""
+    return {id(n) for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for sub in node.body for n in ast.walk(sub)}
+
+
+def _imported(node: ast.AST, module: str, is_package: bool, modules: set[str]) -> list[str]:
+    """The modules of ``modules`` an import statement in ``module`` loads."""
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = module.split(".")[: None if is_package else -1]
+            base = base[: len(base) - (node.level - 1)]
+            source = ".".join(base + ([node.module] if node.module else []))
+        else:
+            source = node.module or ""
+        targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+    else:
+        return []
+    out = []
+    for name in targets:
+        target = name
+        while target and target not in modules:  # photonics.fabric.X -> the module that holds X
+            target = target.rpartition(".")[0]
+        if target and target != module:
+            out.append(target)
+    return out
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """module -> the modules of the same package it imports."""
+    paths = {_module_name(p): p for p in (ROOT / package).rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in paths}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if id(node) not in skip:
+                graph[module].update(_imported(node, module, path.name == "__init__.py", set(paths)))
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for root, imports in graph.items():
+        if root in index:
+            continue
+        work = [(root, iter(sorted(imports)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    circles.append(sorted(group))
+    return circles
+
+
+def test_the_circle_finder_finds_a_circle():
+    graph = {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}}
+    assert import_circles(graph) == [["p.a", "p.b", "p.c"]]
+    assert import_circles({"p.a": {"p.b"}, "p.b": set()}) == []
+
+
+# layouts/ is still one circle of seven files (fiber_edge imports lvs and checks, mesh_cell
+# and draw import each other, sizing reaches into fiber_edge): splitting it is open work
+# of issue 29, to be done with the XOR regression of tests/layouts.
+KNOWN_CIRCLES = {"layouts"}
+
+
+NOT_SPLIT = pytest.mark.xfail(strict=True, reason="the layouts circle (issue 29), not split yet")
+
+
+@pytest.mark.parametrize("package", [pytest.param(p, marks=NOT_SPLIT) if p in KNOWN_CIRCLES else p
+                                     for p in sorted(ALLOWED)])
+def test_no_import_circle_inside_a_package(package):
+    circles = import_circles(import_graph(package))
+    assert not circles, f"{package}: modules importing each other in a circle: {circles}"

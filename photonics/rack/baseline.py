@@ -24,34 +24,15 @@ The wiring never changes, so:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-from photonics.rack.model import Rack, RackError
+from photonics.rack.model import Rack, baseline_shape  # baseline_shape: also the rack file's check
 from photonics.rack.patterns import logical_rounds
 from photonics.rack.traces import TraceJob
 
+__all__ = ["BASELINES", "BaselineAllocator", "baseline_shape"]
+
 BASELINES = ("ring", "torus:RxC")
-_TORUS = re.compile(r"^torus:(\d+)x(\d+)$")
-
-
-def baseline_shape(spec: str, n_workers: int) -> tuple[int, int]:
-    """``(rows, cols)`` of a baseline spec over ``n_workers``; RackError naming the fix otherwise.
-
-    Example:
-        >>> baseline_shape("ring", 16), baseline_shape("torus:4x4", 16)
-        ((1, 16), (4, 4))
-    """
-    if spec == "ring":
-        return 1, n_workers
-    m = _TORUS.match(spec)
-    if not m:
-        raise RackError(f"baseline must be 'ring' or 'torus:RxC' (e.g. torus:4x4), not {spec!r}")
-    rows, cols = int(m.group(1)), int(m.group(2))
-    if rows * cols != n_workers:
-        raise RackError(f"baseline {spec}: {rows} x {cols} = {rows * cols} positions for {n_workers} "
-                        f"workers; choose R x C = {n_workers}")
-    return rows, cols
 
 
 class BaselineAllocator:

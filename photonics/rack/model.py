@@ -35,6 +35,7 @@ each end and a second chip's access routing, minus the fibre's gain (:func:`cros
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,8 +147,6 @@ class Rack:
                 raise RackError(f"mesh {m!r}: {exc}") from None
         object.__setattr__(self, "_meshes", meshes)
         object.__setattr__(self, "_by_name", _check(self, meshes))
-        from photonics.rack.baseline import baseline_shape  # baseline imports this module
-
         baseline_shape(self.baseline, len(self.workers))
 
     def mesh(self, name: str) -> Mesh:
@@ -423,3 +422,27 @@ def default_rack(gain_db: float = DEFAULT_RACK_GAIN_DB) -> Rack:
     fibres = tuple(Fibre(f"f{j}", "m0", 4 * FIBRE_SLOT + j, "m1", 4 * FIBRE_SLOT + j, gain_db=gain_db)
                    for j in range(4))
     return Rack("two-smartlight-16+2", {"m0": "smartlight", "m1": "smartlight"}, tuple(accs), fibres)
+
+
+# A static-torus baseline of the rack file ("ring" or "torus:RxC"), checked on load; the
+# baseline allocator (photonics.rack.baseline) uses the same shape.
+_TORUS = re.compile(r"^torus:(\d+)x(\d+)$")
+
+
+def baseline_shape(spec: str, n_workers: int) -> tuple[int, int]:
+    """``(rows, cols)`` of a baseline spec over ``n_workers``; RackError naming the fix otherwise.
+
+    Example:
+        >>> baseline_shape("ring", 16), baseline_shape("torus:4x4", 16)
+        ((1, 16), (4, 4))
+    """
+    if spec == "ring":
+        return 1, n_workers
+    m = _TORUS.match(spec)
+    if not m:
+        raise RackError(f"baseline must be 'ring' or 'torus:RxC' (e.g. torus:4x4), not {spec!r}")
+    rows, cols = int(m.group(1)), int(m.group(2))
+    if rows * cols != n_workers:
+        raise RackError(f"baseline {spec}: {rows} x {cols} = {rows * cols} positions for {n_workers} "
+                        f"workers; choose R x C = {n_workers}")
+    return rows, cols
