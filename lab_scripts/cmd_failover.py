@@ -211,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
     plots = []
     if plot and rec is not None:
         victims = [_describe(e, args).split(" ", 1)[1] for e in events]
-        plots.append(str(draw_plan(plot, mesh, plan, f"after {', '.join(victims)}", rec.rerouted, fabric)))
+        plots.append(str(draw_plan(plot, mesh, plan, f"the job after {', '.join(victims)} failed and the "
+                                              "fabric recovered it", rec.rerouted, fabric)))
         plots.append(str(timeline_plot(sibling(plot, "timeline"), reports, "recovery timeline")))
     if args.json:
         payload: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, **(reports[-1] if reports else {})}

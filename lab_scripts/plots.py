@@ -26,6 +26,13 @@ WEAK_COLOUR = "0.72"
 STATUS_COLOURS = {"job": "#1f3d99", "spare": "#1b8a3a", "out": "#c0392b"}
 STATUS_NAMES = {"job": "accelerator in the job", "spare": "spare accelerator",
                 "out": "failed / not in the job"}
+# Route colours: tab10 without its red (3) and grey (7). Red means failed in every mesh
+# drawing (failed TBUs, failed accelerators) and grey is the unused mesh, so a route never
+# wears either (issue 29: the failed red was also a route's colour).
+ROUTE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+FAILED_COLOUR = STATUS_COLOURS["out"]
+# A route label ending in this mark was re-routed by the last recovery the picture shows.
+REROUTED_MARK = " *"
 
 
 def _pyplot() -> Any:
@@ -164,23 +171,27 @@ def mesh_figure(mesh: Any, routes: list[dict[str, Any]] | None = None,
     fig, ax = plt.subplots(figsize=(11, 6.5 if marks else 6), dpi=120, layout="constrained")
     for a, b in mesh.tbu_xy:
         ax.plot([a[0], b[0]], [a[1], b[1]], color="0.8", lw=3, solid_capstyle="round", zorder=1)
-    colours = plt.get_cmap("tab10")
     for k, route in enumerate(routes or []):
+        colour = ROUTE_COLOURS[k % len(ROUTE_COLOURS)]
         for t in route["tbus"]:
             a, b = mesh.tbu_xy[t]
-            ax.plot([a[0], b[0]], [a[1], b[1]], color=colours(k % 10), lw=5 - 0.3 * (k % 4),
+            ax.plot([a[0], b[0]], [a[1], b[1]], color=colour, lw=5 - 0.3 * (k % 4),
                     alpha=0.85, zorder=2, label=route["label"] if t == route["tbus"][0] else None)
     for t, how in (failed or {}).items():
         c = mesh.tbu_centers()[t]
-        ax.plot(*c, marker="x", color="red", ms=12, mew=3, zorder=3, ls="none")
-        ax.annotate(how, c, color="red", fontsize=7, xytext=(4, 4), textcoords="offset points")
+        ax.plot(*c, marker="x", color=FAILED_COLOUR, ms=12, mew=3, zorder=3, ls="none")
+        ax.annotate(how, c, color=FAILED_COLOUR, fontsize=7, xytext=(4, 4), textcoords="offset points")
+    if failed:
+        ax.plot([], [], "x", color=FAILED_COLOUR, ms=8, mew=2, label="failed TBU (how it failed)")
     _port_annotations(ax, mesh, marks)
     for status in sorted({m.status for m in marks}, key=list(STATUS_COLOURS).index):
         ax.plot([], [], "s", color=STATUS_COLOURS[status], label=STATUS_NAMES[status])
     ax.set_aspect("equal")
     ax.axis("off")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        rerouted = any(r["label"].endswith(REROUTED_MARK) for r in routes or [])
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title_fontsize=7,
+                  title="routes (* = re-routed by the last recovery)" if rerouted else None)
     ax.set_title(title, pad=14)
     return fig
 

@@ -117,3 +117,24 @@ def test_descending_wavelength_grid_keeps_the_axis_ascending():
     low, high = fig.axes[0].get_xlim()
     assert low < high
     assert_lines_inside_limits(fig.axes[0])
+
+
+def test_one_colour_meaning_per_thing_and_a_legend_for_every_mark():
+    # issue 29: the failed red was also a route's colour, and `*` was explained nowhere
+    from matplotlib.colors import to_hex
+
+    from lab_scripts.plots import FAILED_COLOUR, ROUTE_COLOURS
+    from photonics.topology import hexagonal
+
+    mesh = hexagonal(1, 2)
+    routes = [{"label": f"r{k}{' *' if k == 1 else ''}", "tbus": [k]} for k in range(10)]
+    fig = mesh_figure(mesh, routes, {3: "dead"}, "t")
+    ax = fig.axes[0]
+    route_colours = {to_hex(line.get_color()) for line in ax.lines if line.get_label().startswith("r")}
+    assert route_colours <= set(ROUTE_COLOURS)
+    assert to_hex(FAILED_COLOUR) not in route_colours
+    assert "#d62728" not in route_colours  # tab10's red
+    legend = ax.get_legend()
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert any("failed TBU" in label for label in labels)
+    assert "* = re-routed" in legend.get_title().get_text()
