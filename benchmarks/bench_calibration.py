@@ -9,15 +9,19 @@ programmed through the map: ACR and loss vs the model, with and without crosstal
 compensation (all defined in docs/calibration.md).
 
 Run: python benchmarks/bench_calibration.py [--seeds 10 | --seeds 0 1 2 5] [--model realistic|ideal]
-     [--crosstalk-fraction 0.01] [--reproducible] [--compare-full-solve] [--fit-trial-evaluations N]
+     [--crosstalk-fraction 0.01] [--reproducible | --wall-clock] [--compare-full-solve]
+     [--fit-trial-evaluations N]
      [--json]
 
 ``--seeds N`` (one number) runs seeds 0..N-1; several numbers run exactly those seeds. The chip
 is the realistic simulated chip unless ``--model ideal``; ``--crosstalk-fraction`` sets both the
 chip's crosstalk and what the procedure is told (the design value it assumes for the partner arm).
-``--reproducible`` runs the chip on simulated time only (its drift and settling otherwise follow
-the wall clock too), so a seed gives the same map every run: ``map_digest`` says so.
-``--compare-full-solve`` (implies ``--reproducible``) calibrates every seed twice on a chip that
+The chip runs on simulated time (its settling and drift move only with the bench's operations
+and waits), so a seed gives the same map every run under any load: ``map_digest`` (the map
+without its timestamp and run time) says so. ``--reproducible`` is accepted for the commands
+recorded before that was the default; ``--wall-clock`` puts the chip on the wall clock too
+(the old default: maps then depend on the machine's load).
+``--compare-full-solve`` calibrates every seed twice on a chip that
 solves every reading from scratch (``Chip(incremental=False)``) and twice on the default chip
 (order: full, default, default, full), and reports the CPU times and whether the maps are
 the same bytes.
@@ -26,7 +30,6 @@ the same bytes.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -39,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from calibration.digest import map_digest
 from calibration.evaluate import differential_fraction, truth_errors
 from calibration.procedure import Options, Progress, calibrate, crosstalk_map
 from calibration.verify import measure_route, sample_routes
@@ -49,14 +53,6 @@ from photonics.configuration import Configuration
 from photonics.topology import smartlight
 
 SECONDS_PER_OPERATION = 0.015  # SmartLight bench: ~15 ms per set-and-read
-
-
-def map_digest(cmap) -> str:
-    """SHA-256 (first 16 hex digits) of the map as saved, without its timestamp and run time."""
-    data = cmap.to_dict()
-    data.pop("created", None)
-    data["quality"] = {k: v for k, v in data["quality"].items() if k != "duration_s"}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def time_solves(chip: Chip) -> list[float]:
@@ -99,11 +95,6 @@ def timed_fits():
         proc.fit_tbu, xt.fit_crosstalk = real
 
 
-def frozen_clock() -> float:
-    """A wall clock that stands still: the chip's time is then only what the bench advances."""
-    return 0.0
-
-
 def model_route(chip: Chip, route) -> tuple[float, float]:
     """(transmission dB, ACR dB) of the route on this chip with perfectly set phases (the model)."""
     p = chip.truth.params
@@ -115,9 +106,9 @@ def model_route(chip: Chip, route) -> tuple[float, float]:
 
 
 def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float = 0.01, *,
-             reproducible: bool = False, incremental: bool = True, trial: int = 0) -> dict:
+             reproducible: bool = True, incremental: bool = True, trial: int = 0) -> dict:
     mesh = smartlight()
-    clock = {"clock": frozen_clock} if reproducible else {}
+    clock = {} if reproducible else {"clock": time.monotonic}
     chip = Chip(mesh, seed=seed, model=model, crosstalk_fraction=fraction, incremental=incremental, **clock)
     bench = DirectBench(chip)
     chip_cpu = time_solves(chip)
@@ -225,7 +216,10 @@ def main() -> None:
     parser.add_argument("--model", choices=["realistic", "ideal"], default="realistic")
     parser.add_argument("--crosstalk-fraction", type=float, default=0.01)
     parser.add_argument("--routes", type=int, default=20)
-    parser.add_argument("--reproducible", action="store_true", help="the chip on simulated time only")
+    parser.add_argument("--reproducible", action="store_true",
+                        help="the chip on simulated time only (the default; kept for recorded commands)")
+    parser.add_argument("--wall-clock", action="store_true",
+                        help="the chip's time also follows the wall clock (maps then depend on the load)")
     parser.add_argument("--compare-full-solve", action="store_true",
                         help="also calibrate on a chip solving every reading whole; CPU times, same map?")
     parser.add_argument("--fit-trial-evaluations", type=int, default=0,
@@ -240,7 +234,7 @@ def main() -> None:
         for row in compare_full_solve(seeds, args.model, args.crosstalk_fraction):
             print(json.dumps(row))
         return
-    rows = [run_seed(s, args.routes, args.model, args.crosstalk_fraction, reproducible=args.reproducible,
+    rows = [run_seed(s, args.routes, args.model, args.crosstalk_fraction, reproducible=not args.wall_clock,
                      trial=args.fit_trial_evaluations) for s in seeds]
     if args.json:
         print(json.dumps(rows, indent=1))

@@ -87,6 +87,10 @@ def _model(idn: str) -> str:
 class SimulatedBench:
     """Every simulated instrument around one chip.
 
+    The simulators are served over wires and their clients wait by sleeping, so the chip
+    lives on the wall clock here (:meth:`~instruments.sim.chip.Chip.follow_wall_clock`),
+    unlike on the in-process :class:`~instruments.sim.direct.DirectBench`.
+
     Args:
         mesh: topology (ignored when ``chip`` is given).
         seed: chip truth seed (and noise seed).
@@ -106,6 +110,7 @@ class SimulatedBench:
             if mesh is None:
                 raise ValueError("give a mesh or a chip")
             chip = Chip(mesh, seed, **chip_options)
+        chip.follow_wall_clock()  # every instrument here is served over a wire, in real time
         self.chip = chip
         self.mesh = chip.mesh
         self._closers: list[Any] = []

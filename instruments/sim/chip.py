@@ -30,12 +30,17 @@ a :class:`~photonics.circuit_solver.CircuitSolver` for that wavelength: further 
 state cost no solve and single-TBU steps are incremental updates. Every path gives the full
 solve's result (the same bytes, or within 1e-12).
 
-Time: the chip has a clock (``now_s``): the wall clock since the chip was made plus whatever
-:meth:`Chip.advance` added. The simulators on their server threads simply live in wall time;
-an in-process bench (``instruments.sim.direct.DirectBench``) advances it (each reading takes
-the meter's averaging time, ``wait`` lets the heaters settle, an hour of drift takes no real
-hour). Time never runs slower than the wall clock, so two benches sharing one chip (the
-pytest plugin's fixtures) both see it settle.
+Time: the chip has a clock (``now_s``). By default it is *simulated*: it stands still until
+:meth:`Chip.advance` moves it, and the in-process bench (``instruments.sim.direct.DirectBench``)
+moves it with its own operations (each reading takes the meter's averaging time, ``wait``
+lets the heaters settle, an hour of drift takes no real hour). Settling, drift and the meter
+noise then depend on what the bench did, never on how fast the machine did it, so a seed
+gives the same bytes on any machine under any load. A chip served over a wire (the
+simulators on their server threads: heater driver, SCPI meter, transceivers, ``lumion bench
+serve``) is put on the wall clock by the simulator that serves it
+(:meth:`Chip.follow_wall_clock`): its clients wait by sleeping, as on a real bench. Advances
+still add on top, so time never runs slower than the wall clock and two benches sharing one
+chip (the pytest plugin's fixtures) both see it settle.
 """
 
 from __future__ import annotations
@@ -254,6 +259,13 @@ def solve_kind(held: CircuitSolver | Solved | None, state: MeshState, params: TB
     return "reused" if n == 0 else "incremental"
 
 
+def simulated_clock() -> float:
+    """The simulated chip's base clock (s): it stands still, so the chip's time is only what
+    :meth:`Chip.advance` adds (the default: a seeded run repeats exactly under any load).
+    """
+    return 0.0
+
+
 def settle_decay(elapsed_s: float, realism: Realism | None) -> tuple[float, float]:
     """How much of the fast and of the slow thermal response is still to come ``elapsed_s``
     after a step: ``(exp(-t / settle_fast_s), exp(-t / settle_slow_s))``, both 0 once
@@ -270,8 +282,10 @@ class Chip:
 
     Thread-safe: the simulated instruments (possibly on server threads) share one chip.
 
-    Keyword args beyond the truth's: ``clock``, the wall clock the chip lives in (s; a
-    constant leaves only what :meth:`advance` adds, so an in-process run repeats exactly);
+    Keyword args beyond the truth's: ``clock``, the base clock the chip lives in (s): by
+    default :func:`simulated_clock`, which stands still, so only what :meth:`advance` adds
+    moves time and an in-process run repeats exactly; ``time.monotonic`` for a chip served
+    over a wire (see :meth:`follow_wall_clock`);
     ``incremental=False`` solves every reading from scratch (the chip of earlier releases,
     for benchmarks and identity checks against it).
 
@@ -293,7 +307,7 @@ class Chip:
         failed: dict[int, str] | None = None,
         model: str = "realistic",
         realism: Realism | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = simulated_clock,
         incremental: bool = True,
     ) -> None:
         self.mesh = mesh
@@ -318,8 +332,8 @@ class Chip:
         # "incremental" (a solver updated), "reused" (a solver's state read at another port).
         self.solves: Counter[str] = Counter()
         self.incremental = incremental
-        # The wall clock the chip lives in (s). A constant leaves only what advance() adds,
-        # so a run on the in-process bench repeats exactly (benchmarks, identity checks).
+        # The base clock the chip lives in (s). The default stands still, leaving only what
+        # advance() adds, so a run on the in-process bench repeats exactly under any load.
         self._clock = clock
         self._t0 = clock()
         self._advanced_s = 0.0
@@ -338,15 +352,36 @@ class Chip:
             self.fail_tbu(tbu, how)
 
     # -- time -------------------------------------------------------------------------
+    @property
+    def simulated_time(self) -> bool:
+        """True while the chip's time moves only with :meth:`advance` (no wall clock under it)."""
+        return self._clock is simulated_clock
+
+    def follow_wall_clock(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """Let the chip's time also run with ``clock`` (s) from now on, without a jump.
+
+        Called by every simulator that serves the chip over a wire: its clients wait by
+        sleeping, so the heaters must settle and the chip drift in real time. Idempotent.
+        """
+        with self._lock:
+            if self._clock is clock:
+                return
+            now = self.now_s()
+            self._clock = clock
+            self._t0 = clock()
+            self._advanced_s = now
+
     def advance(self, seconds: float) -> None:
-        """Move the chip's clock on by ``seconds`` on top of the wall clock."""
+        """Move the chip's clock on by ``seconds`` (on top of its base clock)."""
         if seconds < 0 or not math.isfinite(seconds):
             raise StateError(f"time only moves forward: {seconds} s")
         with self._lock:
             self._advanced_s += float(seconds)
 
     def now_s(self) -> float:
-        """The chip's clock (s): wall time since the chip was made plus every :meth:`advance`."""
+        """The chip's clock (s): base-clock time since the chip was made (or put on that clock)
+        plus every :meth:`advance`.
+        """
         return self._clock() - self._t0 + self._advanced_s
 
     def _wander(self, t_s: float) -> float:

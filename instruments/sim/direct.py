@@ -5,7 +5,10 @@ hidden truth. ``instruments`` provides the same protocol over the real drivers.
 
 The bench moves the chip's clock on: a reading takes the meter's averaging time
 (``read_time_s``) and :meth:`DirectBench.wait` lets time pass (without sleeping), so a reading
-taken too soon after a current change sees the heaters still settling.
+taken too soon after a current change sees the heaters still settling. The chip's time is
+simulated (its default clock stands still), so settling, drift and the laser wander advance
+only with the bench's own operations and waits: a seed gives the same readings, and the
+same calibration map, on any machine under any load.
 
 Meter noise (:class:`MeterNoise`): on the ideal chip, the design's -70 dBm floor plus 0.5 % of
 the reading (docs/instruments.md; the model the fits assume); on the realistic chip, a model the fits do *not*

@@ -144,6 +144,7 @@ class HeaterDeviceSim:
 
     def __init__(self, chip: Chip, *, modules: Sequence[str] | None = None,
                  readback: Readback = RECORDED, seed: int | None = None) -> None:
+        chip.follow_wall_clock()  # served over a wire: its clients wait by sleeping
         self.chip = chip
         n_h = chip.mesh.n_heaters
         types = list(modules) if modules else ["Q8iv"] * max(1, math.ceil(n_h / CHANNELS_PER_MODULE))

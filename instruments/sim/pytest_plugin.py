@@ -12,7 +12,9 @@ enable it with ``pytest_plugins = ["instruments.sim.pytest_plugin"]`` in a top-l
 Fixtures (function scope; each closes its ports and servers on teardown):
 
 * ``lumion_chip`` -- a seeded smartlight :class:`~instruments.sim.chip.Chip` (seed from
-  ``--lumion-seed``, default 0).
+  ``--lumion-seed``, default 0), on simulated time: it moves only with the in-process
+  bench's operations and waits, so a test repeats exactly under any load. Served over a
+  wire (``lumion_sim_bench``) it follows the wall clock too, as a real chip does.
 * ``lumion_sim_bench`` -- an :class:`~instruments.controller.InstrumentBench` over real
   transports (heater driver on a pty, laser and meter over loopback TCP via pyvisa-py),
   all backed by one chip; the simulators are at ``bench.sim``.

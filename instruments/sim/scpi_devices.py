@@ -408,6 +408,7 @@ class SimPowerMeter(ScpiDevice):
                  switch_ports: Mapping[int, int], *, seed: int = 0, noise_floor_dbm: float = -70.0,
                  noise_fraction: float = 0.005) -> None:
         super().__init__(fault_seed=seed)
+        chip.follow_wall_clock()  # served over a wire: its clients wait by sleeping
         self.chip, self.laser = chip, laser
         self.heads = dict(heads)
         self.switch_ports = dict(switch_ports)

@@ -283,6 +283,7 @@ class TransceiverBench:
 
     def __init__(self, chip: Chip, transceivers: Sequence[SimTransceiver], wavelength_nm: float = 1550.0,
                  off_mesh_loss_db: float = OFF_MESH_LOSS_DB) -> None:
+        chip.follow_wall_clock()  # read over a wire (I2C bridges, module pages) in real time
         self.chip = chip
         self.off_mesh = 10 ** (-off_mesh_loss_db / 10)
         self.transceivers = {t.name: t for t in transceivers}
