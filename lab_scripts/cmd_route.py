@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if plot:
         from lab_scripts.plots import mesh_drawing
 
-        drawn = [{"label": f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}",
+        drawn = [{"label": f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}: "
+                           f"loss {r.loss_db:.1f} dB, ACR {r.acr_db:.1f} dB, margin {r.margin_db:.1f} dB",
                   "tbus": list(r.route.tbus)} for r in plan.routes]
         mesh_drawing(plot, mesh, drawn, plan.failed, f"{args.mesh}: {len(drawn)} routes "
                      f"({plan.method}{', optimal' if plan.optimal else ''})")

@@ -138,3 +138,22 @@ def test_one_colour_meaning_per_thing_and_a_legend_for_every_mark():
     labels = [t.get_text() for t in legend.get_texts()]
     assert any("failed TBU" in label for label in labels)
     assert "* = re-routed" in legend.get_title().get_text()
+
+
+def test_the_routes_picture_shows_each_route_s_loss_acr_and_margin(tmp_path, monkeypatch, capsys):
+    # issue 29: routes.png had no loss or margin on it
+    import lab_scripts.plots
+
+    seen = {}
+
+    def capture(path, mesh, routes, *args, **kwargs):
+        seen["labels"] = [r["label"] for r in routes]
+
+    monkeypatch.setattr(lab_scripts.plots, "mesh_drawing", capture)
+    assert main(["route", "--mesh", "hex:1x2", "--connect", "0:5", "--plot", str(tmp_path / "r.png"),
+                 "--json"]) == 0
+    import json
+
+    r = json.loads(capsys.readouterr().out)["routes"][0]
+    assert seen["labels"] == [f"port:0->port:5: loss {r['loss_db']:.1f} dB, ACR {r['acr_db']:.1f} dB, "
+                              f"margin {r['margin_db']:.1f} dB"]
