@@ -76,6 +76,11 @@ def _outcome(report: dict[str, Any]) -> str:
     return report["spare"] or ("re-routed" if report["rerouted_links"] else "no link affected")
 
 
+# A stage shorter than this share of the longest recovery is a sliver on the bar: it gets
+# a marker, and every stage's time is in the legend (the worst over the recoveries drawn).
+THIN_STAGE = 0.01
+
+
 def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str) -> Path:
     """Stacked horizontal bars: one per recovery, one segment per timing stage (ms, log-free)."""
     from lab_scripts.plots import _pyplot
@@ -84,11 +89,15 @@ def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str
     stages = ["detect", "compute", "write", "settle", "relock", "verify"]
     colours = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(8, 1.7 + 0.6 * len(recoveries)), dpi=120)
+    longest = max(sum(r["timing_ms"][s] for s in stages) for r in recoveries)
     for k, rec in enumerate(recoveries):
         left = 0.0
         for i, s in enumerate(stages):
             w = rec["timing_ms"][s]
-            ax.barh(k, w, left=left, color=colours(i), label=s if k == 0 else None)
+            worst = max(r["timing_ms"][s] for r in recoveries)
+            ax.barh(k, w, left=left, color=colours(i), label=f"{s} {worst:.2g} ms" if k == 0 else None)
+            if w < THIN_STAGE * longest:  # too thin to see: a tick above the bar in its colour
+                ax.plot(left + w / 2, k - 0.5, marker="v", color=colours(i), ms=6, ls="none")
             left += w
         ax.text(left, k, f"  {left:.1f} ms", va="center", fontsize=8)
     labels = [f"{r['failed']} -> {_outcome(r)}" for r in recoveries]
@@ -97,7 +106,7 @@ def timeline_plot(path: str | Path, recoveries: list[dict[str, Any]], title: str
     ax.set_xlabel("time since the failure (ms, modelled; compute measured)")
     ax.set_title(title, pad=26)  # room for the legend between the title and the bars
     ax.legend(ncol=6, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-    ax.set_xlim(0, max(sum(r["timing_ms"][s] for s in stages) for r in recoveries) * 1.25)
+    ax.set_xlim(0, longest * 1.25)
     fig.tight_layout()
     out = Path(path)
     save_figure(fig, out)

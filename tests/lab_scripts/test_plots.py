@@ -157,3 +157,20 @@ def test_the_routes_picture_shows_each_route_s_loss_acr_and_margin(tmp_path, mon
     r = json.loads(capsys.readouterr().out)["routes"][0]
     assert seen["labels"] == [f"port:0->port:5: loss {r['loss_db']:.1f} dB, ACR {r['acr_db']:.1f} dB, "
                               f"margin {r['margin_db']:.1f} dB"]
+
+
+def test_the_timeline_names_every_stage_s_time_and_marks_the_slivers(tmp_path, monkeypatch):
+    # issue 29: settle (0.05 ms) and verify (0.3 ms) were too thin to see on a ~90 ms bar
+    from lab_scripts import cmd_failover
+
+    figures = []
+    monkeypatch.setattr(cmd_failover, "save_figure", lambda fig, path: figures.append(fig))
+    timing = {"detect": 1.2, "compute": 40.0, "write": 27.0, "settle": 0.046, "relock": 5.0, "verify": 0.32}
+    cmd_failover.timeline_plot(tmp_path / "t.png", [{"failed": "gpu2", "spare": "spare0", "timing_ms": timing,
+                                                     "rerouted_links": []}], "t")
+    ax = figures[0].axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "settle 0.046 ms" in labels
+    assert "verify 0.32 ms" in labels
+    markers = [line for line in ax.lines if line.get_marker() == "v"]
+    assert len(markers) == 2  # settle and verify, each under 1 % of the bar
