@@ -19,8 +19,10 @@ from photonics.fabric.plan import (
     WRITE_RESOLUTION,
     CurrentMap,
     evaluate,
+    failures_with_map,
     heater_values,
     route_links,
+    stuck_states,
 )
 from photonics.fabric.timing import TimingModel, configuration_phase_step, recovery_timing
 from photonics.physics import PhysicsDefaults, TBUParams
@@ -90,14 +92,15 @@ def plan_phases(
                     steps.append((ph.name, f"{tag}matching {r + 1}/{len(rounds)}", tuple(links), True))
         else:
             steps.append((ph.name, "all circuits", ph.links, False))
-    graph = build_graph(mesh, params)
+    failed = failures_with_map(mesh, heater_map, None)  # never route through a failed TBU
+    graph = build_graph(mesh, params, failed=failed)
     built = []
     while steps:
         name, step, links, splittable = steps.pop(0)
         try:
             sub = links_job(links, name)
             pairs = link_ports(fabric, sub.links)
-            routes = route_links(mesh, pairs, params=params)
+            routes = route_links(mesh, pairs, failed=failed, params=params)
         except (RoutingError, FabricError) as exc:
             if splittable and len(links) > 2:
                 bidi = [links[i:i + 2] for i in range(0, len(links), 2)]  # (a->b, b->a) per pair
@@ -106,7 +109,8 @@ def plan_phases(
                 continue
             raise FabricError(f"phase {name!r} ({step}) cannot be routed: {exc}") from None
         conf = Configuration.from_routes(mesh, routes)
-        res = evaluate(fabric, sub.links, routes, conf, params=params, defaults=defaults,
+        conf = Configuration(stuck_states(conf.cross_fraction, failed), tuple(routes), mesh=mesh)
+        res = evaluate(fabric, sub.links, routes, conf, params=params, failed=failed, defaults=defaults,
                        required_margin_db=required_margin_db,
                        loss_db=[route_loss_db(graph, r) for r in routes])
         bad = [r for r in res if not r.budget_ok]

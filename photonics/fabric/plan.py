@@ -56,6 +56,23 @@ class CurrentMap(Protocol):
         ...
 
 
+def map_failed_tbus(heater_map: object) -> dict[int | str, str]:
+    """What ``heater_map`` records as failed, as ``failed=`` takes it (TBU name -> state).
+
+    The one mechanism ``lumion route --map`` uses: a calibration map's ``failed_tbus()``
+    (dead, stuck bar/cross, and unverified TBUs as "dead", whatever kinds it records). A map
+    that records none (the ideal law, no map) gives ``{}``.
+    """
+    recorded = getattr(heater_map, "failed_tbus", None)
+    return dict(recorded()) if callable(recorded) else {}
+
+
+def failures_with_map(mesh: Mesh, heater_map: object,
+                      failed_tbus: Mapping[int | str, str] | None) -> dict[int, str]:
+    """TBU index -> state: what the map records as failed, then ``failed_tbus`` (which wins)."""
+    return {**parse_failed(mesh, map_failed_tbus(heater_map)), **parse_failed(mesh, failed_tbus)}
+
+
 # ---------------------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------------------
@@ -270,7 +287,7 @@ def heater_values(configuration: Configuration, heater_map: CurrentMap | None,
     return out, "rad"
 
 
-def _stuck_states(conf: np.ndarray, failed: Mapping[int, str]) -> np.ndarray:
+def stuck_states(conf: np.ndarray, failed: Mapping[int, str]) -> np.ndarray:
     conf = conf.copy()
     for t, how in failed.items():
         if how in ("bar", "cross"):
@@ -295,17 +312,18 @@ def place_job(
     """Route every logical link of ``job`` and check it; FabricError when a link cannot close.
 
     Unused TBUs are parked (``photonics.configuration.PARK_STATE``), stuck TBUs sit in
-    their stuck state.
+    their stuck state. The TBUs ``heater_map`` records as failed are avoided as
+    ``failed_tbus`` are (:func:`failures_with_map`).
     """
     check_job(fabric, job)
     mesh = fabric.mesh
-    failed = parse_failed(mesh, failed_tbus)
+    failed = failures_with_map(mesh, heater_map, failed_tbus)  # never route through a failed TBU
     pairs = link_ports(fabric, job.links)
     try:
         routes = route_links(mesh, pairs, failed=failed, params=params)
     except RoutingError as exc:
         raise FabricError(f"job {job.name!r} cannot be routed: {exc}") from None
-    conf = Configuration(_stuck_states(Configuration.from_routes(mesh, routes).cross_fraction, failed),
+    conf = Configuration(stuck_states(Configuration.from_routes(mesh, routes).cross_fraction, failed),
                          tuple(routes), mesh=mesh)
     results = evaluate(fabric, job.links, routes, conf, params=params, failed=failed,
                        defaults=defaults, required_margin_db=required_margin_db)

@@ -17,7 +17,7 @@ from photonics.configuration import Configuration, Route
 from photonics.errors import RoutingError
 from photonics.fabric.jobs import Job
 from photonics.fabric.model import Fabric, FabricError
-from photonics.fabric.plan import MAX_CURRENT_MA, CurrentMap, JobPlan
+from photonics.fabric.plan import MAX_CURRENT_MA, CurrentMap, JobPlan, failures_with_map
 from photonics.fabric.splice import POLICIES, Candidate, Context, Option, heater_program, isolated, search
 from photonics.fabric.timing import TimingModel, recovery_timing
 from photonics.physics import PhysicsDefaults, TBUParams
@@ -246,7 +246,8 @@ def failover(
     label = ",".join(victims)
     try:
         return _recover(fabric, current_plan, _assignments(job, victims, spares), affected,
-                        dict(current_plan.failed_tbus), label, victims, opts, t0)
+                        failures_with_map(fabric.mesh, heater_map, current_plan.failed_tbus), label,
+                        victims, opts, t0)
     except FabricError as exc:
         raise FabricError(f"no spare can be spliced in for {label}: {exc}") from None
 
@@ -282,7 +283,7 @@ def fail_tbu(
     t0 = time.perf_counter()
     _check_policy(policy)
     mesh = fabric.mesh
-    failed = dict(current_plan.failed_tbus)
+    failed = failures_with_map(mesh, heater_map, current_plan.failed_tbus)
     try:
         failed.update(parse_failed(mesh, {tbu: how}))
     except RoutingError as exc:

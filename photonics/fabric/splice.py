@@ -40,11 +40,11 @@ from photonics.fabric.plan import (
     CurrentMap,
     JobPlan,
     LinkResult,
-    _stuck_states,
     evaluate,
     heater_values,
     held_graph,
     route_links,
+    stuck_states,
 )
 from photonics.fabric.timing import configuration_phase_step
 from photonics.physics import PhysicsDefaults, TBUParams
@@ -158,7 +158,7 @@ def _splice(ctx: Context, option: Option, reroute: Sequence[int], affected: Sequ
     for r in new:
         for t, s in r.states().items():
             split[t] = 1.0 if s == "cross" else 0.0
-    conf = Configuration(_stuck_states(split, ctx.failed), tuple(routes), mesh=mesh)
+    conf = Configuration(stuck_states(split, ctx.failed), tuple(routes), mesh=mesh)
     losses = [before.links[i].loss_db for i in range(len(routes))]
     for i, r in zip(reroute, new, strict=True):
         losses[i] = route_loss_db(graph, r)
