@@ -59,3 +59,24 @@ def test_failover_avoids_a_tbu_the_map_records_as_dead():
         assert rec.plan.failed_tbus.get(tbu) == "dead"
         return
     raise AssertionError("no TBU of the new route can be routed around: pick another fabric")
+
+
+def test_phases_avoid_a_tbu_the_map_records_as_dead():
+    from pathlib import Path
+
+    from photonics.fabric import load_job_toml, plan_phases
+
+    fabric = default_fabric()
+    job = load_job_toml(Path(__file__).resolve().parents[2] / "examples" / "tp4-dp2.toml")
+    ideal = IdealMap(fabric.mesh.n_heaters)
+    before = plan_phases(fabric, job, heater_map=ideal)
+    used = [t for step in before for r in step.configuration.routes for t in r.tbus]
+    for tbu in sorted(set(used), key=used.index):
+        hmap = RecordingMap(fabric.mesh.n_heaters, {fabric.mesh.tbu_names[tbu]: "dead"})
+        try:
+            steps = plan_phases(fabric, job, heater_map=hmap)
+        except FabricError:
+            continue  # this TBU cuts a phase's link off: the refusal is right; try the next
+        assert all(tbu not in r.tbus for step in steps for r in step.configuration.routes)
+        return
+    raise AssertionError("no TBU the phases use can be routed around")
