@@ -24,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("job", metavar="JOB.toml", help="phased job description")
     p.add_argument("--fabric", metavar="FILE", help="fabric JSON (overrides the job's own)")
+    p.add_argument("--map", metavar="FILE",
+                   help="calibration map: heater currents from its fit, and the TBUs it records as failed "
+                   "or unverified are never routed through (default: the ideal law)")
     p.add_argument("--out", metavar="DIR", help="write each step's configuration as a lumion.configuration "
                    "file (DIR/phase-01.json, ...) that `lumion program --configuration` accepts")
     add_json_flag(p)
@@ -44,8 +47,13 @@ def run(args: argparse.Namespace) -> int:
             fabric = Fabric.load(path)
     else:
         fabric = default_fabric()
+    hmap = IdealMap(fabric.mesh.n_heaters)
+    if args.map is not None:  # its failed TBUs are avoided (photonics.fabric.failures_with_map)
+        from calibration.map import CalibrationMap
+
+        hmap = CalibrationMap.load(args.map, mesh=fabric.mesh)
     with planning(FabricError):  # job and fabric are valid: a refusal is a job it cannot route
-        steps = plan_phases(fabric, job, heater_map=IdealMap(fabric.mesh.n_heaters))
+        steps = plan_phases(fabric, job, heater_map=hmap)
     mesh = fabric.mesh
     confs = [s.configuration.for_mesh(mesh) for s in steps]
     files = save_configurations(out, "phase", confs, mesh) if out is not None else []

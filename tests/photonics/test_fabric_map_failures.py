@@ -80,3 +80,34 @@ def test_phases_avoid_a_tbu_the_map_records_as_dead():
         assert all(tbu not in r.tbus for step in steps for r in step.configuration.routes)
         return
     raise AssertionError("no TBU the phases use can be routed around")
+
+
+def test_lumion_phases_map_avoids_its_dead_tbu(tmp_path, capsys):
+    import json
+    from dataclasses import replace
+    from pathlib import Path
+
+    from instruments.sim.chip import Chip
+    from lab_scripts.cli import main
+    from photonics.fabric import load_job_toml, plan_phases
+    from tests.controlplane.rack import oracle_map
+
+    fabric = default_fabric()
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    job_file = examples / "tp4-dp2.toml"
+    before = plan_phases(fabric, load_job_toml(job_file), heater_map=IdealMap(fabric.mesh.n_heaters))
+    used = {t for step in before for r in step.configuration.routes for t in r.tbus}
+    cmap = oracle_map(Chip(fabric.mesh, 0))
+    for tbu in sorted(used):
+        replace(cmap, failed={tbu: "dead"}).save(tmp_path / "map.json")
+        if main(["phases", str(job_file), "--map", str(tmp_path / "map.json"), "--json"]) != 0:
+            capsys.readouterr()
+            continue  # this TBU cuts a phase's link off: the refusal is right; try the next
+        out = json.loads(capsys.readouterr().out)
+        name = fabric.mesh.tbu_names[tbu]
+        routed = [t for c in out["configurations"] for r in c["configuration"]["routes"] for t in r["tbus"]]
+        assert routed
+        assert name not in routed
+        assert tbu not in routed
+        return
+    raise AssertionError("no TBU the phases use can be routed around")
