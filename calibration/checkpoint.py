@@ -8,6 +8,7 @@ from pathlib import Path
 
 from calibration.map import CalibrationError, mesh_signature
 from calibration.records import CrosstalkRecord, TBURecord
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.topology import Mesh, atomic_write_text
 
 CHECKPOINT_SCHEMA = "lumion.calibration-checkpoint"
@@ -32,7 +33,7 @@ def load_checkpoint_crosstalk(path: Path) -> dict[int, CrosstalkRecord]:
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "calibration checkpoint"))
         return {int(t): CrosstalkRecord(**r) for t, r in data.get("crosstalk", {}).items()}
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
         raise CalibrationError(f"checkpoint {path} is corrupt ({exc}); delete it to start over") from exc
@@ -43,7 +44,7 @@ def load_checkpoint(path: Path, chip_id: str, mesh: Mesh) -> tuple[dict[int, TBU
     if not path.exists():
         return {}, 0, 0.0
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "calibration checkpoint"))
         if data.get("schema") != CHECKPOINT_SCHEMA or data.get("version") != CHECKPOINT_VERSION:
             raise CalibrationError(f"{path} is not a version-{CHECKPOINT_VERSION} calibration checkpoint")
         records = {int(t): TBURecord(**r) for t, r in data["tbus"].items()}
@@ -65,7 +66,7 @@ def load_checkpoint_failed(path: Path) -> dict[int, str]:
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "calibration checkpoint"))
         failed = {int(t): str(how) for t, how in data.get("failed", {}).items()}
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError) as exc:
         raise CalibrationError(f"checkpoint {path} is corrupt ({exc}); delete it to start over") from exc

@@ -43,6 +43,7 @@ from scipy.optimize import lsq_linear
 
 from calibration.heater_map import UnreachableError, invert_cubic
 from calibration.model import max_self_phase, self_phase
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.configuration import Configuration
 from photonics.errors import LumionError
 from photonics.topology import Mesh, atomic_write_text
@@ -408,7 +409,7 @@ class CalibrationMap:
              mesh: Mesh | None = None) -> CalibrationMap:
         """Read a map; with ``chip_id``/``mesh`` refuse one made for another chip."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "calibration map"))
         except FileNotFoundError as exc:
             raise CalibrationError(f"calibration map {path} not found; run `lumion calibrate`") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

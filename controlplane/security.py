@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from controlplane.errors import ServiceError
+from photonics.bounded_read import SETTINGS_FILE_MAX_BYTES, read_text
 
 TOKEN_BYTES = 32  # 256 bits of randomness: the OWASP session-id floor is 64, this is far past guessing
 # A request body is a job or a failure report (< 2 KiB); 64 KiB leaves room for an explicit
@@ -67,7 +68,7 @@ def read_token(path: Path) -> str:
     """The token in ``path``; refused when others can read the file or it is empty."""
     try:
         mode = path.stat().st_mode
-        text = path.read_text(encoding="ascii").strip()
+        text = read_text(path, SETTINGS_FILE_MAX_BYTES, "token file", "ascii").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise ServiceError(f"cannot read the token file {path}: {exc}") from exc
     if mode & (stat.S_IRWXG | stat.S_IRWXO):

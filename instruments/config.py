@@ -56,13 +56,15 @@ from pathlib import Path
 from typing import Any
 
 from calibration.heater_map import HeaterMap
+from instruments.bench_lock import BenchLock
 from instruments.controller import InstrumentBench, MeshController
 from instruments.errors import BenchConfigError
-from instruments.heater_driver import HeaterDriver
+from instruments.heater_driver import VERIFY_MODES, HeaterDriver
 from instruments.laser import TunableLaser
 from instruments.power_meter import PowerMeter
 from instruments.transceiver import MODULE_ADDRESS, SerialI2CBridge, SMBusI2C, TransceiverModule
 from instruments.transport import SerialTransport
+from photonics.bounded_read import SETTINGS_FILE_MAX_BYTES, read_text
 from photonics.errors import LumionError
 from photonics.topology import Mesh, mesh_from_spec
 
@@ -72,6 +74,11 @@ PROTOCOLS = ("binary", "ascii")
 # 12-14 ASCII bytes per channel: the whole chip and a failover delta go out in fewer bytes
 # (docs/instruments.md, "ASCII or binary"), and both modes confirm each setting by read-back.
 DEFAULT_PROTOCOL = "binary"
+# Which channels of a vector setting are read back in its own exchange (HeaterDriver
+# ``verify``): "last" keeps a whole-chip write at 18 short exchanges; a service that reads
+# every current back after each write (the control plane) loses nothing. ``lumion program``
+# asks for "all" (docs/instruments.md).
+DEFAULT_VERIFY = "last"
 DRIVERS = {"heater_driver": {"qontrol"}, "laser": {"keysight-8164"}, "power_meter": {"keysight-816x"}}
 # The table `lumion bench serve --write-config` adds: which process serves the simulated
 # addresses of the file. Its ptys and ports die with that process, so a file whose server is
@@ -88,7 +95,7 @@ def load_config(source: str | Path | Mapping[str, Any] | None) -> dict[str, Any]
     else:
         where = str(source)
         try:
-            data = tomllib.loads(Path(source).read_text(encoding="utf-8"))
+            data = tomllib.loads(read_text(source, SETTINGS_FILE_MAX_BYTES, "bench config"))
         except FileNotFoundError as exc:
             raise BenchConfigError(f"bench config {where} does not exist") from exc
         except IsADirectoryError as exc:
@@ -122,12 +129,21 @@ def load_config(source: str | Path | Mapping[str, Any] | None) -> dict[str, Any]
 # (TOML `true` is not 1) and never NaN or infinite (a NaN limit compares False with
 # everything, so every current would silently pass the limit check).
 _POSITIVE = ("a positive number", lambda v: _is_number(v) and math.isfinite(v) and v > 0)
-_COUNT = ("a positive integer", lambda v: type(v) is int and v >= 1)
+# Slots, channels and switch outputs: no mainframe or switch has 65535 of them, and a
+# larger integer (9223372036854775807) would overflow a C int in pyserial or a SCPI reply.
+MAX_INDEX = 65535
+_COUNT = (f"a positive integer up to {MAX_INDEX}", lambda v: type(v) is int and 1 <= v <= MAX_INDEX)
+# pyserial accepts any positive int and fails in the OS (OverflowError) past a C int; real
+# USB-serial adapters run 50 baud .. 12 Mbaud (FTDI FT232H).
+BAUD_RANGE = (50, 12_000_000)
+_BAUD = (f"a baud rate, an integer {BAUD_RANGE[0]}..{BAUD_RANGE[1]}",
+         lambda v: type(v) is int and BAUD_RANGE[0] <= v <= BAUD_RANGE[1])
 _TEXT = ("a string", lambda v: isinstance(v, str))
 _FIELDS: dict[str, dict[str, tuple[str, Any]]] = {
     "": {"mesh": _TEXT, "chip_id": _TEXT},
     "heater_driver": {"address": _TEXT, "driver": _TEXT, "protocol": _TEXT, "max_current_ma": _POSITIVE,
-                      "max_total_power_mw": _POSITIVE, "baudrate": _COUNT},
+                      "max_total_power_mw": _POSITIVE, "baudrate": _BAUD,
+                      "verify": ("\"last\" or \"all\"", lambda v: v in VERIFY_MODES)},
     "laser": {"address": _TEXT, "driver": _TEXT, "switch_slot": _COUNT, "switch_channel": _COUNT,
               "switch_outputs": _COUNT},
     "power_meter": {"address": _TEXT, "driver": _TEXT},
@@ -159,10 +175,14 @@ def _check_port_table(table: Any, label: str, where: str, pair: bool) -> None:
     if not isinstance(table, dict):
         raise BenchConfigError(f"{where}: [{label}] must be a table of mesh port = value")
     for port, value in table.items():
-        ok = (isinstance(value, list) and len(value) == 2 and all(type(v) is int and v >= 1 for v in value)) \
-            if pair else (type(value) is int and value >= 1)
+        def index(v: Any) -> bool:
+            return type(v) is int and 1 <= v <= MAX_INDEX
+
+        ok = (isinstance(value, list) and len(value) == 2 and all(index(v) for v in value)) if pair \
+            else index(value)
         if not ok:
-            form = "[slot, channel] (integers >= 1)" if pair else "a switch output (an integer >= 1)"
+            form = f"[slot, channel] (integers 1..{MAX_INDEX})" if pair else \
+                f"a switch output (an integer 1..{MAX_INDEX})"
             raise BenchConfigError(f"{where}: [{label}] {port!r} must be {form}, not {value!r}")
 
 
@@ -250,6 +270,15 @@ def _expected_idn(section: Mapping[str, Any], name: str) -> str | None:
     return idn
 
 
+def shared_addresses(cfg: Mapping[str, Any]) -> list[str]:
+    """The instrument addresses another process could also open (locked by :class:`BenchLock`).
+
+    ``sim`` and ``lumionsim://`` simulators live inside this process: nobody else reaches them.
+    """
+    addrs = [str(cfg[s]["address"]) for s in DRIVERS]
+    return [a for a in addrs if a != "sim" and not a.startswith("lumionsim://")]
+
+
 def uses_sim(cfg: Mapping[str, Any]) -> bool:
     """True when any instrument address is ``sim``."""
     addrs = [cfg[s]["address"] for s in DRIVERS] + [t.get("address") for t in cfg.get("transceivers", [])]
@@ -295,17 +324,22 @@ def _limit_in_hardware(driver: HeaterDriver, n_heaters: int, max_current_ma: flo
 
 def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: int | None = None,
                heater_map: HeaterMap | None = None, timeout_s: float = 2.0, chip: Any = None,
-               ) -> InstrumentBench:
+               verify: str | None = None) -> InstrumentBench:
     """Open every instrument of a bench config and wrap them in an :class:`InstrumentBench`.
 
     ``sim`` addresses start a :class:`~instruments.sim.bench.SimulatedBench` (closed with
     the bench; reachable as ``bench.sim``), around ``chip`` when given. All drivers talk
-    over real transports.
+    over real transports. ``verify`` overrides the config's ``[heater_driver] verify``.
     """
     cfg = load_config(source)
     mesh = chip.mesh if chip is not None else mesh_from_spec(cfg.get("mesh", "smartlight"))
-    sim = start_simulators(cfg, seed, chip) if uses_sim(cfg) else None
-    opened: list[Any] = []
+    lock = BenchLock(shared_addresses(cfg))  # one bench, one writer: before anything is opened
+    try:
+        sim = start_simulators(cfg, seed, chip) if uses_sim(cfg) else None
+    except BaseException:
+        lock.release()
+        raise
+    opened: list[Any] = [lock]
     try:
         addr = sim.addresses() if sim else {}
         h = cfg["heater_driver"]
@@ -313,7 +347,8 @@ def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: in
         haddr = h["address"] if h["address"] != "sim" else \
             addr["heater_driver_url" if link == "url" else "heater_driver"]
         driver = HeaterDriver.open(haddr, baudrate=int(h.get("baudrate", 115200)), timeout_s=timeout_s,
-                                   binary=h.get("protocol", DEFAULT_PROTOCOL) == "binary")
+                                   binary=h.get("protocol", DEFAULT_PROTOCOL) == "binary",
+                                   verify=verify or h.get("verify", DEFAULT_VERIFY))
         opened.append(driver)
         controller = MeshController(driver, mesh, heater_map,
                                     max_current_ma=float(h.get("max_current_ma", 24.0)),
@@ -355,7 +390,7 @@ def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: in
         if not chip_id:
             raise BenchConfigError("chip_id is missing: name the chip so calibration maps match it")
         bench = InstrumentBench(controller, laser, meter, switch, heads, str(chip_id), transceivers=modules,
-                                closers=[sim] if sim else [])
+                                closers=[lock, sim] if sim else [lock])
         bench.sim = sim
         wired = {s["name"]: s for s in (sim.transceiver_specs if sim else [])}  # sim wiring when not in cfg
         bench.transceiver_ports = {  # which mesh ports each module's lanes face (telemetry maps LOS to links)

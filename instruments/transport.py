@@ -60,8 +60,10 @@ def open_serial_port(url: str, baudrate: int, timeout_s: float) -> Any:
     if handlers.__name__ not in serial.protocol_handler_packages:
         serial.protocol_handler_packages.append(handlers.__name__)
     try:
+        # a device is opened exclusively (flock): one bench, one writer (instruments.bench_lock)
+        exclusive = True if "://" not in url else None
         return serial.serial_for_url(url, baudrate=baudrate, bytesize=8, parity="N", stopbits=1,
-                                     timeout=timeout_s, write_timeout=timeout_s, exclusive=None)
+                                     timeout=timeout_s, write_timeout=timeout_s, exclusive=exclusive)
     except (serial.SerialException, OSError, ValueError) as exc:
         raise ConnectionLostError(
             f"cannot open serial port {url!r}: {exc}; check the cable, the device path and that "

@@ -14,7 +14,9 @@ import contextlib
 import importlib
 import logging
 import logging.handlers
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
@@ -22,10 +24,12 @@ from typing import NoReturn
 import lab_scripts
 from lab_scripts.common import running
 from lab_scripts.errors import (
-    EXIT_INTERRUPTED,
     ArgumentError,
+    Failure,
+    Terminated,
     debug_enabled,
     describe_failure,
+    interruption,
     json_flag_in,
 )
 from lab_scripts.extras import check_extras
@@ -50,9 +54,46 @@ COMMANDS: dict[str, str] = {
 }
 
 # Log records held back while a command runs: shown after a success, dropped after a
-# failure (whose one line says it all) unless LUMION_DEBUG is set. Past this many they
-# are shown at once, so a long run with many warnings still reports them live.
+# failure (whose one line says it all) unless LUMION_DEBUG is set. Past this many the
+# oldest are dropped (and counted): a failing run still prints one line, however many
+# warnings came before it, and a long run's memory stays bounded.
 HELD_LOG_RECORDS = 200
+
+
+class HeldRecords(logging.handlers.MemoryHandler):
+    """A MemoryHandler that never flushes by itself: it keeps the last ``capacity`` records.
+
+    (The standard one flushes when full, which printed 201 stderr lines before a failure's
+    one line.) :meth:`flush` first says how many earlier records were dropped.
+    """
+
+    def __init__(self, capacity: int, target: logging.Handler) -> None:
+        super().__init__(capacity, flushLevel=logging.CRITICAL + 1, target=target, flushOnClose=False)
+        self.dropped = 0
+
+    def shouldFlush(self, _record: logging.LogRecord) -> bool:  # noqa: N802 (logging's name)
+        """Never on its own: the outcome decides; past the capacity the oldest record goes."""
+        if len(self.buffer) > self.capacity:
+            del self.buffer[0]
+            self.dropped += 1
+        return False
+
+    def flush(self) -> None:
+        """Print the held records, led by a count of those dropped."""
+        with self.lock:
+            if self.dropped and self.target is not None:
+                self.target.handle(logging.makeLogRecord(
+                    {"name": "lumion", "levelno": logging.WARNING, "levelname": "WARNING",
+                     "msg": f"{self.dropped} earlier log records were dropped (the last "
+                            f"{self.capacity} are kept)"}))
+                self.dropped = 0
+        super().flush()
+
+    def discard(self) -> None:
+        """Forget every held record (after a failure)."""
+        with self.lock:
+            self.buffer.clear()
+            self.dropped = 0
 
 
 class Parser(argparse.ArgumentParser):
@@ -89,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def _held_logs() -> Iterator[logging.handlers.MemoryHandler | None]:
+def _held_logs() -> Iterator[HeldRecords | None]:
     """Hold library log records (when nobody configured logging) until the outcome is known."""
     root = logging.getLogger()
     if root.handlers:  # an embedding program (or pytest) handles logging itself
@@ -97,8 +138,7 @@ def _held_logs() -> Iterator[logging.handlers.MemoryHandler | None]:
         return
     target = logging.StreamHandler(sys.stderr)
     target.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-    held = logging.handlers.MemoryHandler(HELD_LOG_RECORDS, flushLevel=logging.CRITICAL + 1,
-                                          target=target, flushOnClose=False)
+    held = HeldRecords(HELD_LOG_RECORDS, target)
     root.addHandler(held)
     try:
         yield held
@@ -107,7 +147,7 @@ def _held_logs() -> Iterator[logging.handlers.MemoryHandler | None]:
         held.close()
 
 
-def _run(argv: list[str], held: logging.handlers.MemoryHandler | None) -> int:
+def _run(argv: list[str], held: HeldRecords | None) -> int:
     prog, want_json = "lumion", json_flag_in(argv)
     try:
         args = build_parser().parse_args(argv)
@@ -120,9 +160,14 @@ def _run(argv: list[str], held: logging.handlers.MemoryHandler | None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        if held is not None:
+            held.discard()
+        failure = Failure(prog=prog, kind="interrupted", message=interruption(exc), origin=type(exc).__name__)
+        if want_json:
+            print(failure.to_json(), flush=True)
+        print(failure.line(), file=sys.stderr, flush=True)
+        return failure.exit_code
     except Exception as exc:
         failure = describe_failure(exc, prog)
         if debug_enabled():
@@ -130,7 +175,7 @@ def _run(argv: list[str], held: logging.handlers.MemoryHandler | None) -> int:
                 held.flush()
             traceback.print_exc(file=sys.stderr)
         elif held is not None:
-            held.buffer.clear()
+            held.discard()
         if want_json:
             print(failure.to_json(), flush=True)
         print(failure.line(), file=sys.stderr, flush=True)
@@ -140,11 +185,47 @@ def _run(argv: list[str], held: logging.handlers.MemoryHandler | None) -> int:
     return code
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Within the block SIGTERM raises :class:`Terminated`, as Ctrl-C raises KeyboardInterrupt.
+
+    So ``kill`` (and a service manager stopping a run) ends a command the way Ctrl-C does:
+    cleanup runs, ``lumion program`` finishes or rolls back, and one line says what happened.
+    Only the main thread can take signals; elsewhere nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lumion`` console script; returns the exit status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    with _held_logs() as held:
-        return _run(arguments, held)
+    with _held_logs() as held, _sigterm_interrupts():
+        code = _run(arguments, held)
+    if argv is None:  # run as the program (not called by one): its outcome is settled and said
+        _ignore_late_signals()
+    return code
+
+
+def _ignore_late_signals() -> None:
+    """Ctrl-C or SIGTERM while the interpreter shuts down changes nothing: ignore them.
+
+    Otherwise a signal in those last moments kills the process unreported (SIGTERM) or
+    prints a traceback (SIGINT) after its one line or its output was already given.
+    """
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

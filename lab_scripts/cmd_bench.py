@@ -15,6 +15,7 @@ from pathlib import Path
 from lab_scripts.common import add_json_flag, mesh_spec, print_json, seed
 from lab_scripts.errors import CliError, reading
 from lab_scripts.paths import TOML_SUFFIXES, output_file
+from photonics.bounded_read import SETTINGS_FILE_MAX_BYTES, read_text
 
 # Signals that stop the server cleanly (simulators closed, its config removed): Ctrl-C,
 # `kill PID`, and the hang-up a background job gets when its terminal closes.
@@ -49,7 +50,7 @@ def _file_server(path: Path) -> int | None:
     from instruments.config import server_pid
 
     try:
-        return server_pid(tomllib.loads(path.read_text(encoding="utf-8")))
+        return server_pid(tomllib.loads(read_text(path, SETTINGS_FILE_MAX_BYTES, "bench config")))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
 

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from lab_scripts.common import add_json_flag, load_configuration, print_json, seed
 from lab_scripts.errors import opening, reading
+from lab_scripts.interrupts import deferred_interrupts
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
+
+# the driver's modes (instruments.heater_driver.VERIFY_MODES), without importing the
+# instruments package at parser time (``lumion --help`` stays instant)
+VERIFY_MODES = ("last", "all")
+DEFAULT_VERIFY = "all"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +37,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "file: its configuration)")
     p.add_argument("--map", metavar="MAP.json", help="calibration map (calibration.map), if available")
     p.add_argument("--seed", type=seed, default=None, help="chip seed for a simulated bench")
+    p.add_argument("--verify", choices=VERIFY_MODES, default=DEFAULT_VERIFY,
+                   help="which channels of each vector setting are read back in its own exchange: "
+                   "'all' (default: a byte changed on the line anywhere in a vector is caught) or 'last' "
+                   "(the vector's end marker only; about a third of the wire time). Overrides the bench "
+                   "config's [heater_driver] verify")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -42,13 +55,43 @@ def _plan_configuration(path: str, mesh: Any) -> Any:
     from photonics.configuration import Configuration
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "configuration"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("schema") != "lumion.plan":
         return None
     with reading("configuration of plan", path):
         return Configuration.from_dict(data.get("configuration"), mesh, source=f"{path} (its configuration)")
+
+
+# What an interrupt's one line says, by when it came (docs/cli.md, "Interrupts").
+NOT_STARTED = "stopped before writing anything: the chip holds its old configuration"
+FINISHED = ("the write in progress was finished first: the chip holds the new configuration "
+            "({channels} channels written)")
+
+
+def program_whole(bench: Any, conf: Any) -> Any:
+    """Program ``conf``, never leaving the chip between two configurations.
+
+    Ctrl-C or SIGTERM during the write is held until the write ends (finished, or failed
+    and rolled back by the controller), then raised with a line saying the chip holds the
+    new configuration.
+    """
+    with deferred_interrupts() as pending:
+        report = bench.program(conf)
+    pending.raise_if_any(FINISHED.format(channels=report.channels))
+    return report
+
+
+@contextlib.contextmanager
+def saying(message: str) -> Iterator[None]:
+    """An interrupt inside the block is raised again with ``message`` (which configuration holds)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if str(exc) and not str(exc).isdigit():  # already says it
+            raise
+        raise type(exc)(message) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,14 +113,15 @@ def run(args: argparse.Namespace) -> int:
 
         with reading("calibration map", args.map):
             heater_map = CalibrationMap.load(args.map, mesh=mesh)
-    with opening(f"bench {args.bench}"):
-        bench = open_bench(cfg, seed=args.seed)
-    with bench:
-        if heater_map is not None:
-            with reading("calibration map", args.map):  # refuses a map made for another chip
-                heater_map.check_for(chip_id=bench.chip_id, mesh=bench.mesh, source=args.map)
-            bench.controller.heater_map = heater_map
-        report = bench.program(conf)
+    with saying(NOT_STARTED), opening(f"bench {args.bench}"):
+        bench = open_bench(cfg, seed=args.seed, verify=args.verify)
+    with saying(FINISHED.format(channels="every changed")), bench:
+        with saying(NOT_STARTED):
+            if heater_map is not None:
+                with reading("calibration map", args.map):  # refuses a map made for another chip
+                    heater_map.check_for(chip_id=bench.chip_id, mesh=bench.mesh, source=args.map)
+                bench.controller.heater_map = heater_map
+        report = program_whole(bench, conf)
         out = {"chip_id": bench.chip_id, "mesh": mesh_label(mesh),
                "mesh_fingerprint": mesh_fingerprint(mesh), "map": args.map or "ideal", **report.to_dict(),
                "n_tbus_by_state": {s: conf.states().count(s) for s in ("bar", "cross", "split")}}

@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from lab_scripts.errors import UsageError, reading  # UsageError lives with the other failures
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 
 if TYPE_CHECKING:  # numpy is imported by the commands that run, not by `lumion --help`
     import numpy as np
@@ -194,12 +195,10 @@ def load_configuration(path: str, mesh: Any) -> Any:
     A configuration made for another mesh, or a malformed file, is an ``input`` error
     naming the file, the mesh it was made for and the mesh it was offered to.
     """
-    from pathlib import Path
-
     from photonics.configuration import Configuration
 
     with reading("configuration", path):
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "configuration"))
         # accept `lumion route --json` output (before version 1 of it: no schema key)
         wrapped = isinstance(data, dict) and data.get("schema", ROUTE_SCHEMA) == ROUTE_SCHEMA
         if wrapped and "configuration" in data:

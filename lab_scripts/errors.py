@@ -119,6 +119,21 @@ class ArgumentError(CliError):
         self.prog = prog
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt (``lumion`` installs it)."""
+
+
+def interruption(exc: BaseException) -> str:
+    """What stopped the command, for its one line: Ctrl-C, SIGTERM, and what was done about it.
+
+    A command that finished or rolled back its work on the way out says so in the
+    exception's text (``lumion program``).
+    """
+    signal_name = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C / SIGINT)"
+    said = str(exc) if str(exc) and not str(exc).isdigit() else ""
+    return f"{signal_name}: {said}" if said else signal_name
+
+
 @dataclass(frozen=True)
 class Failure:
     """A classified failure, ready to print."""

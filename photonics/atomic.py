@@ -2,9 +2,12 @@
 
 A reader never sees half a file, and a crash leaves the old file whole: the data goes to
 a temporary file in the target's folder, is flushed to disk (fsync), and is renamed over
-the target. The temporary is created by :func:`tempfile.mkstemp` -- an unpredictable name,
-opened with ``O_CREAT | O_EXCL``, so a file or symlink planted in the folder is never
-followed or overwritten -- and is removed if anything fails.
+the target. The temporary is an unnamed file (Linux ``O_TMPFILE``) linked under a name
+only for the rename, so a writer killed mid-write (``kill -9`` of ``calibrate --out``)
+leaves no stray ``.map.json.ckpt.*.tmp``; elsewhere it is a file with an unpredictable name
+``.<name>.<pid>.<random>.tmp`` opened with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (a file or
+symlink planted in the folder is never followed or overwritten), removed if anything
+fails, and swept by the next write to the same target once its process is gone.
 
 Example:
     >>> import pathlib, tempfile
@@ -17,8 +20,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
-import tempfile
+import re
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -33,26 +38,112 @@ def _umask_mode() -> int:
     return DEFAULT_MODE & ~mask
 
 
+def _temporary_name(target: Path, suffix: str) -> Path:
+    """``.<name>.<pid>.<random><suffix>`` beside ``target``: the pid tells a stray's owner."""
+    return target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(6)}{suffix}"
+
+
+def _owner_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep_strays(path: str | os.PathLike[str], suffix: str = ".tmp") -> list[Path]:
+    """Remove temporaries of ``path`` left by processes that died (SIGKILL) before renaming them.
+
+    Only names of this module's form whose process is gone are removed; returns them.
+    """
+    target = Path(path)
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(\d+)\.[0-9a-f]+{re.escape(suffix)}$")
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(target.parent or "."):
+            m = pattern.match(entry.name)
+            if m and int(m.group(1)) != os.getpid() and not _owner_alive(int(m.group(1))):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+    return removed
+
+
+def _anonymous(folder: Path) -> int | None:
+    """An unnamed file in ``folder`` (Linux ``O_TMPFILE``), or None where there is none.
+
+    Nothing of it is visible until it is linked: a process killed while writing (SIGKILL,
+    which no handler sees) leaves no stray file.
+    """
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(folder, flag | os.O_RDWR, 0o600)
+    except OSError:  # a file system without O_TMPFILE
+        return None
+
+
+AT_FDCWD, AT_SYMLINK_FOLLOW = -100, 0x400  # <fcntl.h> (Linux)
+
+
+def _link_unnamed(fd: int, name: Path) -> None:
+    """Give the unnamed file ``fd`` the name ``name`` (``linkat`` through ``/proc/self/fd``).
+
+    ``os.link`` cannot: it links the ``/proc`` entry itself (EXDEV). Where ``linkat`` is
+    refused, the data is copied into a new file of that name instead.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.linkat(AT_FDCWD, f"/proc/self/fd/{fd}".encode(), AT_FDCWD, os.fsencode(name),
+                   AT_SYMLINK_FOLLOW) == 0:
+        return
+    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        while chunk := os.read(fd, 1 << 20):
+            os.write(out, chunk)
+        os.fchmod(out, os.fstat(fd).st_mode & 0o7777)
+        os.fsync(out)
+    finally:
+        os.close(out)
+
+
 @contextlib.contextmanager
-def _replacing(path: str | os.PathLike[str], suffix: str) -> Iterator[tuple[int, Path]]:
+def _replacing(path: str | os.PathLike[str], suffix: str, named: bool = False) -> Iterator[tuple[int, Path]]:
     """A temporary beside ``path`` (open fd, name) that replaces it when the block ends.
 
     On success the data is flushed to disk and the temporary renamed over the target with
     the target's permissions; on any failure the temporary is removed and the target kept.
+    Unless ``named``, the data goes to an unnamed file, linked under a temporary name
+    only for the rename; temporaries of dead writers are swept first.
     """
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent or ".")
+    folder = target.parent or Path(".")
+    sweep_strays(target, suffix)
+    tmp = _temporary_name(target, suffix)
+    fd = None if named else _anonymous(folder)
+    if fd is None:
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        linked = True
+    else:
+        linked = False
     try:
         try:
-            yield fd, Path(tmp)
+            yield fd, tmp
             os.fsync(fd)
+            os.fchmod(fd, _keep_mode(target))
+            if not linked:
+                _link_unnamed(fd, tmp)
+                linked = True
         finally:
             os.close(fd)
-        os.chmod(tmp, _keep_mode(target))
         os.replace(tmp, target)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if linked:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         raise
 
 
@@ -80,7 +171,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     For writers that insist on a file name (a GDS writer); the temporary keeps the
     target's suffix so format detection by extension still works.
     """
-    with _replacing(path, f".tmp{Path(path).suffix}") as (_fd, tmp):
+    with _replacing(path, f".tmp{Path(path).suffix}", named=True) as (_fd, tmp):
         yield tmp
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.errors import StateError
 from photonics.physics import split_phases, state_phases
 from photonics.topology import Mesh
@@ -125,7 +126,7 @@ class MeshState:
     def load(cls, path: str | Path, mesh: Mesh) -> MeshState:
         """Read a state JSON file for ``mesh``."""
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "state file"))
         except FileNotFoundError as exc:
             raise StateError(f"state file {path} not found") from exc
         except json.JSONDecodeError as exc:

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from photonics.atomic import atomic_write_text
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.errors import MeshSpecError
 
 SCHEMA = "lumion.mesh"
@@ -110,6 +111,8 @@ class Mesh:
     # -- names ----------------------------------------------------------------------
     def tbu_index(self, name: str | int) -> int:
         """Index of a TBU given its name (``tbu:r.c.s``) or index."""
+        if isinstance(name, bool | np.bool_):  # `true` in a file is no TBU 1
+            raise MeshSpecError(f"TBU {name!r} is a boolean; give `tbu:<r>.<c>.<s>` or an index")
         if isinstance(name, int | np.integer):
             if not 0 <= int(name) < self.n_tbus:
                 raise MeshSpecError(f"TBU index {name} out of range 0..{self.n_tbus - 1}")
@@ -130,6 +133,10 @@ class Mesh:
                 raise MeshSpecError(
                     f"unknown port {name!r}; give `port:<n>` or a number 0..{self.n_ports - 1}"
                 )
+        # `"src": true` in a file is no port 1, and 2.7 is no port 2
+        if isinstance(name, bool | np.bool_) or not isinstance(name, int | np.integer):
+            raise MeshSpecError(f"port {name!r} is not a port; give `port:<n>` or a number "
+                                f"0..{self.n_ports - 1}")
         if not 0 <= int(name) < self.n_ports:
             raise MeshSpecError(f"port {name} out of range 0..{self.n_ports - 1}")
         return int(name)
@@ -217,7 +224,7 @@ class Mesh:
     def load(cls, path: str | os.PathLike[str]) -> Mesh:
         """Read a topology written by :meth:`save`."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "mesh file"))
         except FileNotFoundError as exc:
             raise MeshSpecError(f"mesh file {path} not found") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

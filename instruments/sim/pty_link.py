@@ -12,6 +12,7 @@ import os
 import select
 import tempfile
 import threading
+import time
 import tty
 from pathlib import Path
 from typing import Protocol
@@ -50,6 +51,9 @@ class PtyLink:
         self._stop = threading.Event()
         self._master, self._slave = self._new_pty()
         self.drops = 0
+        # seconds before each answer: a module's firmware plus a USB-serial adapter's latency
+        # timer take 2-28 ms in the vendor's recorded sessions; 0 (answer at once) by default
+        self.turnaround_s = 0.0
         if hasattr(device, "listeners"):
             device.listeners.append(self._send)
         self._thread = threading.Thread(target=self._serve, name="lumion-pty", daemon=True)
@@ -76,7 +80,10 @@ class PtyLink:
             except OSError:
                 continue  # no slave open right now (between close and reopen)
             if hasattr(self.device, "feed"):
-                self._answer(self.device.feed(chunk))
+                replies = self.device.feed(chunk)
+                if replies and self.turnaround_s:
+                    time.sleep(self.turnaround_s)
+                self._answer(replies)
                 continue
             buf += chunk
             while b"\n" in buf:

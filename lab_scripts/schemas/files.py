@@ -250,7 +250,7 @@ class PadMapFile(Open):
 
 
 PositiveNumber = Annotated[float, Field(gt=0)]
-PositiveInt = Annotated[int, Field(ge=1)]
+PositiveInt = Annotated[int, Field(ge=1, le=65535)]  # slots, channels, outputs (instruments.config)
 
 
 class HeaterDriverSection(Open):
@@ -261,7 +261,9 @@ class HeaterDriverSection(Open):
     protocol: Literal["binary", "ascii"] = "binary"
     max_current_ma: PositiveNumber = 24.0
     max_total_power_mw: PositiveNumber = 1000.0
-    baudrate: PositiveInt = 115200
+    baudrate: Annotated[int, Field(ge=50, le=12_000_000)] = 115200
+    verify: Literal["last", "all"] = Field("last", description="which channels of a vector setting are "
+                                           "read back in its own exchange (lumion program --verify)")
 
 
 class LaserSection(Open):

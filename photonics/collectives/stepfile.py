@@ -27,6 +27,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.collectives.simulate import simulate
 from photonics.collectives.steps import KINDS, OPS, Collective, CollectiveError, Send, Step, check_send
 
@@ -42,7 +43,7 @@ def load_steps(path: str | os.PathLike[str]) -> Collective:
     """Read a step file (``.json`` or ``.toml``); CollectiveError naming the file otherwise."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p, DATA_FILE_MAX_BYTES, "step file")
     except FileNotFoundError:
         raise CollectiveError(f"step file {p} not found") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.fabric.model import Fabric, FabricError
 
 
@@ -250,7 +251,7 @@ def parse_job_toml(text: str, source: str = "job") -> PhasedJob:
 def load_job_toml(path: str | os.PathLike[str]) -> PhasedJob:
     """Read a phased job description from a TOML file (see :func:`parse_job_toml`)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, DATA_FILE_MAX_BYTES, "job file")
     except FileNotFoundError:
         raise FabricError(f"job file {path} not found") from None
     job = parse_job_toml(text, str(path))

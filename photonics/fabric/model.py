@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.budget import POLARIZATIONS, TRANSCEIVER_PROFILES, Transceiver
 from photonics.errors import BudgetError, LumionError, MeshSpecError
 from photonics.topology import Mesh, atomic_write_text, mesh_from_spec, smartlight
@@ -186,7 +187,7 @@ class Fabric:
     def load(cls, path: str | os.PathLike[str]) -> Fabric:
         """Read a fabric written by :meth:`save`; FabricError naming the file when it is bad."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "fabric file"))
         except FileNotFoundError as exc:
             raise FabricError(f"fabric file {path} not found") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

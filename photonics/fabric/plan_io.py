@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from photonics.atomic import atomic_write_text
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.configuration import (
     PORT_LABELS,
     Configuration,
@@ -180,7 +181,7 @@ def save_plan(plan: JobPlan, fabric: Fabric, path: str | os.PathLike[str]) -> No
 def load_plan(path: str | os.PathLike[str], fabric: Fabric) -> JobPlan:
     """Read a plan file for ``fabric``; FabricError naming the file when it is bad."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "plan file"))
     except FileNotFoundError:
         raise FabricError(f"plan file {path} not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:

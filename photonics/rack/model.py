@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from photonics.bounded_read import SETTINGS_FILE_MAX_BYTES, read_text
 from photonics.budget import TRANSCEIVER_PROFILES, Transceiver
 from photonics.errors import LumionError, MeshSpecError
 from photonics.physics import PhysicsDefaults
@@ -268,7 +269,7 @@ def load_rack(path: str | Path) -> Rack:
     """Read a ``lumion.rack`` TOML file; RackError naming the file and the field when it is bad."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p, SETTINGS_FILE_MAX_BYTES, "rack file")
     except FileNotFoundError:
         raise RackError(f"rack file {p} not found") from None
     except UnicodeDecodeError:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from photonics.bounded_read import TRACE_FILE_MAX_BYTES, read_text
 from photonics.rack.model import RackError
 
 PATTERNS = ("ring", "line", "all-to-all")
@@ -125,7 +126,7 @@ def load_trace(path: str | Path) -> tuple[TraceJob, ...]:
     """Read a trace file (``.csv``, or ``.jsonl``/``.json`` JSON lines)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p, TRACE_FILE_MAX_BYTES, "trace file")
     except FileNotFoundError:
         raise RackError(f"trace file {p} not found") from None
     except UnicodeDecodeError:

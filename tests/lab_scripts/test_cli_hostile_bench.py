@@ -1,0 +1,177 @@
+"""The one-line error contract under what a real bench and a real lab throw at it (issue 27).
+
+Each test here failed on the code before the fix it guards: 200+ warnings before a
+failure, an interrupt with --json, an out-of-range number in a bench config, a file with
+no end, a boolean for a port, and a writer killed mid-write.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lab_scripts.cli import HELD_LOG_RECORDS, main
+from photonics.atomic import atomic_write_bytes, sweep_strays
+from photonics.bounded_read import DATA_FILE_MAX_BYTES, FileTooLargeError, read_text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lumion(*argv, **kwargs):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "lab_scripts.cli", *argv], cwd=kwargs.pop("cwd", None),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
+
+
+def lines(text):
+    return [x for x in text.splitlines() if x.strip()]
+
+
+# A `lumion mesh` whose run logs many warnings, then fails or succeeds (a subprocess: the
+# held records exist only where nobody configured logging, which pytest does).
+NOISY = """
+import logging, sys
+import lab_scripts.cmd_mesh as m
+from photonics.errors import LumionError
+def run(args):
+    for k in range({n}):
+        logging.getLogger("instruments.heater_driver").warning("warning %d", k)
+    if {fail}:
+        raise LumionError("the last straw")
+    return 0
+m.run = run
+from lab_scripts.cli import main
+sys.exit(main(["mesh"]))
+"""
+
+
+def noisy(n, fail):
+    return subprocess.run([sys.executable, "-c", NOISY.format(n=n, fail=fail)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("n", [HELD_LOG_RECORDS + 50, 3 * HELD_LOG_RECORDS])
+def test_a_failure_after_hundreds_of_warnings_is_still_one_line(n):
+    proc = noisy(n, fail=True)
+    assert proc.returncode == 2
+    assert lines(proc.stderr) == ["lumion mesh: error: the last straw; fix the file, path or value named "
+                                  "above (file formats: docs/schemas.md)"]
+
+
+def test_a_success_after_hundreds_of_warnings_shows_the_last_ones_and_counts_the_rest():
+    n = HELD_LOG_RECORDS + 50
+    proc = noisy(n, fail=False)
+    assert proc.returncode == 0
+    err = lines(proc.stderr)
+    assert err[0] == "lumion: 50 earlier log records were dropped (the last 200 are kept)"
+    assert err[1:] == [f"instruments.heater_driver: warning {k}" for k in range(50, n)]
+
+
+@pytest.mark.parametrize(("sig", "said"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
+def test_an_interrupt_with_json_prints_the_error_object(tmp_path, sig, said):
+    proc = lumion("calibrate", "--bench", "sim", "--out", str(tmp_path / "m.json"), "--json")
+    try:
+        time.sleep(4.0)  # well into the run (imports and the bench take ~2 s)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    error = json.loads(out)
+    assert (error["schema"], error["kind"], error["exit_code"]) == ("lumion.error", "interrupted", 130)
+    assert said in error["error"]
+    assert len(lines(err)) == 1
+    assert said in err
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(("key", "value"), [("baudrate", 9223372036854775807), ("baudrate", 0),
+                                            ("baudrate", 20_000_000)])
+def test_an_out_of_range_baud_rate_is_bad_input(tmp_path, capsys, key, value):
+    bench = tmp_path / "bench.toml"
+    bench.write_text(f'schema = "lumion.bench"\nversion = 1\nchip_id = "c"\n[heater_driver]\n'
+                     f'address = "/dev/null"\n{key} = {value}\n[laser]\naddress = "sim"\n'
+                     '[power_meter]\naddress = "sim"\n')
+    conf = tmp_path / "c.json"
+    conf.write_text("{}")
+    code = main(["program", "--bench", str(bench), "--configuration", str(conf)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"baudrate must be a baud rate, an integer 50..12000000, not {value}" in err
+    assert len(lines(err)) == 1
+
+
+def test_a_configuration_with_no_end_is_refused_after_its_cap(capsys):
+    code = main(["program", "--configuration", "/dev/zero", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "larger than the 32 MiB a configuration may be" in json.loads(out)["error"]
+    assert len(lines(err)) == 1
+
+
+def test_bounded_read_reads_no_more_than_its_cap_plus_one(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_bytes(b" " * 101)
+    assert read_text(path, 101, "x") == " " * 101
+    with pytest.raises(FileTooLargeError, match="larger than"):
+        read_text(path, 100, "x")
+    assert DATA_FILE_MAX_BYTES == 32 << 20  # the figure docs/cli.md gives
+
+
+@pytest.mark.parametrize("value", [True, 2.5, None])
+def test_a_route_port_must_be_a_port(tmp_path, capsys, value):
+    assert main(["route", "--connect", "5:28", "--json"]) == 0
+    routed = json.loads(capsys.readouterr().out)
+    routed["configuration"]["routes"][0]["src"] = value
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(routed))
+    code = main(["program", "--configuration", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "is not a port" in err or "unknown port" in err
+
+
+# A writer replacing one file over and over, as `calibrate --out` writes its checkpoint.
+WRITER = """
+import sys
+from photonics.atomic import atomic_write_bytes
+data = b"x" * (4 << 20)
+print("ready", flush=True)
+while True:
+    atomic_write_bytes(sys.argv[1], data)
+"""
+
+
+def test_a_writer_killed_at_random_moments_leaves_no_stray_temporary(tmp_path):
+    target = tmp_path / "m.json.ckpt"
+    rng = np.random.default_rng(27)
+    for moment in rng.uniform(0.0, 0.3, 20):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(moment)
+        proc.kill()  # SIGKILL: no handler, no cleanup
+        proc.wait()
+        strays = [p.name for p in tmp_path.iterdir() if p.name != target.name]
+        assert not strays, f"killed after {moment:.3f} s: {strays}"
+        assert target.stat().st_size in (0, 4 << 20) or not target.exists()
+
+
+def test_a_stray_of_a_dead_writer_is_swept_by_the_next_write(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    target = tmp_path / "m.json"
+    stray = tmp_path / f".m.json.{dead.pid}.0123456789ab.tmp"
+    mine = tmp_path / f".m.json.{os.getpid()}.0123456789ab.tmp"  # a live writer's: kept
+    stray.write_text("half")
+    mine.write_text("busy")
+    atomic_write_bytes(target, b"{}")
+    assert not stray.exists()
+    assert mine.exists()
+    assert sweep_strays(target) == []
