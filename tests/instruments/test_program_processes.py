@@ -88,6 +88,7 @@ def program(sim, bench, confs, env, name):
     assert holds(sim, confs[name][1])
 
 
+@pytest.mark.slow
 def test_an_interrupt_at_any_moment_leaves_one_configuration_and_says_which(served):
     sim, bench, confs, env = served
     program(sim, bench, confs, env, "a")
@@ -128,6 +129,7 @@ def test_an_interrupt_at_any_moment_leaves_one_configuration_and_says_which(serv
     print("interrupts:", seen)
 
 
+@pytest.mark.slow
 def test_a_second_writer_runs_after_the_first_or_is_refused_naming_it(served):
     sim, bench, confs, env = served
     program(sim, bench, confs, env, "a")

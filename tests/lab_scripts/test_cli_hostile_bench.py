@@ -56,6 +56,7 @@ def noisy(n, fail):
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [HELD_LOG_RECORDS + 50, 3 * HELD_LOG_RECORDS])
 def test_a_failure_after_hundreds_of_warnings_is_still_one_line(n):
     proc = noisy(n, fail=True)
@@ -64,6 +65,7 @@ def test_a_failure_after_hundreds_of_warnings_is_still_one_line(n):
                                   "above (file formats: docs/schemas.md)"]
 
 
+@pytest.mark.slow
 def test_a_success_after_hundreds_of_warnings_shows_the_last_ones_and_counts_the_rest():
     n = HELD_LOG_RECORDS + 50
     proc = noisy(n, fail=False)
@@ -73,6 +75,7 @@ def test_a_success_after_hundreds_of_warnings_shows_the_last_ones_and_counts_the
     assert err[1:] == [f"instruments.heater_driver: warning {k}" for k in range(50, n)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sig", "said"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
 def test_an_interrupt_with_json_prints_the_error_object(tmp_path, sig, said):
     proc = lumion("calibrate", "--bench", "sim", "--out", str(tmp_path / "m.json"), "--json")
@@ -148,6 +151,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_a_writer_killed_at_random_moments_leaves_no_stray_temporary(tmp_path):
     target = tmp_path / "m.json.ckpt"
     rng = np.random.default_rng(27)
