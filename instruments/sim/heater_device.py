@@ -164,6 +164,7 @@ class HeaterDeviceSim:
         self.spare = np.zeros(self.n_channels - n_h)  # unconnected channels' currents
         self.faults: list[Fault] = []
         self.commands = 0
+        self.bytes_received = 0  # every byte that reached the module: a count independent of the driver's
         self._noise = np.random.default_rng(0x0E7A)  # which byte a corruption hits: reproducible
         self.readback = readback
         self._scatter = np.random.default_rng([READBACK_SEED_SALT, int(chip.seed if seed is None else seed)])
@@ -245,6 +246,7 @@ class HeaterDeviceSim:
                 self._rx = b""  # an incomplete command went stale: the firmware drops it
                 out.append(f"E{E_SERIAL:02d}:00")
             self._last_byte = now
+            self.bytes_received += len(data)
             self._rx += data
             while True:
                 command = self._next_command()

@@ -51,6 +51,7 @@ class PtyLink:
         self._stop = threading.Event()
         self._master, self._slave = self._new_pty()
         self.drops = 0
+        self.bytes_sent = 0
         # seconds before each answer: a module's firmware plus a USB-serial adapter's latency
         # timer take 2-28 ms in the vendor's recorded sessions; 0 (answer at once) by default
         self.turnaround_s = 0.0
@@ -103,6 +104,7 @@ class PtyLink:
         return True
 
     def _send(self, data: bytes) -> None:
+        self.bytes_sent += len(data)  # counted here, where the bytes leave: independent of the driver
         view = memoryview(data)
         while view:
             try:
