@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 from lab_scripts.common import add_json_flag, load_configuration, print_json, seed
-from lab_scripts.errors import opening, reading
+from lab_scripts.errors import EXIT_UNVERIFIED, opening, reading
 from lab_scripts.interrupts import deferred_interrupts
+from lab_scripts.program_verify import off_line, verification, verification_lines
 from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 
 # the driver's modes (instruments.heater_driver.VERIFY_MODES), without importing the
@@ -42,6 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "'all' (default: a byte changed on the line anywhere in a vector is caught) or 'last' "
                    "(the vector's end marker only; about a third of the wire time). Overrides the bench "
                    "config's [heater_driver] verify")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip measuring each route with the laser and meter after programming "
+                   "(the output then says the routes were not verified by light)")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -125,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         out = {"chip_id": bench.chip_id, "mesh": mesh_label(mesh),
                "mesh_fingerprint": mesh_fingerprint(mesh), "map": args.map or "ideal", **report.to_dict(),
                "n_tbus_by_state": {s: conf.states().count(s) for s in ("bar", "cross", "split")}}
+        out["verification"] = verification(bench, conf, args.no_verify)
     if args.json:
         print_json(out)
     else:
@@ -132,4 +138,9 @@ def run(args: argparse.Namespace) -> int:
               f"{report.channels} channels in {report.commands} commands, {report.bytes_written} B out / "
               f"{report.bytes_read} B back, {report.wire_time_s * 1e3:.1f} ms on the wire "
               f"({report.elapsed_s * 1e3:.1f} ms here)")
+        print("\n".join(verification_lines(out["verification"])))
+    off = off_line(out["verification"])
+    if off:
+        print(off, file=sys.stderr)
+        return EXIT_UNVERIFIED
     return 0

@@ -211,6 +211,28 @@ class ProgramTbus(Strict):
     split: Count
 
 
+class RouteVerification(Strict):
+    """One programmed route measured by light (dB; measured and difference null when it could not be)."""
+
+    route: str = Field(description="source->destination port names")
+    planned_loss_db: float = Field(description="circuit solve of the configuration (ideal TBUs)")
+    measured_loss_db: float | None = Field(description="laser (0 dBm) minus the meter reading, or null")
+    difference_db: float | None = Field(description="measured - planned, or null")
+    status: Literal["ok", "off", "unverified"]
+    reason: str = Field(description="why it was not measured ('' when it was)")
+
+
+class ProgramVerification(Strict):
+    """``lumion program``'s check by light of every route (docs/instruments.md)."""
+
+    status: Literal["ok", "off", "unverified", "skipped"] = Field(
+        description="off: a route differs from its plan by more than tolerance_db (exit 4); unverified: "
+        "some route could not be measured; skipped: --no-verify")
+    tolerance_db: float
+    wavelength_nm: float
+    routes: list[RouteVerification]
+
+
 class ProgramOutput(Strict):
     """``lumion program --json``: what was written to the heater driver."""
 
@@ -227,6 +249,7 @@ class ProgramOutput(Strict):
     wire_time_s: Seconds = Field(description="modelled time on the wire (s)")
     elapsed_s: Seconds = Field(description="measured here (s)")
     n_tbus_by_state: ProgramTbus
+    verification: ProgramVerification
 
 
 class HeaterSetting(Strict):

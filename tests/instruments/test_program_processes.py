@@ -58,7 +58,7 @@ def served(tmp_path_factory):
 
 def start(bench, conf_path, env):
     return subprocess.Popen([sys.executable, "-m", "lab_scripts.cli", "program", "--bench", str(bench),
-                             "--configuration", str(conf_path)], stdout=subprocess.PIPE,
+                             "--configuration", str(conf_path), "--no-verify"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 
 

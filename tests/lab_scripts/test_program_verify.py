@@ -1,0 +1,91 @@
+"""``lumion program`` checks every programmed route by light (laser at its source, meter at its end)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab_scripts.cli import main
+from lab_scripts.errors import EXIT_UNVERIFIED
+from lab_scripts.program_verify import VERIFY_TOL_DB, judge
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def bench_file(tmp_path: Path, chip: str) -> Path:
+    path = tmp_path / f"{chip}.toml"
+    path.write_text('schema = "lumion.bench"\nversion = 1\nmesh = "hex:1x2"\n'
+                    '[heater_driver]\naddress = "sim"\n[laser]\naddress = "sim"\n'
+                    f'[power_meter]\naddress = "sim"\n[sim]\nseed = 3\nchip = "{chip}"\n')
+    return path
+
+
+def plan_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Path:
+    code, out, _ = run(capsys, "route", "--mesh", "hex:1x2", "--connect", "0:5", "--json")
+    assert code == 0
+    path = tmp_path / "plan.json"
+    path.write_text(out)
+    return path
+
+
+def test_a_right_map_verifies_every_route_ok(capsys, tmp_path):
+    """Programmed with the chip's true map (test oracle), each route is within the tolerance."""
+    import instruments.config
+    from instruments.sim.truth_map import TruthMap
+    from lab_scripts.common import load_configuration
+    from lab_scripts.program_verify import verification, verification_lines
+
+    plan = plan_file(capsys, tmp_path)
+    cfg = instruments.config.load_config(str(bench_file(tmp_path, "realistic")))
+    with instruments.config.open_bench(cfg) as bench:
+        conf = load_configuration(str(plan), bench.mesh)
+        bench.controller.heater_map = TruthMap(bench.sim.chip)
+        bench.program(conf)
+        v = verification(bench, conf, skip=False)
+    assert v["status"] == "ok"
+    assert len(v["routes"]) == 1
+    r = v["routes"][0]
+    assert r["route"] == "port:0->port:5"
+    assert abs(r["difference_db"]) <= 0.5  # a right map lands far inside the tolerance
+    assert r["measured_loss_db"] == pytest.approx(r["planned_loss_db"] + r["difference_db"], abs=0.01)
+    assert " ok" in verification_lines(v)[1]
+
+
+def test_a_wrong_map_is_reported_off_and_fails(capsys, tmp_path):
+    """The ideal map on a fabricated chip misses its passive phases: the route is off, exit non-zero."""
+    plan = plan_file(capsys, tmp_path)
+    bench = bench_file(tmp_path, "realistic")
+    code, out, err = run(capsys, "program", "--bench", str(bench), "--configuration", str(plan))
+    assert code == EXIT_UNVERIFIED
+    assert err.count("\n") == 1
+    assert "port:0->port:5" in err
+    assert " off" in out
+    code, out, _ = run(capsys, "program", "--bench", str(bench), "--configuration", str(plan), "--json")
+    assert code == EXIT_UNVERIFIED
+    v = json.loads(out)["verification"]
+    assert v["status"] == "off"
+    assert abs(v["routes"][0]["difference_db"]) > VERIFY_TOL_DB
+
+
+def test_no_verify_says_the_routes_were_not_verified(capsys, tmp_path):
+    plan = plan_file(capsys, tmp_path)
+    bench = bench_file(tmp_path, "realistic")
+    code, out, _ = run(capsys, "program", "--bench", str(bench), "--configuration", str(plan), "--no-verify")
+    assert code == 0
+    assert "NOT verified by light" in out
+    code, out, _ = run(capsys, "program", "--bench", str(bench), "--configuration", str(plan), "--no-verify",
+                       "--json")
+    assert json.loads(out)["verification"] == {"status": "skipped", "tolerance_db": VERIFY_TOL_DB,
+                                               "wavelength_nm": 1550.0, "routes": []}
+
+
+def test_judge_tolerance_edges():
+    assert judge("a->b", 5.0, 5.0 + VERIFY_TOL_DB).status == "ok"
+    assert judge("a->b", 5.0, 5.0 + VERIFY_TOL_DB + 0.01).status == "off"
+    assert judge("a->b", 5.0, 5.0 - VERIFY_TOL_DB - 0.01).status == "off"
