@@ -89,3 +89,20 @@ def test_judge_tolerance_edges():
     assert judge("a->b", 5.0, 5.0 + VERIFY_TOL_DB).status == "ok"
     assert judge("a->b", 5.0, 5.0 + VERIFY_TOL_DB + 0.01).status == "off"
     assert judge("a->b", 5.0, 5.0 - VERIFY_TOL_DB - 0.01).status == "off"
+
+
+def test_a_route_without_a_meter_head_is_named_not_verified(capsys, tmp_path):
+    """No meter head at the route's end: the output says so, never ok (and it is not called off)."""
+    plan = plan_file(capsys, tmp_path)
+    bench = tmp_path / "no-head.toml"
+    bench.write_text(bench_file(tmp_path, "realistic").read_text().replace(
+        '[power_meter]\naddress = "sim"\n', '[power_meter]\naddress = "sim"\n[power_meter.channels]\n'
+        '"port:1" = [1, 1]\n'))
+    code, out, _ = run(capsys, "program", "--bench", str(bench), "--configuration", str(plan), "--json")
+    assert code == 0
+    v = json.loads(out)["verification"]
+    assert v["status"] == "unverified"
+    assert v["routes"][0]["status"] == "unverified"
+    assert "port:5" in v["routes"][0]["reason"]
+    code, out, _ = run(capsys, "program", "--bench", str(bench), "--configuration", str(plan))
+    assert "NOT verified by light (no power meter head at port:5)" in out
