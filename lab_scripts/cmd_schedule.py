@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="when no circle labeling reaches the N-1 bound, search the 1-factorizations, "
                    "routing at most N matchings (default 600; 0: split instead)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the relabelings and the search (default 0)")
+    p.add_argument("--map", metavar="FILE",
+                   help="calibration map: the TBUs it records as failed or unverified are never routed "
+                   "through (checked against --mesh as `lumion route --map` does)")
     p.add_argument("--out", metavar="DIR", help="write each configuration as a lumion.configuration "
                    "file (DIR/matching-01.json, ...) that `lumion program --configuration` accepts")
     add_json_flag(p)
@@ -82,11 +85,17 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--ports spread:N takes a number, not {text!r}") from None
     else:
         ports = [p.strip() for p in text.split(",") if p.strip()]
+    failed: dict[int | str, str] = {}
+    if args.map is not None:  # TBUs calibration found broken (photonics.fabric.map_failed_tbus)
+        from calibration.map import CalibrationMap
+        from photonics.fabric.plan import map_failed_tbus
+
+        failed = map_failed_tbus(CalibrationMap.load(args.map, mesh=mesh))
     from photonics.fabric.matchings import SEARCH_CHECKS
     checks = SEARCH_CHECKS if args.search_checks is None else args.search_checks
     stream = None if args.json else sys.stderr
     s = schedule(mesh, ports, require_budget=not args.no_budget, labelings=args.labelings, seed=args.seed,
-                 search_checks=checks,
+                 search_checks=checks, failed=failed,
                  progress=None if stream is None else lambda line: print(line, file=stream, flush=True))
     d = s.to_dict(mesh)
     confs = [c.configuration.for_mesh(mesh) for c in s.configs]
