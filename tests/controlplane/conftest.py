@@ -109,3 +109,25 @@ def service_factory(tmp_path):
     for s in started:
         if s.proc.poll() is None:
             s.stop()
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """The simulated bench over its real transports (heater driver on a pty), one per module."""
+    from instruments.config import open_bench
+
+    b = open_bench(None)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def cp(bench, tmp_path):
+    """A control plane on a fresh database in ``tmp_path``, the default fabric, ``bench``."""
+    from controlplane.service import ControlPlane
+    from controlplane.store import Store
+    from photonics.fabric import default_fabric
+
+    c = ControlPlane(Store(tmp_path / "cp.db"), bench, default_fabric())
+    yield c
+    c.close()

@@ -15,20 +15,12 @@ import pytest
 from controlplane import crash
 from controlplane.service import ControlPlane
 from controlplane.store import Store
-from instruments.config import open_bench
 from instruments.controller import MEND_TOLERANCE_MA
 from photonics.fabric import default_fabric
 
 
 class Died(BaseException):
     """Stands for SIGKILL: nothing after it runs, no except clause of ours catches it."""
-
-
-@pytest.fixture(scope="module")
-def bench():
-    b = open_bench(None)
-    yield b
-    b.close()
 
 
 @pytest.fixture

@@ -13,23 +13,8 @@ from controlplane import crash
 from controlplane.errors import ServiceError
 from controlplane.service import ControlPlane
 from controlplane.store import Store
-from instruments.config import open_bench
 from photonics.fabric import default_fabric
 from tests.controlplane.test_reconcile import Died
-
-
-@pytest.fixture(scope="module")
-def bench():
-    b = open_bench(None)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def cp(bench, tmp_path):
-    c = ControlPlane(Store(tmp_path / "cp.db"), bench, default_fabric())
-    yield c
-    c.close()
 
 
 def _intents(cp: ControlPlane) -> int:

@@ -8,23 +8,8 @@ import pytest
 from controlplane.errors import ServiceError
 from controlplane.service import ControlPlane
 from controlplane.store import Store
-from instruments.config import open_bench
 from photonics.fabric import Accelerator, default_fabric, make_fabric
 from photonics.topology import smartlight
-
-
-@pytest.fixture(scope="module")
-def bench():
-    b = open_bench(None)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def cp(bench, tmp_path):
-    c = ControlPlane(Store(tmp_path / "cp.db"), bench, default_fabric())
-    yield c
-    c.close()
 
 
 def test_live_margins_come_from_telemetry_readings(cp):

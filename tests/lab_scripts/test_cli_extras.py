@@ -1,7 +1,6 @@
 """A command that needs an optional package which is not installed says which extra to install."""
 
 import json
-import sys
 
 import pytest
 
@@ -10,24 +9,15 @@ from lab_scripts.cli import main
 from lab_scripts.errors import EXIT_UNAVAILABLE, EXTRAS
 
 
-def block(monkeypatch, *packages):
-    """Make ``import PACKAGE`` fail as if the package were not installed."""
-    for name in list(sys.modules):
-        if name.split(".")[0] in packages:
-            monkeypatch.delitem(sys.modules, name)
-    for package in packages:
-        monkeypatch.setitem(sys.modules, package, None)
-
-
 def run(capsys, argv):
     code = main([*argv, "--json"])
     captured = capsys.readouterr()
     return code, json.loads(captured.out), captured.err
 
 
-def test_a_plot_without_matplotlib_names_the_plot_extra(capsys, tmp_path, monkeypatch):
+def test_a_plot_without_matplotlib_names_the_plot_extra(capsys, tmp_path, monkeypatch, block_imports):
     monkeypatch.chdir(tmp_path)
-    block(monkeypatch, "matplotlib")
+    block_imports("matplotlib")
     code, d, err = run(capsys, ["simulate", "--mesh", "hex:1x1", "--all", "bar", "--input", "0",
                                 "--plot", "s.png"])
     assert code == EXIT_UNAVAILABLE
@@ -39,19 +29,19 @@ def test_a_plot_without_matplotlib_names_the_plot_extra(capsys, tmp_path, monkey
     schemas.validate(d, "lumion.error")
 
 
-def test_the_same_command_without_a_plot_needs_no_matplotlib(capsys, monkeypatch):
-    block(monkeypatch, "matplotlib")
+def test_the_same_command_without_a_plot_needs_no_matplotlib(capsys, block_imports):
+    block_imports("matplotlib")
     code, d, _ = run(capsys, ["simulate", "--mesh", "hex:1x1", "--all", "bar", "--input", "0"])
     assert code == 0
     assert d["plot"] is None
 
 
-def test_programming_the_simulated_bench_without_pyvisa_names_the_instruments_extra(capsys, tmp_path,
-                                                                                   monkeypatch):
+def test_programming_the_simulated_bench_without_pyvisa_names_the_instruments_extra(
+        capsys, tmp_path, monkeypatch, block_imports):
     monkeypatch.chdir(tmp_path)
     assert main(["route", "--connect", "0:20", "--json"]) == 0
     (tmp_path / "plan.json").write_text(capsys.readouterr().out)
-    block(monkeypatch, "pyvisa")
+    block_imports("pyvisa")
     code, d, _ = run(capsys, ["program", "--configuration", "plan.json"])
     assert code == EXIT_UNAVAILABLE
     assert "pip install 'lumion[instruments]'" in d["error"]

@@ -1,7 +1,6 @@
 """A command that needs a missing extra exits 69 naming it, before doing any work (issue 29)."""
 
 import json
-import sys
 import tomllib
 from pathlib import Path
 
@@ -11,16 +10,6 @@ from lab_scripts import schemas
 from lab_scripts.cli import main
 from lab_scripts.errors import EXIT_UNAVAILABLE
 from lab_scripts.extras import PACKAGES
-
-
-def block(monkeypatch, *packages):
-    """Make ``import PACKAGE`` (and finding it) fail as if the package were not installed."""
-    for name in list(sys.modules):
-        if name.split(".")[0] in packages:
-            monkeypatch.delitem(sys.modules, name)
-    for package in packages:
-        monkeypatch.setitem(sys.modules, package, None)
-
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,9 +26,10 @@ CASES = [
 
 @pytest.mark.parametrize(("argv", "packages", "extra"), CASES,
                          ids=[f"{argv[0]}-without-{packages[0]}" for argv, packages, _ in CASES])
-def test_a_missing_extra_is_named_before_any_work(argv, packages, extra, tmp_path, monkeypatch, capsys):
+def test_a_missing_extra_is_named_before_any_work(argv, packages, extra, tmp_path, monkeypatch, capsys,
+                                                   block_imports):
     monkeypatch.chdir(tmp_path)
-    block(monkeypatch, *packages)
+    block_imports(*packages)
     code = main([*argv, "--json"])
     captured = capsys.readouterr()
     assert code == EXIT_UNAVAILABLE
