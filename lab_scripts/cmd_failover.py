@@ -63,6 +63,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the fewest running links (fewest-moves, default)")
     p.add_argument("--out", metavar="NEW.json", help="write the resulting plan (lumion.plan v1), "
                    "atomically; on a refusal it holds the recoveries before the refused failure")
+    p.add_argument("--map", metavar="MAP.json",
+                   help="calibration map (lumion calibrate): heater currents from its fit, and the TBUs it "
+                   "records as failed or unverified are never routed through, in the placement and in "
+                   "every recovery (checked against the fabric's mesh as `lumion route --map` does)")
     p.add_argument("--park-freed", action="store_true",
                    help="park the TBUs the old links no longer use (more heater writes)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the mesh after the last recovery; a "
@@ -193,9 +197,17 @@ def run(args: argparse.Namespace) -> int:
     events = _events(args, fabric)
     mesh = fabric.mesh
     hmap = IdealMap(mesh.n_heaters)
+    if args.map is not None:  # its failed TBUs are avoided (photonics.fabric.failures_with_map)
+        from calibration.map import CalibrationMap
+
+        hmap = CalibrationMap.load(args.map, mesh=mesh)
     if args.plan is not None:
         with reading("plan file", args.plan):
             plan = load_plan(args.plan, fabric)
+        if plan.heater_unit == "rad" and args.map is not None:  # phases and mA would mix
+            raise CliError(f"--map: {args.plan} holds heater phases (rad), made without a heater map; "
+                           "place the job again with --map (lumion failover --map MAP --out PLAN)",
+                           "input", "PlanError")
         if plan.heater_unit == "rad":  # a plan made without a heater map stays in phases
             hmap = None
     else:
