@@ -71,7 +71,7 @@ from calibration.checkpoint import (
     load_checkpoint_failed,
     save_checkpoint,
 )
-from calibration.confirm import CONFIRM_TOL_RAD, LEVELS, Confirmation, confirm_tbu
+from calibration.confirm import CONFIRM_TOL_RAD, LEVELS, Confirmation, combine_paths, confirm_tbu
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
 from calibration.fit import NoiseModel, Sweep, TBUFit, fit_tbu, sweep_currents
 from calibration.health import (
@@ -99,6 +99,10 @@ DIAGNOSE_PROBES = 2
 # round through a new path clears a fit spoiled by its path (or a meter glitch); a second
 # clears one whose new path crossed another doubtful TBU that the first round put right.
 CONFIRM_ROUNDS = 2
+# Light paths a TBU is confirmed through when the first disagrees with the map, before it is
+# re-fitted: a path's own coherent leak can shift a fringe by ~0.06 rad (calibration.confirm);
+# the median of three is what one such path cannot move. Fewer when the mesh has fewer.
+CONFIRM_PATHS = 3
 # When light disagrees with more than this share of a finished map, the chip is not the one
 # that was measured (it drifted during the run, or its crosstalk is not what the map
 # assumes): re-fitting TBU by TBU would chase it, so the run is refused, saying by how much.
@@ -525,15 +529,17 @@ def crosstalk_stage(run: Run) -> None:
         run.progress.update("crosstalk", n, len(todo), run.ops(), run.t0)
 
 
-def confirm_probe(run: Run, t: int, doubtful: set[int]) -> tuple[Probe | None, bool]:
+def confirm_probe(run: Run, t: int, doubtful: set[int], asked: set[int] = frozenset()
+                  ) -> tuple[Probe | None, bool]:
     """The light path to confirm ``t`` through, and whether it is independent of its fit's.
 
     Preferred: a path avoiding every TBU the fit's light crossed (so its source or outputs
     differ); else the fit's own kind of path (the drive levels still differ from the sweep's).
-    Doubtful TBUs (other than ``t``) and failed ones are never crossed.
+    Doubtful TBUs (other than ``t``) and failed ones are never crossed, nor (for a second
+    opinion) the TBUs ``asked`` paths crossed.
     """
     rec = run.records[t]
-    banned = set(run.failed) | (doubtful - {t})
+    banned = set(run.failed) | (doubtful - {t}) | set(asked)
     own = set(rec.hops)
     for avoid in (own, set()):
         probe = plan_probe(run.mesh, t, run.working() - {t} - avoid, run.peer, banned=banned | avoid)
@@ -542,15 +548,36 @@ def confirm_probe(run: Run, t: int, doubtful: set[int]) -> tuple[Probe | None, b
     return None, False
 
 
-def confirm_one(run: Run, cmap: CalibrationMap, t: int, doubtful: set[int]) -> Confirmation:
-    """Confirm TBU ``t`` of ``cmap`` by light (see :mod:`calibration.confirm`)."""
-    probe, independent = confirm_probe(run, t, doubtful)
+def confirm_path(run: Run, cmap: CalibrationMap, t: int, doubtful: set[int],
+                 asked: set[int] = frozenset()) -> tuple[Confirmation, set[int] | None]:
+    """Confirm TBU ``t`` of ``cmap`` through one light path (see :func:`confirm_probe`);
+    also the TBUs that path crossed (None: no path left).
+    """
+    probe, independent = confirm_probe(run, t, doubtful, asked)
     if probe is None:
-        return Confirmation(t, np.nan, np.nan, np.nan, 0.0, False, -1, ())
+        return Confirmation(t, np.nan, np.nan, np.nan, 0.0, False, -1, ()), None
     run.notify("confirm", t)
     base = base_currents(run.mesh.n_heaters, run.records, probe)
-    return confirm_tbu(run.bench, cmap, probe, base, independent_path=independent,
-                       wavelength_nm=run.options.wavelength_nm, settle_s=run.options.settle_s)
+    return (confirm_tbu(run.bench, cmap, probe, base, independent_path=independent,
+                        wavelength_nm=run.options.wavelength_nm, settle_s=run.options.settle_s),
+            {h.tbu for h in probe.hops})
+
+
+def confirm_one(run: Run, cmap: CalibrationMap, t: int, doubtful: set[int]) -> Confirmation:
+    """Confirm TBU ``t`` of ``cmap`` by light (see :mod:`calibration.confirm`): one path, and
+    when light disagrees there, up to :data:`CONFIRM_PATHS` in all, judged on their median.
+    """
+    first, crossed = confirm_path(run, cmap, t, doubtful)
+    if first.confirmed or not crossed:  # confirmed, no path, or one crossing nothing else
+        return first
+    paths, asked = [first], set(crossed)
+    while len(paths) < CONFIRM_PATHS:
+        more, crossed = confirm_path(run, cmap, t, doubtful, asked)
+        if crossed is None:
+            break
+        paths.append(more)
+        asked |= crossed
+    return combine_paths(paths)
 
 
 def refit_doubtful(run: Run, t: int, doubtful: set[int]) -> None:

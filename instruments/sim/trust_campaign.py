@@ -6,7 +6,10 @@ bench's own operations and waits move time, so a seed repeats exactly), a stress
 against the hidden truth (issue 26, docs/calibration.md "Trust campaign"):
 
 * **injected**: TBUs broken on purpose; **named**: those the map records failed in the
-  injected state; **wrongly named**: healthy TBUs the map records failed or unverified;
+  injected state; **wrongly named**: healthy TBUs the map records failed or unverified,
+  except **unreachable** ones: healthy TBUs no light path can cross once the injected dead
+  TBUs block it (both TBUs on one of its sides dead, as two adjacent dead TBUs do to a third
+  beside them): nothing can calibrate or route through them, so naming them is right;
 * **silent**: TBUs the map neither names nor gets right: an injected one it does not name,
   or a healthy one more than :data:`OFF_RAD` off (offset error, or a heater's setpoint RMS
   error over its working range), against the truth at the end of the run (drift included).
@@ -67,6 +70,19 @@ class ChipOutcome:
     routes: int = 0
     routes_within: int = 0
     refused: str | None = None
+    named_unreachable: list[str] = field(default_factory=list)
+
+
+def unreachable_tbus(mesh: Mesh, injected: dict[int, str]) -> set[int]:
+    """Healthy TBUs no light path can cross with the injected dead TBUs blocking (truth)."""
+    from calibration.paths import plan_probe
+
+    dead = {t for t, how in injected.items() if how == "dead"}
+    if not dead:
+        return set()
+    peer = mesh.peer()
+    everyone = set(range(mesh.n_tbus)) - dead
+    return {t for t in everyone if plan_probe(mesh, t, everyone - {t}, peer, banned=dead) is None}
 
 
 def port_tbus(mesh: Mesh) -> set[int]:
@@ -181,13 +197,15 @@ def run_chip(mode: str, seed: int, options: Options | None = None, mesh: Mesh | 
     cmap = result.cmap
     off, heater_rms = tbu_errors(cmap, chip)
     named = sum(cmap.failed.get(t) == how for t, how in injected.items())
-    wrong = [names[t] for t in cmap.failed if t not in injected]
+    cut_off = unreachable_tbus(chip.mesh, injected)
+    wrong = [names[t] for t in cmap.failed if t not in injected and t not in cut_off]
     silent = [names[t] for t in range(chip.mesh.n_tbus)
               if t not in cmap.failed and (t in injected or off[t] > OFF_RAD)]
     healthy = [h for h in range(chip.mesh.n_heaters) if h // 2 not in cmap.failed]
     planned, within = route_check(bench, cmap, np.random.default_rng([seed, 7]))
     return ChipOutcome(mode, seed, inj, named, wrong, silent, cmap.unverified_tbus(),
-                       [float(heater_rms[h]) for h in healthy], result.operations, planned, within)
+                       [float(heater_rms[h]) for h in healthy], result.operations, planned, within,
+                       named_unreachable=[names[t] for t in sorted(cut_off) if t in cmap.failed])
 
 
 def summarise(outcomes: list[ChipOutcome]) -> dict[str, Any]:
@@ -203,6 +221,7 @@ def summarise(outcomes: list[ChipOutcome]) -> dict[str, Any]:
             "injected": sum(len(o.injected) for o in rows),
             "named_correctly": sum(o.named for o in done),
             "wrongly_named": sum(len(o.wrongly_named) for o in done),
+            "named_unreachable": sum(len(o.named_unreachable) for o in done),
             "unverified": sum(len(o.unverified) for o in done),
             "silent_over_0_1_rad": sum(len(o.silent) for o in done),
             "heater_rms_median_rad": float(np.median(rms)) if rms.size else None,
