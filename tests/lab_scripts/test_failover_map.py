@@ -42,7 +42,8 @@ def test_failover_map_never_routes_through_a_tbu_the_map_names(tmp_path, capsys,
                    disagreement={tbu: 0.3} if how == "unverified" else {})
     cmap.save(tmp_path / "map.json")
     report, plan = _plan(tmp_path, capsys, "--map", str(tmp_path / "map.json"))
-    assert report["spare"] and report["rerouted_links"]
+    assert report["spare"]
+    assert report["rerouted_links"]
     assert name not in _tbus(plan)
 
 
@@ -57,4 +58,5 @@ def test_failover_map_with_a_plan_in_phases_is_refused_in_one_line(tmp_path, cap
     code = main(["failover", "--plan", str(plan), "--map", str(tmp_path / "map.json"), "--fail", "gpu4"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert len(err) == 1 and "--map" in err[0]
+    assert len(err) == 1
+    assert "--map" in err[0]
