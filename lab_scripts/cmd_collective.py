@@ -11,7 +11,11 @@ from lab_scripts.errors import CliError, planning, reading
 
 SCHEMA = "lumion.collective"
 VERSION = 1
-BUILT_IN = ("ring", "tree", "halving-doubling", "all-to-all", "straggler")
+BUILT_IN = ("ring", "tree", "halving-doubling", "all-to-all", "straggler", "tree-multicast",
+            "broadcast-chain", "broadcast-tree", "broadcast-flat", "allgather-ring", "allgather-flat")
+# What --multicast compares a pattern with: the point-to-point schedules of the same collective.
+POINT_TO_POINT = {"broadcast": ("broadcast-chain", "broadcast-tree"), "allgather": ("allgather-ring",),
+                  "allreduce": ("ring", "tree")}
 
 
 def _positive_float(text: str) -> float:
@@ -65,6 +69,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the late rank (default: the last rank, for --pattern straggler)")
     p.add_argument("--lag-ms", type=_non_negative_float, default=0.0,
                    help="how late the straggler joins, ms (default 0)")
+    p.add_argument("--multicast", action="store_true",
+                   help="let a step that sends one chunk to several ranks run on optical multicast trees "
+                   "(tunable splitters, split loss in each branch's budget) where that is faster; compares "
+                   "with the point-to-point schedules of the same collective (docs/collectives.md)")
+    p.add_argument("--transceiver", default=None, metavar="PROFILE",
+                   help="lane profile of every accelerator (default dwdm-10g-zr; its power budget decides "
+                   "how wide a multicast tree can split)")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -104,29 +115,34 @@ def _check_rank(rank: int | None, n_ranks: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compile and report."""
-    from photonics.collectives import CollectiveError, CostModel, compile_collective, rank_names, slot_fabric
+    from photonics.collectives import CollectiveError, CostModel, compile_collective, rank_names
 
     coll = _collective(args)
     with planning(CollectiveError):
-        fabric = slot_fabric(args.mesh, coll.n_ranks)
+        fabric = _fabric(args, coll.n_ranks)
         names = rank_names(fabric, coll.n_ranks)
         cost = CostModel(alpha_ms=args.alpha_us / 1e3, gbps=args.gbps, relock_ms=args.relock_ms)
         fixed_alpha_us = args.alpha_us if args.fixed_alpha_us is None else args.fixed_alpha_us
         fixed = CostModel(alpha_ms=fixed_alpha_us / 1e3,
                           gbps=args.gbps if args.fixed_gbps is None else args.fixed_gbps)
         result = compile_collective(coll, fabric, names, size_bytes=args.size_mb * 1e6, cost=cost,
-                                    fixed_cost=fixed)
+                                    fixed_cost=fixed, multicast=args.multicast)
+        others = _point_to_point(args, coll, fabric, names, cost, fixed) if args.multicast else {}
     ring = result.fixed_ms.get("ring")
     payload = {"schema": SCHEMA, "version": VERSION, "pattern": args.pattern, "accelerators": coll.n_ranks,
                "size_mb": args.size_mb, **result.to_dict(),
                "speedup_vs_fixed_ring": (ring / result.completion_ms) if ring else None}
+    if args.multicast:
+        best = min(others.items(), key=lambda kv: kv[1]) if others else None
+        payload["point_to_point_ms"] = others
+        payload["speedup_vs_point_to_point"] = best[1] / result.completion_ms if best else None
     if args.json:
         print_json(payload)
         return 0
     print(f"{coll.name} {coll.kind} over {coll.n_ranks} ranks on {fabric.name}: {len(coll.steps)} steps, "
           f"{len(result.rounds)} rounds, {len(result.configs)} configurations routed, "
           f"{args.size_mb:g} MB per rank at {args.gbps:g} Gb/s")
-    rows = [(k + 1, r.label, r.config, r.mode, r.switch_ms, r.end_ms - r.start_ms, r.end_ms)
+    rows = [(k + 1, r.label, r.config, r.to_dict()["mode"], r.switch_ms, r.end_ms - r.start_ms, r.end_ms)
             for k, r in enumerate(result.rounds)]
     print(table(rows, ["#", "step", "config", "mode", "switch ms", "transfer ms", "ends at ms"]))
     torus = result.fixed_ms.get("torus")
@@ -134,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
           f"{result.switch_ms:.2f} ms switching); first run from a parked chip {result.first_run_ms:.2f} ms")
     torus_text = f"{torus:.2f} ms (4 lanes per rank)" if torus is not None else "n/a (no 2-D torus)"
     print(f"fixed ring {ring:.2f} ms; fixed torus {torus_text}")
+    if args.multicast:
+        _print_multicast(result, others)
     if coll.name == "straggler":
         _compare_with_late_ring(coll, fabric, names, args, cost, fixed, result.completion_ms)
     return 0
@@ -151,3 +169,43 @@ def _compare_with_late_ring(coll: Any, fabric: Any, names: list[str], args: argp
     better = "straggler-aware" if straggler_ms < ring.completion_ms else "plain ring"
     print(f"plain ring all-reduce waiting for the straggler: {ring.completion_ms:.2f} ms on the mesh "
           f"({better} is faster at this lag)")
+
+
+def _fabric(args: argparse.Namespace, n: int) -> Any:
+    """The slot fabric of ``--mesh`` with ``--transceiver`` on every lane."""
+    from photonics.budget import transceiver_profile
+    from photonics.collectives import slot_fabric
+    from photonics.errors import BudgetError
+
+    if args.transceiver is None:
+        return slot_fabric(args.mesh, n)
+    try:
+        lane = transceiver_profile(args.transceiver)
+    except BudgetError as exc:
+        raise CliError(str(exc), "input", "BudgetError") from None
+    return slot_fabric(args.mesh, n, transceiver=lane)
+
+
+def _point_to_point(args: argparse.Namespace, coll: Any, fabric: Any, names: list[str], cost: Any,
+                    fixed: Any) -> dict[str, float]:
+    """Completion (ms) of the collective compiled point to point, and of its usual schedules."""
+    from photonics.collectives import by_pattern, compile_collective
+
+    out = {f"{coll.name} (point to point)": compile_collective(
+        coll, fabric, names, size_bytes=args.size_mb * 1e6, cost=cost, fixed_cost=fixed).completion_ms}
+    for pattern in POINT_TO_POINT.get(coll.kind, ()):
+        if pattern != coll.name:
+            other = by_pattern(pattern, coll.n_ranks)
+            out[pattern] = compile_collective(other, fabric, names, size_bytes=args.size_mb * 1e6, cost=cost,
+                                              fixed_cost=fixed).completion_ms
+    return out
+
+
+def _print_multicast(result: Any, others: dict[str, float]) -> None:
+    """How much of the run used multicast trees, and the point-to-point schedules' times."""
+    widest = max((len(ds) for c in result.configs for _, ds in c.trees), default=0)
+    used = result.multicast_rounds
+    print(f"multicast: {used} of {len(result.rounds)} round(s) ran on trees" +
+          (f" (widest tree routed: 1 to {widest})" if widest else " (no tree closed its budget or paid)"))
+    for name, ms in others.items():
+        print(f"  point to point, {name}: {ms:.2f} ms ({ms / result.completion_ms:.2f}x the multicast time)")

@@ -14,7 +14,10 @@ TREE_CHUNKS = 4
 # The straggler-aware all-reduce cuts each fast rank's share in this many pieces, so its
 # post-arrival pipeline (chunks + ranks steps) wastes 1 / STRAGGLER_PIPELINE of a buffer time.
 STRAGGLER_PIPELINE = 8
-PATTERNS = ("ring", "tree", "halving-doubling", "all-to-all", "straggler")
+PATTERNS = ("ring", "tree", "halving-doubling", "all-to-all", "straggler", "tree-multicast",
+            "broadcast-chain", "broadcast-tree", "broadcast-flat", "allgather-ring", "allgather-flat")
+# Pipelined broadcasts cut the root's buffer in this many chunks (as the tree all-reduce does).
+BROADCAST_CHUNKS = TREE_CHUNKS
 
 
 def _check_n(n: int, minimum: int = 2) -> None:
@@ -177,10 +180,93 @@ def straggler_allreduce(n: int, slow: int | None = None, lag_ms: float = 0.0,
     return Collective("straggler", "allreduce", n, C, tuple(steps), lag_ms=lag)
 
 
+def _depths(n: int) -> list[int]:
+    """Depth of each node of the heap-ordered binary tree over 0..n-1 (root 0)."""
+    depth = [0] * n
+    for v in range(1, n):
+        depth[v] = depth[(v - 1) // 2] + 1
+    return depth
+
+
+def chain_broadcast(n: int, chunks: int = BROADCAST_CHUNKS) -> Collective:
+    """Pipelined chain broadcast from rank 0: chunk c leaves rank j for j + 1 at step c + j.
+
+    ``chunks + n - 2`` steps, each rank sending and receiving at most one chunk per step:
+    one TX and one RX lane suffice (what NCCL's ring broadcast does).
+    """
+    _check_n(n)
+    steps = []
+    for t in range(chunks + n - 2):
+        sends = tuple(Send(j, j + 1, t - j, "copy") for j in range(n - 1) if 0 <= t - j < chunks)
+        steps.append(Step(sends, f"chain {t + 1}/{chunks + n - 2}"))
+    return Collective("broadcast-chain", "broadcast", n, chunks, tuple(steps))
+
+
+def tree_broadcast(n: int, chunks: int = BROADCAST_CHUNKS) -> Collective:
+    """Pipelined binary-tree broadcast from rank 0 (heap order): a node at depth d gets chunk c
+    at step c + d - 1. A parent feeds two children per step: two TX lanes, or two rounds.
+    """
+    _check_n(n)
+    depth = _depths(n)
+    total = chunks + max(depth) - 1
+    steps = []
+    for t in range(total):
+        sends = tuple(Send((v - 1) // 2, v, t - depth[v] + 1, "copy") for v in range(1, n)
+                      if 0 <= t - depth[v] + 1 < chunks)
+        steps.append(Step(sends, f"tree {t + 1}/{total}"))
+    return Collective("broadcast-tree", "broadcast", n, chunks, tuple(steps))
+
+
+def flat_broadcast(n: int, chunks: int = BROADCAST_CHUNKS) -> Collective:
+    """Rank 0 sends each chunk to every other rank in one step: ``chunks`` steps.
+
+    The schedule an optical multicast runs (one transmitter, a tree of splitters); on
+    point-to-point circuits the root's single TX lane serialises it into n - 1 rounds.
+    """
+    _check_n(n)
+    steps = [Step(tuple(Send(0, d, c, "copy") for d in range(1, n)), f"flat {c + 1}/{chunks}")
+             for c in range(chunks)]
+    return Collective("broadcast-flat", "broadcast", n, chunks, tuple(steps))
+
+
+def ring_allgather(n: int) -> Collective:
+    """Ring all-gather: n - 1 steps; at step k rank i passes chunk (i - k) mod n to i + 1."""
+    _check_n(n)
+    steps = [Step(tuple(Send(i, (i + 1) % n, (i - k) % n, "copy") for i in range(n)),
+                  f"all-gather {k + 1}/{n - 1}") for k in range(n - 1)]
+    return Collective("allgather-ring", "allgather", n, n, tuple(steps))
+
+
+def flat_allgather(n: int) -> Collective:
+    """Every rank sends its slice to all the others at once: one step (n multicast trees).
+
+    Each rank receives n - 1 slices in that step: with one RX lane per rank the compiler
+    serialises it into n - 1 rounds or more (docs/collectives.md says when it pays).
+    """
+    _check_n(n)
+    sends = tuple(Send(r, d, r, "copy") for r in range(n) for d in range(n) if d != r)
+    return Collective("allgather-flat", "allgather", n, n, (Step(sends, "flat all-gather"),))
+
+
+def tree_multicast_allreduce(n: int, chunks: int = TREE_CHUNKS) -> Collective:
+    """The tree all-reduce's reduce half, then rank 0 multicasts each final chunk to all.
+
+    Reduce as :func:`tree_allreduce` (``chunks + height - 1`` steps); the broadcast half is
+    ``chunks`` flat steps instead of ``chunks + depth - 1`` tree steps.
+    """
+    reduce = [s for s in tree_allreduce(n, chunks).steps if s.label.startswith("reduce")]
+    bcast = [Step(tuple(Send(0, d, c, "copy") for d in range(1, n)), f"multicast {c + 1}/{chunks}")
+             for c in range(chunks)]
+    return Collective("tree-multicast", "allreduce", n, chunks, (*reduce, *bcast))
+
+
 def by_pattern(pattern: str, n: int) -> Collective:
     """The collective a pattern name gives (``ring``, ``tree``, ``halving-doubling``, ...)."""
     makers = {"ring": ring_allreduce, "tree": tree_allreduce, "halving-doubling": halving_doubling_allreduce,
-              "all-to-all": all_to_all, "straggler": straggler_allreduce}
+              "all-to-all": all_to_all, "straggler": straggler_allreduce,
+              "tree-multicast": tree_multicast_allreduce, "broadcast-chain": chain_broadcast,
+              "broadcast-tree": tree_broadcast, "broadcast-flat": flat_broadcast,
+              "allgather-ring": ring_allgather, "allgather-flat": flat_allgather}
     if pattern not in makers:
         raise CollectiveError(f"unknown pattern {pattern!r}; choose one of {', '.join(PATTERNS)} "
                               "or a step file")

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from photonics.collectives.circuits import Chunks, Circuit, CircuitSet, RoundSpec, step_chunks
 from photonics.collectives.cost import (
     FIXED_TOPOLOGIES,
     CostModel,
@@ -42,6 +43,7 @@ from photonics.collectives.cost import (
     shortest_paths,
     step_time_ms,
 )
+from photonics.collectives.multicast import merged_steps, tree_rounds
 from photonics.collectives.steps import Collective, CollectiveError
 from photonics.configuration import Configuration
 from photonics.errors import RoutingError
@@ -69,31 +71,14 @@ EXACT_LIMIT_S = 5.0
 TIE_MS = 1e-9
 
 
-@dataclass(frozen=True, eq=False)
-class CircuitSet:
-    """One configuration of the compiled schedule: its circuits (rank pairs) and figures."""
-
-    index: int
-    links: tuple[Pair, ...]
-    ports: tuple[tuple[int, int], ...]
-    configuration: Configuration
-    heater: np.ndarray
-    worst_loss_db: float
-    worst_margin_db: float
-
-    def to_dict(self, names: Sequence[str]) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"index": self.index, "links": [f"{names[a]}->{names[b]}" for a, b in self.links],
-                "worst_loss_db": self.worst_loss_db, "worst_margin_db": self.worst_margin_db}
-
-
 @dataclass(frozen=True)
 class Round:
     """One round as scheduled: its transfers, the configuration it ran on, and when.
 
     ``mode``: ``direct`` (its circuits were loaded), ``forward`` (it ran over another
-    configuration's circuits, ``paths`` says through whom) or ``reconfigure`` (the mesh
-    switched to ``config`` first, taking ``switch_ms``).
+    configuration's circuits, ``paths`` says through whom), ``multicast`` (it ran on a
+    configuration of multicast trees) or ``reconfigure`` (the mesh switched to ``config``
+    first, taking ``switch_ms``).
     """
 
     step: int
@@ -105,12 +90,15 @@ class Round:
     start_ms: float
     end_ms: float
     paths: dict[Pair, list[int]]
+    multicast: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         hops = max((len(p) - 1 for p in self.paths.values()), default=0)
         # JSON: a round that reconfigured runs direct on its new circuits; switch_ms > 0 says it switched
         mode = "direct" if self.mode == "reconfigure" else self.mode
+        if mode == "direct" and self.multicast:
+            mode = "multicast"
         return {"step": self.step + 1, "label": self.label, "config": self.config, "mode": mode,
                 "transfers": len(self.transfers), "max_hops": hops, "switch_ms": self.switch_ms,
                 "start_ms": self.start_ms, "end_ms": self.end_ms}
@@ -142,6 +130,11 @@ class CompiledCollective:
         """Time spent reconfiguring per run (ms)."""
         return sum(r.switch_ms for r in self.rounds)
 
+    @property
+    def multicast_rounds(self) -> int:
+        """Rounds per (steady-state) run that ran on multicast trees."""
+        return sum(1 for r in self.rounds if r.multicast)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the body of ``lumion collective --json``)."""
         names = self.ranks
@@ -151,6 +144,7 @@ class CompiledCollective:
                          "relock_ms": self.cost.relock_ms},
                 "completion_ms": self.completion_ms, "first_run_ms": self.first_run_ms,
                 "setup_ms": self.setup_ms, "switches": self.switches, "switch_ms": self.switch_ms,
+                "multicast_rounds": self.multicast_rounds,
                 "n_configurations": len(self.configs), "n_rounds": len(self.rounds),
                 "fixed_ms": {k: v for k, v in self.fixed_ms.items() if v is not None},
                 "configurations": [c.to_dict(names) for c in self.configs],
@@ -241,9 +235,6 @@ class _Router:
         return cs.index
 
 
-RoundSpec = tuple[int, str, dict[Pair, float], tuple[int, ...]]
-
-
 def _rounds(coll: Collective, fabric: Fabric, names: Sequence[str], router: _Router,
             size_bytes: float) -> list[RoundSpec]:
     """(step index, label, transfers, candidate configs) for every round, in order.
@@ -264,7 +255,8 @@ def _rounds(coll: Collective, fabric: Fabric, names: Sequence[str], router: _Rou
                 pairs = router.sets[cid].links
                 fill = router.filled(cid, tx, rx)
                 cands = tuple(dict.fromkeys((cid, *(() if fill is None else (fill,)), *ring)))
-                out.append((k, step.label, {p: step.chunks_on(*p) * chunk for p in pairs}, cands))
+                out.append((k, step.label, {p: step.chunks_on(*p) * chunk for p in pairs}, cands,
+                            step_chunks(step, pairs)))
     return out
 
 
@@ -316,12 +308,37 @@ def _offer(states: State, cid: int, rnd: Round, hist: list[Round]) -> None:
         states[cid] = (rnd.end_ms, [*hist, rnd])
 
 
+def tree_step_time_ms(transfers: Mapping[Pair, float], chunks: Chunks, trees: Sequence[Circuit],
+                      cost: CostModel) -> tuple[float, dict[Pair, list[int]]]:
+    """(time in ms, paths) of a round on a configuration of multicast trees.
+
+    A transfer ``a -> b`` runs on the tree whose source is ``a`` and which reaches ``b``
+    (``inf`` when none does: trees forward nothing through other ranks). A tree carries
+    each distinct chunk once, whichever of its destinations want it, so its load is its
+    distinct chunks' bytes; the round takes one ``alpha`` plus its busiest tree's load.
+    """
+    if not transfers:
+        return 0.0, {}
+    load: dict[int, dict[int, float]] = {}
+    for (a, b), n_bytes in transfers.items():
+        k = next((i for i, (src, dsts) in enumerate(trees) if src == a and b in dsts), None)
+        if k is None:
+            return math.inf, {}
+        per_chunk = n_bytes / max(len(chunks.get((a, b), ())), 1)
+        for c in chunks.get((a, b), frozenset({-1})):
+            load.setdefault(k, {})[c] = per_chunk
+    busiest = max(sum(v.values()) for v in load.values())
+    return cost.alpha_ms + cost.transfer_ms(busiest), {p: list(p) for p in transfers}
+
+
 def _dp(coll: Collective, rounds: list[RoundSpec], start: int,
-        n: int, sets: Sequence[CircuitSet], switch: _Switches, cost: CostModel) -> list[Round]:
+        n: int, sets: Sequence[CircuitSet], switch: _Switches, cost: CostModel,
+        tree_rounds: Mapping[int, list[RoundSpec]] | None = None) -> list[Round]:
     """The fastest keep/forward/reconfigure choice per step (see module docstring).
 
     A step runs either whole over the configuration loaded (directly or forwarded; its
-    transfers share the circuits), or as its rounds in turn, each kept or switched to.
+    transfers share the circuits), or as its rounds in turn, each kept or switched to,
+    or (``tree_rounds``, with multicast) as its multicast rounds in turn.
     """
     paths_of: dict[int, Any] = {}
 
@@ -330,24 +347,38 @@ def _dp(coll: Collective, rounds: list[RoundSpec], start: int,
             paths_of[cid] = shortest_paths(sets[cid].links, n) if cid != PARKED else {}
         return paths_of[cid]
 
+    def timed(cid: int, transfers: dict[Pair, float], chunks: Chunks) -> tuple[float, dict[Pair, list[int]]]:
+        if cid != PARKED and sets[cid].trees:
+            return tree_step_time_ms(transfers, chunks, sets[cid].trees, cost)
+        return step_time_ms(transfers, paths(cid), cost)
+
     def advance(states: State, k: int, label: str, transfers: dict[Pair, float],
-                cands: Sequence[int]) -> State:
+                cands: Sequence[int], chunks: Chunks) -> State:
         lag = _lag_start(coll, transfers)
         new: State = {}
         for cid, (t, hist) in states.items():
-            dt, used = step_time_ms(transfers, paths(cid), cost)
+            dt, used = timed(cid, transfers, chunks)
+            tree = cid != PARKED and bool(sets[cid].trees)
             if math.isfinite(dt):
                 s = max(t, lag)
                 mode = "direct" if all(len(p) == 2 for p in used.values()) else "forward"
-                _offer(new, cid, Round(k, label, transfers, cid, mode, 0.0, s, s + dt, used), hist)
+                _offer(new, cid, Round(k, label, transfers, cid, mode, 0.0, s, s + dt, used, tree), hist)
             for cand in cands:
                 if cand != cid:
                     sw = switch(cid, cand)
-                    dt, used = step_time_ms(transfers, paths(cand), cost)
+                    dt, used = timed(cand, transfers, chunks)
                     s = max(t + sw, lag)
-                    rnd = Round(k, label, transfers, cand, "reconfigure", sw, s, s + dt, used)
+                    rnd = Round(k, label, transfers, cand, "reconfigure", sw, s, s + dt, used,
+                                bool(sets[cand].trees))
                     _offer(new, cand, rnd, hist)
         return new
+
+    def in_turn(states: State, specs: list[RoundSpec], new: State) -> None:
+        sub = states
+        for _, label, transfers, cands, chunks in specs:
+            sub = advance(sub, specs[0][0], label, transfers, cands, chunks)
+        for cid, (_, hist) in sub.items():
+            _offer(new, cid, hist[-1], hist[:-1])
 
     states: State = {start: (0.0, [])}
     by_step: dict[int, list[RoundSpec]] = {}
@@ -355,15 +386,15 @@ def _dp(coll: Collective, rounds: list[RoundSpec], start: int,
         by_step.setdefault(spec[0], []).append(spec)
     for k, specs in by_step.items():
         whole: dict[Pair, float] = {}
-        for _, _, transfers, _ in specs:
+        whole_chunks: dict[Pair, frozenset[int]] = {}
+        for _, _, transfers, _, chunks in specs:
             for p, b in transfers.items():
                 whole[p] = whole.get(p, 0.0) + b
-        new = advance(states, k, specs[0][1], whole, ()) if len(specs) > 1 else {}
-        sub = states
-        for _, label, transfers, cands in specs:
-            sub = advance(sub, k, label, transfers, cands)
-        for cid, (_, hist) in sub.items():
-            _offer(new, cid, hist[-1], hist[:-1])
+                whole_chunks[p] = whole_chunks.get(p, frozenset()) | chunks.get(p, frozenset())
+        new = advance(states, k, specs[0][1], whole, (), whole_chunks) if len(specs) > 1 else {}
+        in_turn(states, specs, new)
+        if tree_rounds and k in tree_rounds:
+            in_turn(states, tree_rounds[k], new)
         states = new
     return min(states.values(), key=lambda v: v[0])[1]
 
@@ -391,11 +422,14 @@ def compile_collective(
     params: TBUParams | None = None,
     required_margin_db: float = 3.0,
     fixed_cost: CostModel | None = None,
+    multicast: bool = False,
 ) -> CompiledCollective:
     """Compile ``coll`` onto ``fabric`` with rank i on accelerator ``ranks[i]``.
 
     ``fixed_cost`` is the fixed topologies' own alpha-beta (e.g. an electrical switch's
-    latency and rate); the mesh's ``cost`` when omitted.
+    latency and rate); the mesh's ``cost`` when omitted. ``multicast``: a step that sends
+    one chunk from one rank to several may also run on multicast trees
+    (:mod:`photonics.collectives.multicast`); the DP uses them only where they are faster.
 
     Raises:
         CollectiveError: wrong number of ranks, an unknown accelerator, or a circuit that
@@ -412,12 +446,15 @@ def compile_collective(
         for name in ranks:
             fabric.accelerator(name)
         router = _Router(fabric, ranks, params, required_margin_db)
+        if multicast:
+            coll = merged_steps(coll)
         rounds = _rounds(coll, fabric, ranks, router, size_bytes)
+        trees = tree_rounds(coll, fabric, ranks, router, size_bytes) if multicast else {}
     except FabricError as exc:
         raise CollectiveError(str(exc)) from None
     switch = _Switches(fabric, router.sets, timing, cost)
-    first = _dp(coll, rounds, PARKED, coll.n_ranks, router.sets, switch, cost)
-    steady = _dp(coll, rounds, first[-1].config, coll.n_ranks, router.sets, switch, cost)
+    first = _dp(coll, rounds, PARKED, coll.n_ranks, router.sets, switch, cost, trees)
+    steady = _dp(coll, rounds, first[-1].config, coll.n_ranks, router.sets, switch, cost, trees)
     fixed: dict[str, float | None] = {}
     for topo in FIXED_TOPOLOGIES:
         try:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from photonics.budget import Transceiver
 from photonics.collectives.steps import CollectiveError
 from photonics.errors import MeshSpecError
-from photonics.fabric import Accelerator, Fabric, default_fabric, make_fabric
+from photonics.fabric import DEFAULT_TRANSCEIVER, Accelerator, Fabric, default_fabric, make_fabric
 from photonics.topology import mesh_from_spec
 
 # Each accelerator takes two neighbouring ports (RX on the first, TX on the next, the
@@ -12,8 +13,11 @@ from photonics.topology import mesh_from_spec
 PORTS_PER_ACCELERATOR = 2
 
 
-def slot_fabric(mesh_spec: str, n_workers: int, n_spares: int = 0) -> Fabric:
+def slot_fabric(mesh_spec: str, n_workers: int, n_spares: int = 0,
+                transceiver: Transceiver | str = DEFAULT_TRANSCEIVER) -> Fabric:
     """``n_workers`` accelerators and ``n_spares`` spares on the mesh ``mesh_spec``.
+
+    ``transceiver``: the lane declared on every bound port (default ``dwdm-10g-zr``).
 
     ``smartlight`` with at most 8 workers and 2 spares is the default fabric (workers
     gpu0.., spares spare0..); any other mesh gets slots spread evenly around its edge,
@@ -26,7 +30,8 @@ def slot_fabric(mesh_spec: str, n_workers: int, n_spares: int = 0) -> Fabric:
         fab = default_fabric()
         keep = set(fab.workers[:n_workers]) | set(fab.spares[:n_spares])
         accs = [a for a in fab.accelerators if a.name in keep]
-        return make_fabric(fab.mesh, accs, mesh_spec="smartlight", name=f"smartlight-{n_workers}+{n_spares}")
+        return make_fabric(fab.mesh, accs, transceiver, mesh_spec="smartlight",
+                           name=f"smartlight-{n_workers}+{n_spares}")
     try:
         mesh = mesh_from_spec(mesh_spec)
     except MeshSpecError as exc:
@@ -40,7 +45,8 @@ def slot_fabric(mesh_spec: str, n_workers: int, n_spares: int = 0) -> Fabric:
     for j, name in enumerate(names):
         base = (j * mesh.n_ports) // s
         accs.append(Accelerator(name, (base + 1,), (base,), name.startswith("spare")))
-    return make_fabric(mesh, accs, mesh_spec=mesh_spec, name=f"{mesh_spec}-{n_workers}+{n_spares}")
+    return make_fabric(mesh, accs, transceiver, mesh_spec=mesh_spec,
+                       name=f"{mesh_spec}-{n_workers}+{n_spares}")
 
 
 def _slot_names(n_workers: int, n_spares: int) -> list[str]:

@@ -11,6 +11,9 @@ The simulator is the correctness check of every schedule (algorithms, step files
   block arriving at its destination counts as a delivery (exactly one per block);
   forwarding through other ranks is allowed. With ``combine`` a rank makes the combine
   block ``N*N + s*N + d`` when the dispatch block ``s*N + d`` reaches it (``d`` itself).
+* broadcast and allgather: a rank holds a set of chunks (the root all of them; in an
+  allgather each rank its own slice); a send needs the sender to hold the chunk and must
+  be a ``copy``. Done when every rank holds every chunk.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ def simulate(coll: Collective, *, strict: bool = True) -> Outcome:
     With ``strict`` an incomplete result raises too (the message names the first rank
     and chunk short of its goal).
     """
-    out = _allreduce(coll) if coll.kind == "allreduce" else _alltoall(coll)
+    run = {"allreduce": _allreduce, "alltoall": _alltoall}.get(coll.kind, _gather)
+    out = run(coll)
     if strict and not out.complete:
         raise CollectiveError(f"{coll.name}: the schedule does not complete the {coll.kind}: {out.missing}")
     return out
@@ -113,3 +117,29 @@ def _alltoall(coll: Collective) -> Outcome:
             break
     return Outcome(tuple(frozenset(h) for h in held), dict(delivered), not missing, missing)
 
+
+
+def _gather(coll: Collective) -> Outcome:
+    """Broadcast (from rank 0) and allgather: copies of chunks, every rank to hold all."""
+    n, c = coll.n_ranks, coll.n_chunks
+    if coll.kind == "broadcast":
+        held = [set(range(c)) if r == 0 else set() for r in range(n)]
+    else:
+        held = [{k for k in range(c) if k * n // c == r} for r in range(n)]
+    for k, step in enumerate(coll.steps):
+        before = [set(h) for h in held]
+        for s in step.sends:
+            if s.op != "copy":
+                raise CollectiveError(f"{coll.name} step {k + 1}: a {coll.kind} only copies chunks; "
+                                      f"rank {s.src} sends chunk {s.chunk} as {s.op!r}")
+            if s.chunk not in before[s.src]:
+                raise CollectiveError(f"{coll.name} step {k + 1}: rank {s.src} sends chunk {s.chunk}, "
+                                      "which it does not hold")
+            held[s.dst].add(s.chunk)
+    missing = ""
+    for r in range(n):
+        lack = sorted(set(range(c)) - held[r])
+        if lack:
+            missing = f"rank {r} lacks chunk(s) {lack[:8]}"
+            break
+    return Outcome(tuple(frozenset(h) for h in held), {}, not missing, missing)

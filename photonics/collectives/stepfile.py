@@ -89,7 +89,7 @@ def parse_steps(data: Any, source: str = "step file") -> Collective:
     combine = data.get("combine", False)
     if not isinstance(combine, bool) or (combine and kind != "alltoall"):
         raise CollectiveError(f"{source}: combine is true or false, and only for an alltoall")
-    if kind == "allreduce":
+    if kind != "alltoall":
         chunks = _int(data.get("chunks"), "chunks", source, 1)
     else:
         chunks = (2 if combine else 1) * n * n
@@ -100,8 +100,8 @@ def parse_steps(data: Any, source: str = "step file") -> Collective:
         raise CollectiveError(f"{source}: give at least one step ([[step]] in TOML, \"step\": [...] in JSON)")
     steps = tuple(_step(s, k, n, chunks, source) for k, s in enumerate(raw))
     name = data.get("name", Path(source).stem)
-    coll = Collective(str(name), kind, n, chunks, steps, combine)
     try:
+        coll = Collective(str(name), kind, n, chunks, steps, combine)
         simulate(coll)  # refuse a schedule that does not complete (one line: which rank lacks what)
     except CollectiveError as exc:
         raise CollectiveError(f"{source}: {exc}") from None

@@ -11,6 +11,11 @@ run at the same time. Every collective cuts its data into numbered chunks:
   s's data for rank d (dispatch); with ``combine`` the expert outputs travel back: block
   ``N*N + s * N + d`` is made at rank d from the dispatch block ``s * N + d`` once that has
   arrived, and must reach rank s.
+* ``broadcast``: rank 0 (the root) holds a buffer of ``size`` bytes in ``n_chunks``
+  chunks; every rank must end holding every chunk (``copy`` sends only).
+* ``allgather``: the buffer of ``size`` bytes every rank ends with is ``n_chunks`` chunks,
+  a multiple of ``n_ranks``; chunk ``c`` starts at rank ``c * n_ranks // n_chunks`` (each
+  rank's own slice) and every rank must end holding every chunk (``copy`` sends only).
 
 Sends carry whole chunks (a send of several chunks between one pair in one step is
 several :class:`Send`). A rank may appear in several sends of one step: the compiler
@@ -24,7 +29,7 @@ from typing import Any
 
 from photonics.errors import LumionError
 
-KINDS = ("allreduce", "alltoall")
+KINDS = ("allreduce", "alltoall", "broadcast", "allgather")
 OPS = ("reduce", "copy")
 
 
@@ -65,7 +70,7 @@ class Collective:
 
     Attributes:
         name: algorithm label (``ring``, ``tree``, ``halving-doubling``, ...).
-        kind: ``allreduce`` or ``alltoall``.
+        kind: ``allreduce``, ``alltoall``, ``broadcast`` (from rank 0) or ``allgather``.
         n_ranks: number of ranks.
         n_chunks: chunks per buffer (allreduce) or blocks in all (alltoall: N*N, or
             2*N*N with ``combine``).
@@ -90,15 +95,18 @@ class Collective:
             raise CollectiveError(f"a collective needs at least 2 ranks, not {self.n_ranks}")
         if self.n_chunks < 1:
             raise CollectiveError(f"a collective needs at least 1 chunk, not {self.n_chunks}")
+        if self.kind == "allgather" and self.n_chunks % self.n_ranks:
+            raise CollectiveError(f"an allgather's chunks must be a multiple of its {self.n_ranks} ranks "
+                                  f"(each rank starts with an equal slice), not {self.n_chunks}")
         for k, step in enumerate(self.steps):
             for s in step.sends:
                 check_send(s, self.n_ranks, self.n_chunks, f"step {k + 1}")
 
     def chunk_bytes(self, size_bytes: float) -> float:
         """Bytes of one chunk when each rank's buffer is ``size_bytes``."""
-        if self.kind == "allreduce":
-            return size_bytes / self.n_chunks
-        return size_bytes / self.n_ranks
+        if self.kind == "alltoall":
+            return size_bytes / self.n_ranks
+        return size_bytes / self.n_chunks
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (not the steps)."""

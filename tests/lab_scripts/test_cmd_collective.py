@@ -74,3 +74,26 @@ def test_straggler_says_when_the_plain_ring_is_faster(capsys):
     assert "(plain ring is faster at this lag)" in capsys.readouterr().out
     assert main([*base, "--lag-ms", "100"]) == 0
     assert "(straggler-aware is faster at this lag)" in capsys.readouterr().out
+
+
+def test_multicast_broadcast_reports_trees_and_the_point_to_point_schedules(capsys):
+    code, d = run_json(capsys, ["collective", "--pattern", "broadcast-flat", "--accelerators", "4",
+                                "--size-mb", "64", "--multicast"])
+    assert code == 0
+    assert d["multicast_rounds"] == 1
+    assert any("trees" in c for c in d["configurations"])
+    schedules = {"broadcast-flat (point to point)", "broadcast-chain", "broadcast-tree"}
+    assert set(d["point_to_point_ms"]) == schedules
+    assert d["speedup_vs_point_to_point"] == min(d["point_to_point_ms"].values()) / d["completion_ms"]
+    assert d["speedup_vs_point_to_point"] > 1.0
+    assert main(["collective", "--pattern", "broadcast-flat", "--accelerators", "4", "--multicast"]) == 0
+    out = capsys.readouterr().out
+    assert "multicast: 1 of 1 round(s) ran on trees (widest tree routed: 1 to 3)" in out
+
+
+def test_unknown_transceiver_is_one_line(capsys):
+    code = main(["collective", "--pattern", "ring", "--accelerators", "4", "--transceiver", "nope"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1
+    assert "dwdm-10g-zr" in err[0]
