@@ -1,0 +1,265 @@
+"""Exact derivatives of the port-to-port matrix with respect to every heater phase.
+
+The mesh's waves obey ``(I - L S) a = E x`` and the mesh ports see ``y = E^T S a``
+(:mod:`photonics.circuit`). With ``F = (I - L S)^-1 E`` (column ``q``: the waves entering
+every TBU port when port ``q`` is lit), a change of the TBUs' scattering changes the port
+matrix by
+
+    dY = E^T (I - S L)^-1 dS (I - L S)^-1 E = F^T dS F
+
+because ``S`` and ``L`` are symmetric (the circuit is reciprocal): the adjoint of lighting
+output ``p`` is lighting ``p`` itself. A TBU's ``S_t = [[0, T^T], [T, 0]]``, so
+
+    dY[p, q] / dT_t[i, j] = F_p[t, 2+i] F_q[t, j] + F_p[t, j] F_q[t, 2+i]
+
+and ``dT/dphi`` is the TBU's own matrix with one arm factor differentiated (``j scale``
+times the arm). The waves ``F`` come from the merge itself: the nested-dissection merge
+(:mod:`photonics.circuit_merge`) keeps each merge's elimination ``W`` (waves entering A on
+the cut per wave entering the merged node), and one pass from the root down hands every
+sub-network the waves entering its ports, to the four waves entering each TBU
+(:mod:`photonics.circuit_gradient_kernels`). No finite differences anywhere.
+
+Two uses:
+
+* :func:`jacobian`: ``dY/dphi`` for every heater, output and input port (and
+  :func:`power_jacobian` for ``d|Y|^2/dphi``), batched over states and wavelengths: it
+  needs the waves for the inputs and for the outputs.
+* :func:`value_and_grad`: a real objective of ``Y`` and its gradient over every heater, a
+  reverse (adjoint) pass: with ``dL = Re sum G[p, q] dY[p, q]`` the objective's cotangent
+  ``G``, one pass lights the inputs and one lights the outputs weighted by ``G``'s
+  columns, whatever the number of heaters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from photonics.circuit import _run_chunked, arm_transfers, tbu_transfers, transfer_constants
+from photonics.circuit_merge import MergePlan, merge_plan
+from photonics.errors import StateError
+from photonics.physics import TBUParams, nominal_params
+from photonics.state import MeshState
+from photonics.topology import Mesh
+
+_CHUNK = 8  # (state, wavelength) blocks per kernel call: keeps each worker's arenas small
+
+
+@dataclass(frozen=True)
+class GradientPlan:
+    """Where the gradient kernels keep each merge's ``W`` and each node's waves."""
+
+    merge: MergePlan
+    w_offs: np.ndarray  # (n_merges,) offset of each merge's W (k x ne)
+    w_size: int
+    g_size: int  # scratch of the largest merge
+    f_offs: np.ndarray  # (n_merges, 3) per-excitation field offsets of node, A, B
+    leaf_off: np.ndarray  # (n_tbus,) per-excitation field offset of every TBU
+    f_size: int  # field entries per excitation
+    root_slot: np.ndarray  # (n_ports,) row of mesh port n in the root's matrix
+
+
+_GPLANS: dict[int, tuple[Mesh, GradientPlan]] = {}
+
+
+def gradient_plan(mesh: Mesh) -> GradientPlan:
+    """The cached :class:`GradientPlan` of ``mesh`` (every generated mesh has a merge plan)."""
+    hit = _GPLANS.get(id(mesh))
+    if hit is not None and hit[0] is mesh:
+        return hit[1]
+    plan = merge_plan(mesh)
+    if plan is None:
+        raise StateError("this mesh has no merge plan (a TBU looped onto itself): no gradient")
+    k, ea, eb = (plan.merges[:, c] for c in (5, 6, 7))
+    ne = ea + eb
+    w_sizes = k * ne
+    w_offs = np.concatenate([[0], np.cumsum(w_sizes)[:-1]]).astype(np.int64)
+    sizes = np.array([len(p) for p in plan.node_ports], dtype=np.int64)
+    node_f = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)  # times m at run time
+    off_node = {int(o): i for i, o in enumerate(plan.node_off)}
+    merge_nodes = np.flatnonzero(plan.node_merge >= 0)
+    f_offs = np.zeros((plan.n_merges, 3), dtype=np.int64)
+    for nd in merge_nodes:
+        row = plan.merges[plan.node_merge[nd]]
+        a, b = off_node[int(row[1])], off_node[int(row[3])]
+        f_offs[plan.node_merge[nd]] = (node_f[nd], node_f[a], node_f[b])
+    root_ports = plan.node_ports[-1]
+    slot = {int(g): i for i, g in enumerate(root_ports)}
+    gp = GradientPlan(
+        merge=plan, w_offs=w_offs, w_size=int(w_sizes.sum()),
+        g_size=int(np.max(k * (k + ne) + k * k + k * eb)) if len(k) else 1,
+        f_offs=f_offs, leaf_off=node_f[plan.leaf_node], f_size=int(sizes.sum()),
+        root_slot=np.array([slot[int(g)] for g in mesh.port_tbu_ports], dtype=np.int64))
+    _GPLANS[id(mesh)] = (mesh, gp)
+    return gp
+
+
+def _kernels():
+    from photonics import circuit_gradient_kernels  # numba: loaded on first use only
+
+    return circuit_gradient_kernels
+
+
+@dataclass(frozen=True, eq=False)
+class Solved:
+    """A batch solved with every merge kept: what the derivatives are read from.
+
+    Attributes:
+        Y: port matrices (n_states, n_wl, n_ports, n_ports), as :func:`photonics.circuit.solve`.
+        dT: ``dT/dphi`` (n_states, n_wl, n_tbus, 2 [top, bot], 4 [T00, T01, T10, T11]).
+    """
+
+    plan: GradientPlan
+    Y: np.ndarray
+    dT: np.ndarray  # noqa: N815 (the matrix is T, as in photonics.circuit)
+    arena: np.ndarray
+    w: np.ndarray
+    t_link: np.ndarray
+
+    def fields(self, x: np.ndarray) -> np.ndarray:
+        """Waves entering every TBU port, (B, n_tbus, 4, m), for mesh-port excitations
+        ``x`` (B, n_ports, m) (``B`` = states x wavelengths, state-major).
+        """
+        gp, k = self.plan, _kernels()
+        batch, m = x.shape[0], x.shape[2]
+        root_x = np.zeros((batch, len(gp.root_slot), m), dtype=complex)
+        root_x[:, gp.root_slot] = x
+        out = np.empty((batch, gp.merge.n_tbus, 4, m), dtype=complex)
+
+        def run(c: slice) -> None:
+            k.field_blocks(self.arena[c], self.w[c], gp.merge.merges, gp.merge.pool, self.t_link,
+                           gp.w_offs, gp.f_offs * m, root_x[c], gp.leaf_off * m,
+                           np.empty(gp.f_size * m, dtype=complex), out[c])
+
+        _run_chunked(run, batch, _CHUNK)
+        return out
+
+
+def solve_kept(mesh: Mesh, state: MeshState, wavelengths_nm: np.ndarray | float = 1550.0,
+               params: TBUParams | None = None) -> Solved:
+    """Solve every (state, wavelength) block keeping what the derivatives need."""
+    params = params or nominal_params(mesh.n_tbus, mesh.n_links)
+    wl = np.atleast_1d(np.asarray(wavelengths_nm, dtype=float))
+    if wl.ndim != 1 or (wl <= 0).any():
+        raise StateError("wavelengths must be a 1-D array of positive numbers (nm)")
+    gp = gradient_plan(mesh)
+    T = tbu_transfers(params, state, wl)  # (S, W, n, 2, 2)
+    n_states, n_wl, n = T.shape[:3]
+    batch = n_states * n_wl
+    T = np.ascontiguousarray(T.reshape(batch, n, 4))
+    t_link = np.ascontiguousarray(10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase),
+                                  dtype=complex)
+    arena = np.empty((batch, gp.merge.size), dtype=complex)
+    w = np.empty((batch, max(gp.w_size, 1)), dtype=complex)
+    k = _kernels()
+
+    def run(c: slice) -> None:
+        k.forward_blocks(T[c], t_link, gp.merge.merges, gp.merge.pool, gp.w_offs, arena[c], w[c],
+                         np.empty(gp.g_size, dtype=complex))
+
+    _run_chunked(run, batch, _CHUNK)
+    Y = arena[:, gp.merge.out_idx].reshape(n_states, n_wl, mesh.n_ports, mesh.n_ports)
+    if not np.isfinite(Y).all():
+        raise StateError("the circuit is singular at this state (a lossless loop on resonance): "
+                         "no derivative; add loss or detune a loop")
+    return Solved(gp, Y, _transfer_derivatives(params, state, wl), arena, w, t_link)
+
+
+def _transfer_derivatives(params: TBUParams, state: MeshState, wl: np.ndarray) -> np.ndarray:
+    """``dT/dphi_top`` and ``dT/dphi_bot`` of every TBU, (S, W, n, 2, 4)."""
+    k = transfer_constants(params, wl)
+    phases = state.batched
+    scale = k.scale[None, :, None]
+    top = k.amp_top * np.exp(1j * (phases[:, None, :, 0] * scale + k.c_top))
+    bot = k.amp_bot * np.exp(1j * (phases[:, None, :, 1] * scale + k.c_bot))
+    zero = np.zeros_like(top)
+    d_top = arm_transfers(1j * scale * top, zero, k)
+    d_bot = arm_transfers(zero, 1j * scale * bot, k)
+    return np.stack([d_top, d_bot], axis=3).reshape(*top.shape, 2, 4)
+
+
+def _unit(n_ports: int, batch: int, ports: np.ndarray) -> np.ndarray:
+    x = np.zeros((batch, n_ports, len(ports)), dtype=complex)
+    x[:, ports, np.arange(len(ports))] = 1.0
+    return x
+
+
+def _ports(ports: list[int] | np.ndarray | None, n: int) -> np.ndarray:
+    p = np.arange(n) if ports is None else np.asarray(ports, dtype=np.int64)
+    if p.ndim != 1 or (p.size and (p.min() < 0 or p.max() >= n)):
+        raise StateError(f"ports must be indices 0..{n - 1}")
+    return p
+
+
+def jacobian(mesh: Mesh, state: MeshState, wavelengths_nm: np.ndarray | float = 1550.0,
+             params: TBUParams | None = None, inputs: list[int] | np.ndarray | None = None,
+             outputs: list[int] | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Port matrix and its derivative with respect to every heater phase (rad).
+
+    Returns:
+        ``(Y, dY)``: ``Y`` (n_states, n_wl, n_out, n_in) as :func:`photonics.circuit.solve`
+        restricted to ``outputs`` x ``inputs`` (all ports when omitted), and ``dY``
+        (n_states, n_wl, n_tbus, 2, n_out, n_in): ``dY[..., t, 0, p, q]`` is
+        ``dY[p, q] / dphi_top(t)``, ``[..., t, 1, ...]`` the bottom heater's.
+    """
+    solved = solve_kept(mesh, state, wavelengths_nm, params)
+    ins, outs = _ports(inputs, mesh.n_ports), _ports(outputs, mesh.n_ports)
+    n_states, n_wl = solved.Y.shape[:2]
+    batch = n_states * n_wl
+    f = solved.fields(_unit(mesh.n_ports, batch, np.concatenate([ins, outs])))
+    fi, fo = f[..., : len(ins)], f[..., len(ins):]
+    d = solved.dT.reshape(batch, mesh.n_tbus, 2, 2, 2)  # (B, n, heater, i, j)
+    # dY[p, q] = sum_ij dT[i, j] (Fo[2+i, p] Fi[j, q] + Fo[j, p] Fi[2+i, q])
+    dy = (np.einsum("btip,bthij,btjq->bthpq", fo[:, :, 2:], d, fi[:, :, :2], optimize=True)
+          + np.einsum("btjp,bthij,btiq->bthpq", fo[:, :, :2], d, fi[:, :, 2:], optimize=True))
+    Y = solved.Y[:, :, outs][:, :, :, ins]
+    return Y, dy.reshape(n_states, n_wl, mesh.n_tbus, 2, len(outs), len(ins))
+
+
+def power_jacobian(mesh: Mesh, state: MeshState, wavelengths_nm: np.ndarray | float = 1550.0,
+                   params: TBUParams | None = None, inputs: list[int] | np.ndarray | None = None,
+                   outputs: list[int] | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Port powers ``|Y|^2`` and their derivatives (1/rad), shapes as :func:`jacobian`."""
+    Y, dY = jacobian(mesh, state, wavelengths_nm, params, inputs, outputs)
+    return np.abs(Y) ** 2, 2 * np.real(np.conj(Y)[:, :, None, None] * dY)
+
+
+Objective = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``f(Y) -> (L, G)``: ``Y`` (n_states, n_wl, n_out, n_in), ``L`` (n_states,) real and ``G``
+shaped like ``Y`` with ``dL = Re sum G dY`` (for ``|Y|^2`` terms, ``G = 2 w conj(Y)``)."""
+
+
+def value_and_grad(mesh: Mesh, state: MeshState, objective: Objective,
+                   wavelengths_nm: np.ndarray | float = 1550.0, params: TBUParams | None = None,
+                   inputs: list[int] | np.ndarray | None = None,
+                   outputs: list[int] | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A real objective of the port matrix and its gradient over every heater phase.
+
+    One forward solve, then one downward pass that lights the ``inputs`` and the
+    ``outputs`` weighted by the objective's cotangent (reverse mode: the cost does not grow
+    with the number of heaters).
+
+    Returns:
+        ``(L, grad)``: ``L`` (n_states,) and ``grad`` (n_states, n_tbus, 2) in 1/rad
+        (``[..., 0]`` top heaters, ``[..., 1]`` bottom), summed over wavelengths through
+        ``objective``.
+    """
+    solved = solve_kept(mesh, state, wavelengths_nm, params)
+    ins, outs = _ports(inputs, mesh.n_ports), _ports(outputs, mesh.n_ports)
+    Y = solved.Y[:, :, outs][:, :, :, ins]
+    loss, G = objective(Y)
+    n_states, n_wl = Y.shape[:2]
+    batch = n_states * n_wl
+    x = np.zeros((batch, mesh.n_ports, 2 * len(ins)), dtype=complex)
+    x[:, ins, np.arange(len(ins))] = 1.0
+    x[:, outs, len(ins):] = np.asarray(G, dtype=complex).reshape(batch, len(outs), len(ins))
+    f = solved.fields(x)
+    fi, fa = f[..., : len(ins)], f[..., len(ins):]
+    # Z[i, j] = dL / dT[i, j] = sum_q Fa[2+i, q] Fi[j, q] + Fa[j, q] Fi[2+i, q]
+    z = (np.einsum("btiq,btjq->btij", fa[:, :, 2:], fi[:, :, :2])
+         + np.einsum("btjq,btiq->btij", fa[:, :, :2], fi[:, :, 2:]))
+    d = solved.dT.reshape(batch, mesh.n_tbus, 2, 4)
+    g = np.real(np.einsum("bthe,bte->bth", d, z.reshape(batch, mesh.n_tbus, 4)))
+    return np.asarray(loss, dtype=float), g.reshape(n_states, n_wl, mesh.n_tbus, 2).sum(axis=1)

@@ -1,0 +1,99 @@
+"""Exact heater-phase derivatives of the port matrix, against central differences."""
+
+import numpy as np
+import pytest
+
+from photonics.circuit import solve
+from photonics.circuit_gradient import jacobian, power_jacobian, solve_kept, value_and_grad
+from photonics.physics import fabricated_params
+from photonics.state import MeshState
+from photonics.topology import hexagonal, square, triangular
+
+STEP = 1e-5  # rad: central-difference truncation ~STEP^2, round-off ~1e-16 / STEP, both << 1e-7
+REL = 1e-7  # the brief's agreement: relative to the largest derivative
+
+
+def _chip(mesh, seed):
+    rng = np.random.default_rng(seed)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    return params, MeshState.random(mesh, rng, n_states=2)
+
+
+def _shifted(state: MeshState, tbu: int, arm: int, h: float) -> MeshState:
+    top, bot = state.phi_top.copy(), state.phi_bot.copy()
+    (top if arm == 0 else bot)[:, tbu] += h
+    return MeshState(top, bot)
+
+
+@pytest.mark.parametrize("mesh", [hexagonal(1, 2), square(2, 2), triangular(1, 3)],
+                         ids=["hex1x2", "square2x2", "tri1x3"])
+def test_jacobian_equals_central_differences_for_every_heater(mesh):
+    params, state = _chip(mesh, 7)
+    wl = np.array([1535.0, 1550.0, 1562.0])
+    ins, outs = [0, 3], [1, 2, mesh.n_ports - 1]
+    Y, dY = jacobian(mesh, state, wl, params, inputs=ins, outputs=outs)
+    assert dY.shape == (2, 3, mesh.n_tbus, 2, 3, 2)
+    np.testing.assert_allclose(Y, solve(mesh, state, wl, params, inputs=ins)[:, :, outs], atol=1e-13)
+    fd = np.empty_like(dY)
+    for t in range(mesh.n_tbus):
+        for arm in (0, 1):
+            hi = solve(mesh, _shifted(state, t, arm, STEP), wl, params, inputs=ins)[:, :, outs]
+            lo = solve(mesh, _shifted(state, t, arm, -STEP), wl, params, inputs=ins)[:, :, outs]
+            fd[:, :, t, arm] = (hi - lo) / (2 * STEP)
+    assert np.abs(fd - dY).max() <= REL * np.abs(dY).max()
+    assert np.abs(dY).max() > 0.1  # a real derivative was compared, not zeros
+
+
+def test_kept_solve_equals_the_production_solve_on_a_large_mesh():
+    mesh = hexagonal(3, 6)
+    params, state = _chip(mesh, 3)
+    wl = np.linspace(1530, 1565, 9)
+    np.testing.assert_allclose(solve_kept(mesh, state, wl, params).Y, solve(mesh, state, wl, params),
+                               atol=1e-12)
+
+
+def test_power_jacobian_equals_central_differences():
+    mesh = square(2, 3)
+    params, state = _chip(mesh, 11)
+    wl = np.array([1550.0, 1556.0])
+    P, dP = power_jacobian(mesh, state, wl, params, inputs=[1])
+    for t in (0, 5, mesh.n_tbus - 1):
+        for arm in (0, 1):
+            hi = np.abs(solve(mesh, _shifted(state, t, arm, STEP), wl, params, inputs=[1])) ** 2
+            lo = np.abs(solve(mesh, _shifted(state, t, arm, -STEP), wl, params, inputs=[1])) ** 2
+            fd = (hi - lo) / (2 * STEP)
+            assert np.abs(fd - dP[:, :, t, arm]).max() <= REL * np.abs(dP).max()
+    np.testing.assert_allclose(P, np.abs(solve(mesh, state, wl, params, inputs=[1])) ** 2, atol=1e-13)
+
+
+def _weighted_power(Y):
+    """A real objective of the port matrix: weighted port powers, summed over wavelengths."""
+    w = np.linspace(0.2, 1.0, Y.shape[-2])[:, None] * np.linspace(1.0, 0.5, Y.shape[-1])[None, :]
+    return (w * np.abs(Y) ** 2).sum(axis=(1, 2, 3)), 2 * w * np.conj(Y)
+
+
+def _fidelity(Y):
+    """A phase-sensitive objective: |Tr(U^H Y)|^2 against a fixed complex matrix U."""
+    U = np.exp(1j * np.arange(Y.shape[-2] * Y.shape[-1]).reshape(Y.shape[-2:]))
+    tr = np.einsum("pq,swpq->sw", np.conj(U), Y)
+    G = 2 * np.conj(tr)[..., None, None] * np.conj(U)
+    return (np.abs(tr) ** 2).sum(axis=1), G
+
+
+@pytest.mark.parametrize("objective", [_weighted_power, _fidelity])
+def test_value_and_grad_equals_central_differences_of_the_objective(objective):
+    mesh = hexagonal(2, 2)
+    params, state = _chip(mesh, 5)
+    wl = np.array([1545.0, 1550.0, 1555.0])
+    ins, outs = [0, 2, 4], [5, 7, 9]
+    loss, grad = value_and_grad(mesh, state, objective, wl, params, inputs=ins, outputs=outs)
+    assert grad.shape == (2, mesh.n_tbus, 2)
+    fd = np.empty_like(grad)
+    for t in range(mesh.n_tbus):
+        for arm in (0, 1):
+            hi = value_and_grad(mesh, _shifted(state, t, arm, STEP), objective, wl, params, ins, outs)[0]
+            lo = value_and_grad(mesh, _shifted(state, t, arm, -STEP), objective, wl, params, ins, outs)[0]
+            fd[:, t, arm] = (hi - lo) / (2 * STEP)
+    assert np.abs(fd - grad).max() <= REL * np.abs(grad).max()
+    Y = solve(mesh, state, wl, params, inputs=ins)[:, :, outs]
+    np.testing.assert_allclose(loss, objective(Y)[0], rtol=1e-12)
