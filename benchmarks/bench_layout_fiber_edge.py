@@ -8,7 +8,7 @@ hex:5x5, smartlight and hex:9x9, in both edge modes (``grating-edge``, ``edge-co
 :func:`layouts.wiring.fan_out`). hex:9x9 is refused with the default 60/80 µm pads and
 is drawn again with 40 µm pads at a 50 µm pitch. Each layout is built with gdsfactory's
 "Routing failed" warning raised as an error and checked with
-:func:`layouts.fiber_edge.check_edge_io` (no error markers, one column at 127 µm west of
+:func:`layouts.edge_check.check_edge_io` (no error markers, one column at 127 µm west of
 everything, no overlapping waveguide paths, optical LVS), the electrical LVS
 (:func:`layouts.electrical_lvs.heater_lvs`: every heater on its channel's pad, one
 return net) and the merged-metal check (:func:`layouts.checks.wiring_report`: every
@@ -36,8 +36,8 @@ SMALL_PADS = {"pad_size": 40.0, "pad_pitch": 50.0}
 
 def run(mesh: str, mode: str, check: bool, **params: float) -> dict[str, object]:
     """Build one layout (and check it); the row of the table."""
+    from layouts.edge_check import check_edge_io
     from layouts.errors import LayoutError
-    from layouts.fiber_edge import check_edge_io
     from layouts.mesh_cell import mesh_cell
 
     row: dict[str, object] = {"mesh": mesh, "mode": mode, "params": params}

@@ -12,6 +12,7 @@ from typing import Any
 
 from layouts.electrical_lvs import optical_netlist
 from layouts.errors import require_gdsfactory
+from layouts.names import instance_name
 from layouts.pdk import layer
 from photonics.topology import PORT_LABELS, Mesh
 
@@ -88,7 +89,6 @@ def netlist_connectivity(component: Any) -> tuple[set[frozenset[str]], dict[str,
 
 def expected_connectivity(mesh: Mesh) -> tuple[set[frozenset[str]], dict[str, str]]:
     """What :func:`netlist_connectivity` must return for ``mesh``."""
-    from layouts.mesh_cell import instance_name
 
     def name(g: int) -> str:
         return f"{instance_name(mesh.tbu_names[g // 4])},{PORT_LABELS[g % 4]}"

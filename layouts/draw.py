@@ -7,6 +7,7 @@ from typing import Any
 
 from layouts.errors import LayoutError, require_gdsfactory
 from layouts.geometry import Placement
+from layouts.names import PadInfo
 from layouts.params import LayoutParams
 from layouts.pdk import GRID_UM, grid_steps, layer, snap
 from layouts.wiring import PadPlan, Wire
@@ -174,14 +175,12 @@ def ground(c: Any, grounds: list[tuple[float, float, int]], levels: tuple[list[f
 
 
 def pads(c: Any, mesh: Mesh, wires: list[Wire], plan: PadPlan, p: LayoutParams,
-         layer_map: dict[str, str] | None = None) -> list[Any]:
+         layer_map: dict[str, str] | None = None) -> list[PadInfo]:
     """Bond pads with a pad opening and a text label; returns the pad map rows.
 
     Rows are the signal pads by channel, then the ground pads. The pad opening (the
     passivation window a bond wire lands in) is ``p.pad_opening_inset`` inside the metal.
     """
-    from layouts.mesh_cell import PadInfo
-
     gf = require_gdsfactory()
     text = layer("text", layer_map)
     pad = gf.get_component("pad", size=(p.pad_size, p.pad_size), layer=layer("pad", layer_map),

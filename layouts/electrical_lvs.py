@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layouts.errors import require_gdsfactory
+from layouts.names import instance_name
 from photonics.topology import Mesh, mesh_from_spec
 
 METAL_PORT_TYPES = frozenset({"electrical", "pad"})  # gdsfactory's port types of metal (pads: "pad")
@@ -166,8 +167,6 @@ def heater_lvs(component: Any, mesh: Mesh | str) -> HeaterLvsReport:
             ``info["pads"]`` is the pad map it writes.
         mesh: the model mesh (or its spec) whose heaters the driver drives.
     """
-    from layouts.mesh_cell import instance_name
-
     model = mesh_from_spec(mesh) if isinstance(mesh, str) else mesh
     nets = electrical_nets(component)
     net_of = {name: net for net in nets for name in net}

@@ -25,8 +25,8 @@ river router then loops the waveguide round into its neighbours: the routing
 collisions hex:2x2 (a 16.3 µm jog) and hex:4x3 had with a centred column. The fan-out
 needs far less horizontal room than the column leaves (gdsfactory's ``get_min_spacing``:
 71-251 µm against 447-1,487 µm from hex:1x1 to hex:6x9). Any routing failure is a
-one-line :class:`~layouts.errors.LayoutError`, never a warning and error-layer polygons.
-Lengths in µm.
+one-line :class:`~layouts.errors.LayoutError`, never a warning and error-layer polygons;
+:func:`layouts.edge_check.check_edge_io` checks a drawn edge. Lengths in µm.
 """
 
 from __future__ import annotations
@@ -37,10 +37,8 @@ from typing import Any
 
 from layouts.errors import LayoutError, require_gdsfactory, routing_errors
 from layouts.geometry import Placement
-from layouts.params import LayoutParams
+from layouts.params import LANE_PITCH_UM, LayoutParams
 from layouts.pdk import GRID_UM, grid_steps, layer, snap
-
-LANE_PITCH_UM = 10.0  # waveguide-to-waveguide spacing of the bundles: no evanescent coupling for strip WGs
 
 
 @dataclass(frozen=True)
@@ -177,46 +175,3 @@ def _attach(ref: Any, start: Any) -> None:
     """Check the extruded path (drawn in chip coordinates) starts exactly on ``start``."""
     if abs(ref.ports["o1"].x - start.x) > 1e-3 or abs(ref.ports["o1"].y - start.y) > 1e-3:
         raise LayoutError("an edge I/O path does not start at its mesh port; the plan is inconsistent")
-
-
-def check_edge_io(component: Any, mesh: Any, gc_pitch: float = LayoutParams.gc_pitch) -> list[str]:
-    """What is wrong with a drawn fibre-array edge (``fiber_io`` ``grating-edge`` or ``edge-coupler``).
-
-    An empty list means: no gdsfactory error markers in the cell, every mesh port of
-    ``mesh`` (a :class:`~photonics.topology.Mesh` or its spec) on one coupler column at
-    exactly ``gc_pitch`` (µm) west of everything else, no two waveguide paths overlapping
-    (:func:`layouts.checks.overlapping_paths`), and the optical LVS
-    (:func:`layouts.lvs.layout_vs_model`) passing. For a layout engineer before tape-out,
-    and the tests.
-    """
-    import itertools
-
-    from layouts.checks import overlapping_paths
-    from layouts.lvs import layout_vs_model
-    from photonics.topology import mesh_from_spec
-
-    gf = require_gdsfactory()
-    model = mesh_from_spec(mesh) if isinstance(mesh, str) else mesh
-    problems = []
-    error_layer = gf.get_layer(gf.CONF.layer_error_path)
-    if not component.dbbox(error_layer).empty():
-        problems.append(f"gdsfactory drew error markers on layer {tuple(gf.CONF.layer_error_path)}")
-    ports = [q for q in component.ports if q.name.startswith("port:")]
-    if len(ports) != model.n_ports:
-        problems.append(f"{len(ports)} mesh ports drawn, the model has {model.n_ports}")
-    xs = {round(q.x, 3) for q in ports}
-    if len(xs) != 1:
-        problems.append(f"the mesh ports are on {len(xs)} columns, not one")
-    gaps = {round(b - a, 3) for a, b in itertools.pairwise(sorted(q.y for q in ports))}
-    if gaps and gaps != {round(gc_pitch, 3)}:
-        problems.append(f"coupler spacings {sorted(gaps)} µm, not {gc_pitch}")
-    couplers = ("gc_port_", "ec_port_")
-    rest = [i.dbbox().left for i in component.insts if not i.name.startswith(couplers)]
-    if xs and rest and max(xs) > min(rest):
-        problems.append("the coupler column is not west of the rest of the chip")
-    overlaps = overlapping_paths(component)
-    if overlaps:
-        problems.append(f"waveguide paths overlap: {overlaps[:3]}")
-    if not layout_vs_model(component, model).ok:
-        problems.append("the optical LVS fails (layouts.lvs.layout_vs_model)")
-    return problems

@@ -32,6 +32,7 @@ import numpy as np
 from layouts.checks import netlist_chains
 from layouts.electrical_lvs import optical_netlist
 from layouts.errors import LayoutError
+from layouts.names import instance_name
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.topology import PORT_LABELS, Mesh, mesh_from_spec
 
@@ -70,8 +71,6 @@ class LvsReport:
 
 
 def _tbu_index(mesh: Mesh) -> dict[str, int]:
-    from layouts.mesh_cell import instance_name
-
     return {instance_name(n): i for i, n in enumerate(mesh.tbu_names)}
 
 

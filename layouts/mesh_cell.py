@@ -11,7 +11,7 @@ TBU ``i``, ``2*i+1`` = bottom arm). All lengths are in µm.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from layouts import draw
@@ -20,6 +20,7 @@ from layouts.electrical import Electrical
 from layouts.errors import LayoutError, require_gdsfactory
 from layouts.fiber_edge import plan_edge, route_to_edge
 from layouts.geometry import Placement, place_mesh
+from layouts.names import instance_name
 from layouts.params import LayoutParams
 from layouts.pdk import lazy_cell
 from layouts.routing import route_signal_wires
@@ -29,25 +30,6 @@ from photonics.topology import PORT_LABELS, Mesh, mesh_from_spec
 
 GC_SPEC = "grating_coupler_elliptical_te"
 EC_SPEC = "edge_coupler_silicon"  # inverse taper to a cleaved facet (fiber_io="edge-coupler")
-
-
-def instance_name(tbu_name: str) -> str:
-    """Instance name of a TBU in the layout: ``tbu:0.1.2`` -> ``tbu_0_1_2``."""
-    return tbu_name.replace(":", "_").replace(".", "_")
-
-
-@dataclass(frozen=True)
-class PadInfo:
-    """One bond pad of the pad map (centre in µm)."""
-
-    pad: str
-    channel: int | None
-    tbu: str
-    arm: str
-    x: float
-    y: float
-    edge: str
-    wire_ohm: float | None = None  # signal wire resistance, pad to heater via (Ohm); None for ground pads
 
 
 def mesh_cell(mesh: str = "smartlight", layer_map: dict[str, str] | None = None, **params: Any) -> Any:

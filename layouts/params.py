@@ -11,6 +11,9 @@ from layouts.errors import LayoutError
 TEXT_FIELDS = frozenset({"cross_section", "wire_cross_section", "fiber_io"})
 FIBER_IO = ("ring", "grating-edge", "edge-coupler")  # four sides; one west column; a west facet
 OPTIONAL_FIELDS = frozenset({"trench_width"})  # dimensions where 0 means "not drawn"
+# waveguide-to-waveguide spacing of the fibre-edge bundles (layouts.fiber_edge draws them, layouts.sizing
+# keeps room for them): no evanescent coupling for strip WGs, µm
+LANE_PITCH_UM = 10.0
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,8 @@ from layouts.electrical import (
     worst_case_heater_current_ma,
 )
 from layouts.errors import LayoutError
-from layouts.fiber_edge import LANE_PITCH_UM
 from layouts.geometry import Placement
-from layouts.params import LayoutParams
+from layouts.params import LANE_PITCH_UM, LayoutParams
 from layouts.wiring import BandPlan, Frame, PadFrame, PadPlan, Terminal, fan_out, route_bands
 
 WIDTH_STEP_UM = 0.5  # widths are rounded up to this step: few distinct geometries, reproducible

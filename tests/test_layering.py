@@ -150,17 +150,44 @@ def test_the_circle_finder_finds_a_circle():
     assert import_circles({"p.a": {"p.b"}, "p.b": set()}) == []
 
 
-# layouts/ is still one circle of seven files (fiber_edge imports lvs and checks, mesh_cell
-# and draw import each other, sizing reaches into fiber_edge): splitting it is open work
-# of issue 29, to be done with the XOR regression of tests/layouts.
-KNOWN_CIRCLES = {"layouts"}
-
-
-NOT_SPLIT = pytest.mark.xfail(strict=True, reason="the layouts circle (issue 29), not split yet")
-
-
-@pytest.mark.parametrize("package", [pytest.param(p, marks=NOT_SPLIT) if p in KNOWN_CIRCLES else p
-                                     for p in sorted(ALLOWED)])
+@pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_no_import_circle_inside_a_package(package):
     circles = import_circles(import_graph(package))
     assert not circles, f"{package}: modules importing each other in a circle: {circles}"
+
+
+# layouts/ in tiers (issue 29): what draws sits below what judges a drawing, and writing files
+# sits on top. An import points to the same tier or a lower one, so a contributor can tell
+# the builders from the verifiers by where a file is listed. A new module must be placed here.
+LAYOUT_TIERS = (
+    # 0: names, numbers and plans, no gdsfactory cells drawn
+    {"layouts", "layouts.names", "layouts.errors", "layouts.params", "layouts.pdk", "layouts.geometry",
+     "layouts.wiring", "layouts.electrical"},
+    # 1: drawing
+    {"layouts.cells", "layouts.routing", "layouts.sizing", "layouts.fiber_edge", "layouts.draw",
+     "layouts.mesh_cell"},
+    # 2: verification of a drawn cell
+    {"layouts.electrical_lvs", "layouts.checks", "layouts.lvs", "layouts.edge_check", "layouts.difftest"},
+    # 3: pictures and files
+    {"layouts.render", "layouts.export"},
+)
+
+
+def tier_violations(graph: dict[str, set[str]], tiers: tuple[set[str], ...]) -> list[str]:
+    """Imports that point to a higher tier, and modules no tier lists."""
+    tier = {m: k for k, group in enumerate(tiers) for m in group}
+    unplaced = [f"{m} is in no tier" for m in sorted(graph) if m not in tier]
+    upward = [f"{m} (tier {tier[m]}) imports {t} (tier {tier[t]})" for m in sorted(graph) if m in tier
+              for t in sorted(graph[m]) if t in tier and tier[t] > tier[m]]
+    return unplaced + upward
+
+
+def test_the_tier_check_finds_an_upward_import():
+    tiers = ({"p.a"}, {"p.b"})
+    assert tier_violations({"p.a": set(), "p.b": {"p.a"}}, tiers) == []
+    assert tier_violations({"p.a": {"p.b"}, "p.b": set()}, tiers) == ["p.a (tier 0) imports p.b (tier 1)"]
+    assert tier_violations({"p.a": set(), "p.b": set(), "p.c": set()}, tiers) == ["p.c is in no tier"]
+
+
+def test_layouts_draw_below_what_verifies_it():
+    assert tier_violations(import_graph("layouts"), LAYOUT_TIERS) == []

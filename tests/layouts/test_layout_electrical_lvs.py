@@ -5,7 +5,8 @@ import pytest
 from layouts import mesh_cell as mesh_cell_module
 from layouts.checks import wiring_report
 from layouts.electrical_lvs import electrical_nets, heater_lvs
-from layouts.mesh_cell import build_mesh, instance_name, mesh_cell
+from layouts.mesh_cell import build_mesh, mesh_cell
+from layouts.names import instance_name
 from layouts.params import LayoutParams
 from layouts.pdk import layer
 from layouts.wiring import Terminal

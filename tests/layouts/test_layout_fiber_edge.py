@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from layouts.checks import expected_connectivity, netlist_connectivity, overlapping_paths
+from layouts.edge_check import check_edge_io
 from layouts.errors import LayoutError
-from layouts.fiber_edge import check_edge_io, coupler_column
+from layouts.fiber_edge import coupler_column
 from layouts.lvs import layout_vs_model
 from layouts.mesh_cell import mesh_cell
 from layouts.params import LayoutParams

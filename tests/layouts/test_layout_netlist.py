@@ -3,7 +3,8 @@
 import pytest
 
 from layouts.checks import expected_connectivity, netlist_connectivity, wiring_report
-from layouts.mesh_cell import instance_name, mesh_cell
+from layouts.mesh_cell import mesh_cell
+from layouts.names import instance_name
 from photonics.topology import mesh_from_spec
 
 
