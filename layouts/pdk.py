@@ -34,6 +34,20 @@ LAYER_ROLES: dict[str, str] = {
     "trench": "DEEPTRENCH",  # thermal isolation trenches beside the heaters (4/0)
 }
 
+#: role -> what the layout draws on it, in words (the layer legend of a layout picture)
+ROLE_WORDS: dict[str, str] = {
+    "waveguide": "waveguides",
+    "heater": "heaters",
+    "metal_routing": "heater signal wires",
+    "metal_ground": "heater ground grid",
+    "pad": "bond pads",
+    "pad_opening": "pad openings",
+    "text": "labels",
+    "die": "die outline",
+    "dicing": "saw lane",
+    "trench": "isolation trenches",
+}
+
 #: database grid of gdsfactory's PDKs (1 nm). Lengths computed from other lengths
 #: (S-bend spans, straight runs) are snapped to it before they become cell
 #: parameters: 103.63699999 and 103.637 are one geometry and must be one cell.

@@ -2,7 +2,10 @@
 
 The layout is rendered by klayout with the active PDK's layer colours onto exactly
 the cell's bounding box, and shown on axes in µm, so a scale bar (µm or mm) and a
-title can be drawn over it.
+title can be drawn over it. A layer legend below the picture (never over the geometry)
+names every layer the picture shows, by the active PDK's layer name and GDS number, in
+the colour klayout drew it with, and says what the layout draws on it (the role of
+:data:`layouts.pdk.LAYER_ROLES`) where it is one of ours.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from layouts.pdk import LAYER_ROLES, ROLE_WORDS
 from photonics.atomic import save_figure
 
 RENDER_WIDTH_PX = 2400  # klayout pixels across the chip: ~5 µm per pixel on smartlight (12.5 mm)
@@ -20,6 +25,9 @@ SCALE_BAR_FRACTION = 0.2  # the scale bar is the largest 1-2-5 length below this
 FIGURE_WIDTH_IN = 12.0  # matplotlib figure width (inches)
 MIN_ASPECT = 0.3  # keep very flat chips from giving an unreadable strip of a figure
 ZOOM_CONTEXT_UM = 80.0  # around the zoomed TBU: its links, via stacks and the first wire tracks
+HOLLOW_DITHER = 1  # klayout's dither pattern index of an unfilled (outline only) layer
+LEGEND_MAX_COLUMNS = 4  # legend columns below the picture: a 12 in figure holds four entries a row
+LEGEND_EDGE_PT = 2.0  # the legend patch's border in the layer's frame colour (M3: teal frame, purple fill)
 
 
 def scale_bar_um(width_um: float) -> float:
@@ -34,19 +42,26 @@ def scale_label(length_um: float) -> str:
     return f"{length_um / 1000:g} mm" if length_um >= 1000 else f"{length_um:g} µm"
 
 
-def _pixels(component: Any, width_px: int, box: Any = None) -> tuple[Any, tuple[float, float, float, float]]:
-    """RGBA image of ``component`` over ``box`` (default: its bounding box; a klayout DBox, µm)
-    and that box as (left, right, bottom, top), µm.
-    """
-    import io
+@dataclass(frozen=True)
+class LegendEntry:
+    """One layer of a layout picture: what the legend shows for it.
 
-    import klayout.db as kdb
-    import matplotlib.pyplot as plt
+    ``layer`` is the GDS (layer, datatype); ``label`` the PDK's name(s) for it, the number
+    and our role on it (``"HEATER 47/0: heaters"``); ``color`` and ``edge_color`` the fill
+    and frame colours klayout drew it with (``"#rrggbb"``).
+    """
+
+    layer: tuple[int, int]
+    label: str
+    color: str
+    edge_color: str
+
+
+def _view(component: Any) -> Any:
+    """A klayout LayoutView of ``component`` with the active PDK's layer properties (colours)."""
     from gdsfactory.pdk import get_layer_views
     from klayout import lay
 
-    box = box or component.dbbox()
-    height_px = max(1, round(width_px * box.height() / max(box.width(), 1e-3)))
     view = lay.LayoutView()
     index = view.create_layout(True)
     view.active_cellview_index = index
@@ -61,22 +76,113 @@ def _pixels(component: Any, width_px: int, box: Any = None) -> tuple[Any, tuple[
     view.add_missing_layers()
     view.set_config("text-visible", "false")
     view.set_config("grid-visible", "false")
+    return view
+
+
+def _pixels(view: Any, box: Any, width_px: int) -> Any:
+    """RGBA image of ``view`` over ``box`` (a klayout DBox, µm), ``width_px`` wide."""
+    import io
+
+    import klayout.db as kdb
+    import matplotlib.pyplot as plt
+
+    height_px = max(1, round(width_px * box.height() / max(box.width(), 1e-3)))
     view.zoom_box(kdb.DBox(box.left, box.bottom, box.right, box.top))
     png = view.get_pixels_with_options(width_px, height_px).to_png_data()
-    return plt.imread(io.BytesIO(png)), (box.left, box.right, box.bottom, box.top)
+    return plt.imread(io.BytesIO(png))
+
+
+def pdk_layer_names() -> dict[tuple[int, int], list[str]]:
+    """(layer, datatype) -> the active PDK's names for it (``(49, 0)``: ``["M3", "MTOP"]``)."""
+    from layouts.errors import require_gdsfactory
+
+    gf = require_gdsfactory()
+    names: dict[tuple[int, int], list[str]] = {}
+    for name, value in getattr(gf.get_active_pdk().layers, "__members__", {}).items():
+        names.setdefault((int(value[0]), int(value[1])), []).append(name)
+    return names
+
+
+def _label(key: tuple[int, int], names: dict[tuple[int, int], list[str]]) -> str:
+    """``"M3/MTOP 49/0: heater signal wires, bond pads"``: PDK names, GDS number, our roles."""
+    own = names.get(key, [])
+    roles = [ROLE_WORDS[role] for role, name in LAYER_ROLES.items() if name in own]
+    text = f"{'/'.join(own) or 'unnamed'} {key[0]}/{key[1]}"
+    return f"{text}: {', '.join(roles)}" if roles else text
+
+
+def _drawn_in(view: Any, node: Any, box: Any) -> bool:
+    """True when the picture of ``box`` shows the layer of ``node``.
+
+    A layer shows when one of its polygons, boxes or paths (texts are not drawn) has an
+    edge inside ``box``, or covers part of it with a fill that is not hollow (klayout's
+    dither pattern 1): the die outline around a zoomed TBU is drawn hollow, so it does not
+    show there.
+    """
+    import klayout.db as kdb
+
+    cellview = view.cellview(max(node.source_cellview, 0))
+    layout = cellview.layout()
+    index = layout.find_layer(node.source_layer, node.source_datatype)
+    if index is None or index < 0:
+        return False
+    shapes = cellview.cell.begin_shapes_rec_overlapping(index, box)
+    shapes.shape_flags = kdb.Shapes.SPolygons | kdb.Shapes.SBoxes | kdb.Shapes.SPaths
+    window = kdb.Region(box.to_itype(layout.dbu))
+    region = kdb.Region(shapes)
+    if not (region.edges() & window).is_empty():
+        return True
+    return node.eff_dither_pattern(True) != HOLLOW_DITHER and not (region & window).is_empty()
+
+
+def layer_legend(view: Any, box: Any) -> list[LegendEntry]:
+    """The layers ``view`` shows inside ``box`` (visible, with shapes there), in klayout's layer order."""
+    names = pdk_layer_names()
+    out: dict[tuple[int, int], LegendEntry] = {}
+    nodes = view.begin_layers()
+    while not nodes.at_end():
+        node = nodes.current()
+        key = (node.source_layer, node.source_datatype)
+        if node.visible and key[0] >= 0 and key not in out and _drawn_in(view, node, box):
+            out[key] = LegendEntry(key, _label(key, names), _hex(node.eff_fill_color(True)),
+                                   _hex(node.eff_frame_color(True)))
+        nodes.next()
+    return list(out.values())
+
+
+def _hex(argb: int) -> str:
+    """A klayout colour (``0xAARRGGBB``) as ``"#rrggbb"``."""
+    return f"#{argb & 0xFFFFFF:06x}"
+
+
+def _add_legend(fig: Any, entries: list[LegendEntry]) -> None:
+    """The layer legend below the picture, in a band of its own (constrained layout)."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=e.color, edgecolor=e.edge_color, linewidth=LEGEND_EDGE_PT, label=e.label)
+               for e in entries]
+    legend = fig.legend(handles=handles, loc="outside lower center", title="layers",
+                        ncols=min(LEGEND_MAX_COLUMNS, max(1, len(handles))), fontsize="small", frameon=False)
+    legend.set_gid("layer_legend")
 
 
 def layout_figure(component: Any, title: str, width_px: int = RENDER_WIDTH_PX, box: Any = None) -> Any:
-    """A matplotlib figure of ``component`` (or of ``box`` of it, µm) with a scale bar and ``title``."""
+    """A matplotlib figure of ``component`` (or of ``box`` of it, µm) with a scale bar, ``title``
+    and a legend of the layers it shows (below the picture).
+    """
     import matplotlib
 
     matplotlib.use("Agg")  # no display on the bench PC or in CI
     import matplotlib.pyplot as plt
     from mpl_toolkits.axes_grid1.anchored_artists import AnchoredSizeBar
 
-    image, extent = _pixels(component, width_px, box)
+    box = box or component.dbbox()
+    view = _view(component)
+    image = _pixels(view, box, width_px)
+    extent = (box.left, box.right, box.bottom, box.top)
     width_um, height_um = extent[1] - extent[0], extent[3] - extent[2]
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, FIGURE_WIDTH_IN * max(MIN_ASPECT, height_um / width_um)))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, FIGURE_WIDTH_IN * max(MIN_ASPECT, height_um / width_um)),
+                           layout="constrained")
     ax.imshow(image, extent=extent, origin="upper", interpolation="antialiased")
     ax.set_axis_off()
     length = scale_bar_um(width_um)
@@ -85,6 +191,7 @@ def layout_figure(component: Any, title: str, width_px: int = RENDER_WIDTH_PX, b
     bar.set_gid("scale_bar")
     ax.add_artist(bar)
     ax.set_title(title)
+    _add_legend(fig, layer_legend(view, box))
     return fig
 
 

@@ -77,3 +77,79 @@ def test_png_has_a_scale_bar_and_a_title():
     assert len(bars) == 1
     assert bars[0].txt_label.get_text() == scale_label(scale_bar_um(box.width()))
     plt.close(fig)
+
+
+def _layers_with_polygons(cell, box=None):
+    """(layer, datatype) of every layer with a polygon in ``cell`` (or one overlapping ``box``),
+    counted with klayout on the flattened cell, and visible in the active PDK's layer views.
+    """
+    import klayout.db as kdb
+    from gdsfactory.pdk import get_layer_views
+
+    hidden = {tuple(v.layer) for v in get_layer_views().layer_views.values() if v.layer and not v.visible}
+    out = set()
+    for index in cell.kcl.layer_indexes():
+        info = cell.kcl.layout.get_info(index)
+        shapes = cell.begin_shapes_rec(index)
+        shapes.shape_flags = kdb.Shapes.SPolygons | kdb.Shapes.SBoxes | kdb.Shapes.SPaths  # not labels
+        region = kdb.Region(shapes)
+        if box is not None:
+            region &= kdb.Region(box.to_itype(cell.kcl.dbu))
+        if not region.is_empty() and (info.layer, info.datatype) not in hidden:
+            out.add((info.layer, info.datatype))
+    return out
+
+
+def _legend_layers(fig):
+    """The layer legend's entries as {(layer, datatype): text} (``"HEATER 47/0: heaters"``)."""
+    import re
+
+    legends = [g for g in fig.legends if g.get_gid() == "layer_legend"]
+    assert len(legends) == 1, "the picture has no layer legend"
+    out = {}
+    for text in legends[0].get_texts():
+        number = re.search(r" (\d+)/(\d+)(:|$)", text.get_text())
+        out[(int(number[1]), int(number[2]))] = text.get_text()
+    return legends[0], out
+
+
+def test_png_has_a_layer_legend_of_the_layers_it_shows_off_the_chip():
+    """Every layer drawn on the chip is in the legend, by the PDK's name, and nothing else;
+    the legend sits below the picture, clear of the geometry (issue 29)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from layouts.mesh_cell import mesh_cell
+    from layouts.pdk import layer
+    from layouts.render import layout_figure, pdk_layer_names, tbu_box
+
+    cell = mesh_cell("hex:1x2")
+    names = pdk_layer_names()
+    fig = layout_figure(cell, "hex:1x2 chip", width_px=400)
+    legend, entries = _legend_layers(fig)
+    assert set(entries) == _layers_with_polygons(cell)
+    for key, text in entries.items():
+        assert text.startswith(f"{'/'.join(names[key])} {key[0]}/{key[1]}")
+    heater, wires = tuple(layer("heater")), tuple(layer("metal_routing"))
+    assert entries[heater].endswith(": heaters")
+    assert "heater signal wires" in entries[wires]
+    patches = dict(zip(entries, legend.get_patches(), strict=True))
+    image = fig.axes[0].images[0].get_array()[..., :3].reshape(-1, 3)
+    drawn = {to_hex(px) for px in image[:: max(1, len(image) // 200_000)]}
+    assert to_hex(patches[heater].get_facecolor()) in drawn  # the colour klayout drew the heaters in
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box, chip = legend.get_window_extent(renderer), fig.axes[0].get_window_extent(renderer)
+    assert not box.overlaps(chip), f"legend {box} covers the picture {chip}"
+    assert fig.bbox.contains(box.x0, box.y0)
+    assert fig.bbox.contains(box.x1, box.y1)
+    plt.close(fig)
+
+    zoom = tbu_box(cell)
+    fig = layout_figure(cell, "one TBU", width_px=400, box=zoom)
+    _, zoomed = _legend_layers(fig)
+    assert heater in zoomed
+    assert set(zoomed) <= _layers_with_polygons(cell, zoom)
+    assert tuple(layer("pad_opening")) not in zoomed  # no pad near tbu:0.0.0
+    assert tuple(layer("dicing")) not in zoomed  # the saw lane is outside the zoom
+    plt.close(fig)
