@@ -513,6 +513,9 @@ class ScpiServer:
         self.device = device
         self._clients: set[socket.socket] = set()
         self._clients_lock = threading.Lock()
+        # per client port: [messages handled, lines written]; see connection_counts
+        self._counts: dict[int, list[int]] = {}
+        self._closed: set[int] = set()  # client ports whose connection the server has ended
         owner = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -523,18 +526,26 @@ class ScpiServer:
             def handle(self) -> None:
                 with owner._clients_lock:
                     owner._clients.add(self.connection)
+                port = self.client_address[1]
+                owner.forget_connection(port)  # before its first message is counted
                 try:
                     for raw in self.rfile:
                         out = owner.device.respond(raw.decode("latin-1"))
+                        lines = 0
                         for item in out:
                             if item is DROP:
-                                return
+                                break
                             self.wfile.write((str(item) + "\n").encode("latin-1", "replace"))
+                            lines += 1
+                        owner._count(port, lines)  # after the writes: a counted line is on the wire
+                        if DROP in out:
+                            return
                 except OSError:
                     return
                 finally:
                     with owner._clients_lock:
                         owner._clients.discard(self.connection)
+                        owner._closed.add(port)
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
@@ -545,6 +556,30 @@ class ScpiServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"lumion-scpi-{self.port}", daemon=True)
         self._thread.start()
+
+    def _count(self, port: int, lines: int) -> None:
+        with self._clients_lock:
+            counts = self._counts.setdefault(port, [0, 0])
+            counts[0] += 1
+            counts[1] += lines
+
+    def forget_connection(self, client_port: int) -> None:
+        """Start the counts of ``client_port`` afresh: a port the OS gives out again is a new connection."""
+        with self._clients_lock:
+            self._counts.pop(client_port, None)
+            self._closed.discard(client_port)
+
+    def connection_counts(self, client_port: int) -> tuple[int, int, bool]:
+        """``(messages handled, reply lines written, ended)`` of the connection from ``client_port``.
+
+        A message counts once its reply lines are written (or its connection dropped), so a
+        client that sent ``n`` messages and read ``m`` lines knows, once the first number is
+        ``n`` or the server has ended the connection, that nothing more is coming when the
+        second is ``m`` (:mod:`instruments.sim.reply_oracle`).
+        """
+        with self._clients_lock:
+            handled, lines = self._counts.get(client_port, (0, 0))
+            return handled, lines, client_port in self._closed
 
     @property
     def resource(self) -> str:
