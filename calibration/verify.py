@@ -22,6 +22,13 @@ from photonics.configuration import Configuration, Hop, Route
 from photonics.topology import Mesh
 
 SETTLE_S = 0.012  # as calibration.options.Options.settle_s: let the heaters settle before reading
+# A programmed route whose measured loss differs from its plan by more than this (dB) is not
+# reported ok (`lumion program`, `lumion demo`, the trust campaign). A right map lands within
+# ~0.3 dB of plan on the simulated bench (meter noise, map residuals, crosstalk; the chip's own
+# losses scatter 0.03 dB a TBU); one TBU wrong on a route sends its light elsewhere (>10 dB
+# down). 3 dB leaves room for a real bench's facet and access-loss uncertainty and still halves
+# the power before a route is called off.
+ROUTE_TOL_DB = 3.0
 
 
 @dataclass(frozen=True)

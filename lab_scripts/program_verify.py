@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from calibration.verify import ROUTE_TOL_DB
+
 VERIFY_NM = 1550.0  # the chip band's centre: inside every lane of the default lane plan
-# A right map on the simulated bench lands within ~0.3 dB of the plan (meter noise, map
-# residuals, crosstalk); one TBU wrong on a route sends its light elsewhere (>10 dB down).
-# 3 dB leaves room for a real bench's facet/access-loss uncertainty and still halves the
-# power before a route is called off.
-VERIFY_TOL_DB = 3.0
+# calibration.verify.ROUTE_TOL_DB (why 3 dB: there), the one tolerance every light check shares.
+VERIFY_TOL_DB = ROUTE_TOL_DB
 
 
 @dataclass(frozen=True)

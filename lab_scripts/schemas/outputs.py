@@ -503,7 +503,23 @@ class DemoLink(Strict):
     model_margin_db: Db
     measured_rx_dbm: float = Field(description="dBm")
     measured_margin_db: Db
+    planned_rx_dbm: float = Field(
+        description="dBm the plan expects (TX lane less facets, access and route loss)")
+    difference_db: float = Field(description="measured minus planned received power (dB)")
+    status: Literal["ok", "off"] = Field(description="off: more than verification.tolerance_db from plan")
     before_rx_dbm: float | None = Field(description="dBm before the failure; null for re-routed links")
+
+
+class DemoVerification(Strict):
+    """What light says of the recovery (the command exits 5 unless ``status`` is ok)."""
+
+    status: Literal["ok", "off"]
+    tolerance_db: Db = Field(description="calibration.verify.ROUTE_TOL_DB: a link further from plan is off")
+    held_tolerance_db: Db = Field(description="a held link moving more than this (dB) is a hit")
+    links_off: list[str] = Field(description="links more than tolerance_db from their plan")
+    hitless_by_light: bool = Field(
+        description="no held link's measured power moved by more than held_tolerance_db")
+    summary: str
 
 
 class DemoRing(Strict):
@@ -536,6 +552,7 @@ class DemoOutput(Strict):
     links: list[DemoLink]
     held_links_power_change_db: Db = Field(description="largest change of a held link's measured power (dB)")
     all_links_close: bool
+    verification: DemoVerification
     ring: DemoRing
     plot: DemoPlots
     elapsed_s: Seconds

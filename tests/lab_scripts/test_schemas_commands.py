@@ -73,7 +73,8 @@ CASES = {
 def test_output_follows_its_schema(command, argv, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, d = run_json(capsys, *argv)
-    assert code == 0, d
+    # the demo without calibration programs the ideal map: light finds its links off (exit 5)
+    assert code == (EXIT_UNVERIFIED if command == "demo" else 0), d
     check(d, command)
 
 
