@@ -10,10 +10,12 @@ on stdout (see :mod:`lab_scripts.errors` and docs/cli.md).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import logging
 import logging.handlers
+import os
 import signal
 import sys
 import threading
@@ -24,15 +26,16 @@ from typing import NoReturn
 import lab_scripts
 from lab_scripts.common import running
 from lab_scripts.errors import (
+    EXIT_INTERRUPTED,
     ArgumentError,
     Failure,
-    Terminated,
     debug_enabled,
     describe_failure,
     interruption,
     json_flag_in,
 )
 from lab_scripts.extras import check_extras
+from lab_scripts.interrupts import raising_interrupts, settle
 
 # name -> module; a module adds its own parser and runs its own command.
 COMMANDS: dict[str, str] = {
@@ -185,35 +188,21 @@ def _run(argv: list[str], held: HeldRecords | None) -> int:
     return code
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Within the block SIGTERM raises :class:`Terminated`, as Ctrl-C raises KeyboardInterrupt.
-
-    So ``kill`` (and a service manager stopping a run) ends a command the way Ctrl-C does:
-    cleanup runs, ``lumion program`` finishes or rolls back, and one line says what happened.
-    Only the main thread can take signals; elsewhere nothing changes.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``lumion`` console script; returns the exit status."""
+    """Entry point of the ``lumion`` console script; returns the exit status.
+
+    Run as the program (``argv`` None) the process ends here when the command was
+    interrupted (see :func:`_end_interrupted`).
+    """
     arguments = list(sys.argv[1:] if argv is None else argv)
-    with _held_logs() as held, _sigterm_interrupts():
+    as_program = argv is None
+    with _held_logs() as held, raising_interrupts(restore=not as_program):
         code = _run(arguments, held)
-    if argv is None:  # run as the program (not called by one): its outcome is settled and said
+        settle()  # the outcome is settled and said: a signal from here on changes nothing
+    if as_program:
         _ignore_late_signals()
+        if code == EXIT_INTERRUPTED:
+            _end_interrupted(code)
     return code
 
 
@@ -226,6 +215,25 @@ def _ignore_late_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)
+
+
+def _end_interrupted(code: int) -> NoReturn:
+    """End an interrupted ``lumion`` process with ``code`` (130) after its exit handlers.
+
+    CPython marks a KeyboardInterrupt "unhandled" when it leaves code run by ``exec`` of a
+    string -- as ``dataclasses`` and ``collections.namedtuple`` do while a module is being
+    imported -- even when an outer ``except`` handles it, and then ends the process by
+    SIGINT after the interpreter shut down (Modules/main.c ``exit_sigint``; CPython
+    gh-128130 keeps the mark). A Ctrl-C landing inside a lazy import of ``lumion
+    program``'s start thus exited -2 after its line said the chip holds its old
+    configuration. Ending here, after ``atexit`` handlers and flushing the output, keeps
+    the exit status the line promises.
+    """
+    atexit._run_exitfuncs()  # what interpreter shutdown runs first (files, temporary folders)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more can be said
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

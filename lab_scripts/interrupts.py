@@ -5,6 +5,12 @@ A write cut midway leaves the chip in neither its old nor its new configuration.
 the caller raises them with a message saying which configuration the chip holds
 (``lumion program``: the write was finished first). A write cannot hang for long: the
 driver's time-outs and retries bound it (a few seconds at most).
+
+Once a command's outcome is settled (:func:`settle`: ``lumion program`` has written and
+checked the chip; any command once it returned) a signal changes nothing: the handlers
+:func:`raising_interrupts` installs ignore it. Before, a signal landing between the last
+statement of a command and the end of the process printed a second, wrong line (or none:
+the default SIGTERM action), after the output had said which configuration the chip holds.
 """
 
 from __future__ import annotations
@@ -18,6 +24,56 @@ from dataclasses import dataclass
 from lab_scripts.errors import Terminated
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Outcome:
+    """Whether the running command's outcome is settled (then signals are ignored)."""
+
+    settled = False
+
+
+def settle() -> None:
+    """From now on SIGINT and SIGTERM change nothing (the handlers of :func:`raising_interrupts`)."""
+    _Outcome.settled = True
+
+
+def settled() -> bool:
+    """True once :func:`settle` was called in the current :func:`raising_interrupts` block."""
+    return _Outcome.settled
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGINT raises KeyboardInterrupt, SIGTERM :class:`Terminated`; nothing once settled."""
+    if _Outcome.settled:
+        return
+    if signum == signal.SIGTERM:
+        raise Terminated(signum)
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def raising_interrupts(restore: bool = True) -> Iterator[None]:
+    """SIGINT and SIGTERM raise (as Ctrl-C does) until :func:`settle`, then are ignored.
+
+    So ``kill`` (and a service manager stopping a run) ends a command the way Ctrl-C does:
+    cleanup runs, ``lumion program`` finishes or rolls back, and one line says what
+    happened. ``restore=False`` (the ``lumion`` program itself) keeps the handlers to the
+    end of the process: putting the defaults back would reopen a window in which SIGTERM
+    kills the process unreported. Only the main thread can take signals; elsewhere
+    nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _Outcome.settled = False
+    previous = {s: signal.signal(s, _interrupt) for s in HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        if restore:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            _Outcome.settled = False
 
 
 @dataclass

@@ -2,12 +2,24 @@
 
 A reader never sees half a file, and a crash leaves the old file whole: the data goes to
 a temporary file in the target's folder, is flushed to disk (fsync), and is renamed over
-the target. The temporary is an unnamed file (Linux ``O_TMPFILE``) linked under a name
-only for the rename, so a writer killed mid-write (``kill -9`` of ``calibrate --out``)
-leaves no stray ``.map.json.ckpt.*.tmp``; elsewhere it is a file with an unpredictable name
-``.<name>.<pid>.<random>.tmp`` opened with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (a file or
-symlink planted in the folder is never followed or overwritten), removed if anything
-fails, and swept by the next write to the same target once its process is gone.
+the target.
+
+What a writer killed without warning (``kill -9`` of ``calibrate --out``) can leave:
+
+* the target, whole: its old contents or its new ones, never a mixture;
+* at most one temporary per target, always named ``.<name>.<pid>.<random>.tmp`` (plus the
+  target's suffix for :func:`atomic_path`): hidden, never a name any command is given or
+  reads, with the pid of the writer that owns it;
+* and only for a moment: the next atomic write into the same folder, of any file (every
+  ``lumion`` command that writes goes through here), first removes every temporary there
+  whose writer is gone.
+
+Where Linux ``O_TMPFILE`` is available the data goes to an unnamed file, invisible until
+it is complete: a new target gets its name directly (``linkat``, no window at all); an
+existing one is replaced through a temporary name held only between two system calls
+(``linkat`` then ``rename``; Linux has no "link over"). Elsewhere the temporary is a named
+file for the whole write, opened with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (a file or symlink
+planted in the folder is never followed or overwritten) and removed if anything fails.
 
 Example:
     >>> import pathlib, tempfile
@@ -53,21 +65,27 @@ def _owner_alive(pid: int) -> bool:
     return True
 
 
-def sweep_strays(path: str | os.PathLike[str], suffix: str = ".tmp") -> list[Path]:
-    """Remove temporaries of ``path`` left by processes that died (SIGKILL) before renaming them.
+# ``.<name>.<pid>.<12 hex digits>.tmp`` and, for atomic_path, the target's suffix after it
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{12}\.tmp(\.[^./]+)?$")
 
-    Only names of this module's form whose process is gone are removed; returns them.
+
+def sweep_strays(path: str | os.PathLike[str], suffix: str = ".tmp") -> list[Path]:  # noqa: ARG001
+    """Remove the temporaries in ``path``'s folder left by writers that died (SIGKILL) before renaming.
+
+    Every temporary of this module's form in that folder whose writer is gone goes, for
+    whatever target it was meant (``suffix`` is kept for callers of the old signature);
+    a live writer's is kept. Returns the removed paths.
     """
-    target = Path(path)
-    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(\d+)\.[0-9a-f]+{re.escape(suffix)}$")
+    folder = Path(path).parent or Path(".")
     removed = []
     with contextlib.suppress(OSError):
-        for entry in os.scandir(target.parent or "."):
-            m = pattern.match(entry.name)
-            if m and int(m.group(1)) != os.getpid() and not _owner_alive(int(m.group(1))):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-                    removed.append(Path(entry.path))
+        for entry in os.scandir(folder):
+            m = _TEMPORARY.match(entry.name)
+            if not m or int(m["pid"]) == os.getpid() or _owner_alive(int(m["pid"])):
+                continue
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
     return removed
 
 
@@ -89,15 +107,23 @@ def _anonymous(folder: Path) -> int | None:
 AT_FDCWD, AT_SYMLINK_FOLLOW = -100, 0x400  # <fcntl.h> (Linux)
 
 
-def _link_unnamed(fd: int, name: Path) -> None:
+def _linkat(fd: int, name: Path) -> bool:
     """Give the unnamed file ``fd`` the name ``name`` (``linkat`` through ``/proc/self/fd``).
 
-    ``os.link`` cannot: it links the ``/proc`` entry itself (EXDEV). Where ``linkat`` is
-    refused, the data is copied into a new file of that name instead.
+    ``os.link`` cannot: it links the ``/proc`` entry itself (EXDEV). False where the
+    name exists or ``linkat`` is refused.
     """
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.linkat(AT_FDCWD, f"/proc/self/fd/{fd}".encode(), AT_FDCWD, os.fsencode(name),
-                   AT_SYMLINK_FOLLOW) == 0:
+    return libc.linkat(AT_FDCWD, f"/proc/self/fd/{fd}".encode(), AT_FDCWD, os.fsencode(name),
+                       AT_SYMLINK_FOLLOW) == 0
+
+
+def _link_unnamed(fd: int, name: Path) -> None:
+    """Give the unnamed file ``fd`` the (new, temporary) name ``name``.
+
+    Where ``linkat`` is refused, the data is copied into a new file of that name instead.
+    """
+    if _linkat(fd, name):
         return
     out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
@@ -116,8 +142,9 @@ def _replacing(path: str | os.PathLike[str], suffix: str, named: bool = False) -
 
     On success the data is flushed to disk and the temporary renamed over the target with
     the target's permissions; on any failure the temporary is removed and the target kept.
-    Unless ``named``, the data goes to an unnamed file, linked under a temporary name
-    only for the rename; temporaries of dead writers are swept first.
+    Unless ``named``, the data goes to an unnamed file, which takes the target's name
+    directly when there is none yet, else is linked under a temporary name only for the
+    rename. Temporaries of dead writers in the folder are swept first.
     """
     target = Path(path)
     folder = target.parent or Path(".")
@@ -134,6 +161,8 @@ def _replacing(path: str | os.PathLike[str], suffix: str, named: bool = False) -
             yield fd, tmp
             os.fsync(fd)
             os.fchmod(fd, _keep_mode(target))
+            if not linked and not target.exists() and _linkat(fd, target):
+                return  # a new file: named in one step, nothing temporary was ever visible
             if not linked:
                 _link_unnamed(fd, tmp)
                 linked = True

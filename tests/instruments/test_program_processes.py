@@ -89,11 +89,6 @@ def program(sim, bench, confs, env, name):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "known race (stop 25, issue 27): a SIGINT in a window of lumion program's start can end the "
-    'process by the default handler (returncode -2) after it printed that the chip holds its '
-    'old configuration; the chip state is right, the exit code is not'
-))
 def test_an_interrupt_at_any_moment_leaves_one_configuration_and_says_which(served):
     sim, bench, confs, env = served
     program(sim, bench, confs, env, "a")
