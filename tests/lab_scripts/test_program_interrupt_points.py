@@ -14,7 +14,6 @@ on the code before the fix it guards:
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,16 +54,17 @@ def configuration(tmp_path_factory):
     path = tmp_path_factory.mktemp("conf") / "plan.json"
     with open(path, "w") as out:
         subprocess.run([sys.executable, "-m", "lab_scripts.cli", "route", "--connect", "5:28", "--json"],
-                              stdout=out, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, timeout=120)
+                       stdout=out, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, timeout=120)
     return path
 
 
 def run(point, sig, configuration, tmp_path, *extra):
     (tmp_path / "lumion_at_point.py").write_text(DRIVER)
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "LUMION_LOCK_DIR": str(tmp_path / "locks")}
-    return subprocess.run([sys.executable, "-m", "lumion_at_point", point, sig, "--configuration", str(configuration),
-                           "--no-verify", *extra], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
+           "LUMION_LOCK_DIR": str(tmp_path / "locks")}
+    argv = [sys.executable, "-m", "lumion_at_point", point, sig, "--configuration", str(configuration),
+            "--no-verify", *extra]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
 @pytest.mark.slow
