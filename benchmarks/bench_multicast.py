@@ -69,29 +69,37 @@ def markdown(rows: list[dict[str, object]]) -> str:
 
 
 def plot(rows: list[dict[str, object]], path: Path) -> None:
+    """Speedup against group size: one panel per collective, colour = budget, marker = message size."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     kinds = list(KINDS)
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 4), sharey=True)
+    budget_names = list(dict.fromkeys(r["budget"] for r in rows))
+    sizes = sorted({r["size_mb"] for r in rows})
+    colours = dict(zip(budget_names, ("tab:blue", "tab:orange", "tab:green"), strict=False))
+    styles = dict(zip(sizes, (("o", ":"), ("s", "--"), ("^", "-")), strict=False))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(15, 4.8), sharey=True)
     for ax, kind in zip(axes, kinds, strict=True):
-        for budget in dict.fromkeys(r["budget"] for r in rows):
-            for size in sorted({r["size_mb"] for r in rows}):
+        for budget in budget_names:
+            for size in sizes:
                 pts = sorted((r["ranks"], r["speedup"]) for r in rows
                              if r["kind"] == kind and r["budget"] == budget and r["size_mb"] == size)
                 if pts:
-                    ax.plot(*zip(*pts, strict=True), marker="o", label=f"{budget}, {size:g} MB")
+                    marker, line = styles[size]
+                    ax.plot(*zip(*pts, strict=True), marker=marker, linestyle=line, color=colours[budget],
+                            label=f"{budget}, {size:g} MB")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_yscale("log")
-        ax.set_title(kind)
+        ax.set_title(f"{kind}: multicast vs best point to point")
         ax.set_xlabel("ranks (group size)")
-    axes[0].set_ylabel("speedup of multicast over best point-to-point (x)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("speedup (x, >1: multicast faster)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.14, 1, 1))
-    fig.savefig(path, dpi=120)
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8)
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
