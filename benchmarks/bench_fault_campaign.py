@@ -45,13 +45,16 @@ def main(argv=None):
         except CampaignViolationError as exc:
             violation = str(exc)
         outcomes = dict(sorted(c.outcomes.items()))
+        unknown = dict(c.unknown_states)
         done = c.steps
     result = {"steps": done, "faults_scheduled": faults, "protocol": args.protocol, "verify": args.verify,
               "seed": args.seed, "violation": violation, "seconds": time.perf_counter() - t0,
               # CPU of every thread of the process (the simulators' server threads included):
               # the figure to compare on a shared machine; the wall time waits on time-outs.
               "cpu_s": time.process_time() - c0, "load_average_1min": round(os.getloadavg()[0], 2),
-              "outcomes": outcomes}
+              "outcomes": outcomes,
+              # states the controller marked unknown after a step, read back and then checked
+              "unknown_states": unknown}
     print(json.dumps(result, indent=1) if args.json else result)
     return 1 if violation else 0
 

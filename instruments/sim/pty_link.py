@@ -11,6 +11,7 @@ import contextlib
 import os
 import select
 import tempfile
+import termios
 import threading
 import time
 import tty
@@ -18,6 +19,17 @@ from pathlib import Path
 from typing import Protocol
 
 DROP = object()  # reply sentinel: the link goes down
+
+# An 8N1 frame: start bit, 8 data bits, stop bit.
+BITS_PER_BYTE = 10
+# The simulated module's turnaround on the link's clock (not slept): its firmware plus a
+# tuned FTDI latency timer, the shortest the vendor's recorded sessions show (2-28 ms).
+MODULE_TURNAROUND_S = 0.002
+# termios speed codes -> bit/s: the rate the driver really set on the line
+_SPEEDS = {getattr(termios, f"B{rate}"): rate for rate in (
+    50, 75, 110, 134, 150, 200, 300, 600, 1200, 1800, 2400, 4800, 9600, 19200, 38400, 57600, 115200,
+    230400, 460800, 500000, 576000, 921600, 1000000, 1152000, 1500000, 2000000, 2500000, 3000000,
+    3500000, 4000000) if hasattr(termios, f"B{rate}")}
 
 
 class LineDevice(Protocol):
@@ -52,6 +64,13 @@ class PtyLink:
         self._master, self._slave = self._new_pty()
         self.drops = 0
         self.bytes_sent = 0
+        self.bytes_received = 0
+        # the link's own clock: how long a real line would have been busy with what it carried
+        # (each byte at the rate the driver set on the pty, each answer after the module's
+        # turnaround); a measure independent of the driver's own accounting
+        self.line_time_s = 0.0
+        self.answers = 0
+        self.module_turnaround_s = MODULE_TURNAROUND_S
         # seconds before each answer: a module's firmware plus a USB-serial adapter's latency
         # timer take 2-28 ms in the vendor's recorded sessions; 0 (answer at once) by default
         self.turnaround_s = 0.0
@@ -80,6 +99,8 @@ class PtyLink:
                 chunk = os.read(self._master, 65536)
             except OSError:
                 continue  # no slave open right now (between close and reopen)
+            self.bytes_received += len(chunk)
+            self._carry(len(chunk))
             if hasattr(self.device, "feed"):
                 replies = self.device.feed(chunk)
                 if replies and self.turnaround_s:
@@ -93,8 +114,23 @@ class PtyLink:
                     buf = b""
                     break
 
+    def line_rate(self) -> int:
+        """The rate (bit/s) the driver set on the line (pyserial sets it on the pty)."""
+        with contextlib.suppress(OSError, termios.error):
+            return _SPEEDS.get(termios.tcgetattr(self._slave)[5], 0)
+        return 0
+
+    def _carry(self, n_bytes: int) -> None:
+        """Advance the link's clock by ``n_bytes`` 8N1 frames at the line's rate."""
+        rate = self.line_rate()
+        if rate:
+            self.line_time_s += n_bytes * BITS_PER_BYTE / rate
+
     def _answer(self, replies: list[object]) -> bool:
         """Write the replies; False when one of them drops the link."""
+        if any(r is not None for r in replies):
+            self.answers += 1
+            self.line_time_s += self.module_turnaround_s
         for reply in replies:
             if reply is DROP:
                 self._drop()
@@ -105,6 +141,7 @@ class PtyLink:
 
     def _send(self, data: bytes) -> None:
         self.bytes_sent += len(data)  # counted here, where the bytes leave: independent of the driver
+        self._carry(len(data))
         view = memoryview(data)
         while view:
             try:

@@ -21,7 +21,13 @@ def test_runs():
     assert runs(np.array([0, 1, 2, 5])) == [(0, 3), (5, 1)]
 
 
-def test_program_writes_only_changes(controller, small_chip):
+def link_counts(link):
+    """What the simulated line carried so far, counted at its far end: bytes in, bytes out,
+    answers, and the time a real line at the driver's rate would have been busy (s)."""
+    return np.array([link.bytes_received, link.bytes_sent, link.answers, link.line_time_s])
+
+
+def test_program_writes_only_changes(controller, small_chip, pty_link):
     mesh = small_chip.mesh
     bar = Configuration(np.zeros(mesh.n_tbus))
     r1 = controller.program(bar)
@@ -31,14 +37,36 @@ def test_program_writes_only_changes(controller, small_chip):
     assert controller.program(bar).channels == 0
     one = bar.cross_fraction.copy()
     one[2] = 1.0
+    before = link_counts(pty_link)
     r2 = controller.program(Configuration(one))
+    heard, said, answers, busy_s = link_counts(pty_link) - before
     assert r2.channels == 1
-    assert r2.commands == 1
-    assert r2.bytes_written == len(b"I4=0.0000\nI4?\n")  # the setting and its read-back
-    assert r2.bytes_read == len(b"OK\n+0.0000 mA\n")
-    # both directions of 8N1 frames, plus one reply turnaround
-    assert r2.wire_time_s == pytest.approx((14 + 14) * 10 / 115200 + controller.driver.reply_turnaround_s)
+    assert r2.commands == answers == 1
+    assert r2.bytes_written == heard == len(b"I4=0.0000\nI4?\n")  # the setting and its read-back
+    assert r2.bytes_read == said == len(b"OK\n+0.0000 mA\n")
+    # the time on the wire is the time the simulated line was busy, by its own clock
+    assert r2.wire_time_s == pytest.approx(busy_s)
     assert controller.program(Configuration(one)).channels == 0
+
+
+@pytest.mark.parametrize("baudrate", [9600, 115200])
+def test_the_reported_wire_time_is_the_lines_at_the_rate_the_driver_set(small_chip, pty_link, baudrate):
+    """A user sizing a failover budget reads wire_time_s: it must follow the real line rate."""
+    from instruments.heater_driver import HeaterDriver
+
+    drv = HeaterDriver.open(pty_link.path, timeout_s=2.0, baudrate=baudrate)
+    try:
+        assert pty_link.line_rate() == baudrate  # what pyserial set on the line
+        ctl = MeshController(drv, small_chip.mesh)
+        target = ctl.currents
+        target[[1, 2, 3, 9]] = [1.25, 2.5, 0.75, 3.0]
+        before = link_counts(pty_link)
+        report = ctl.set_currents(target)
+        heard, said, answers, busy_s = link_counts(pty_link) - before
+        assert (report.bytes_written, report.bytes_read, report.commands) == (heard, said, answers)
+        assert report.wire_time_s == pytest.approx(busy_s)
+    finally:
+        drv.close()
 
 
 @pytest.mark.parametrize("bad", [11.0, -1.0, np.nan])
@@ -129,30 +157,32 @@ def test_controller_refuses_too_few_channels(small_chip):
 
 
 @pytest.mark.parametrize("protocol", ["binary", "ascii"])
-def test_the_failover_timing_model_counts_the_bytes_the_driver_really_sends(small_chip, heater_device,
-                                                                           protocol):
-    """photonics' TimingModel (no instruments import) against the wire, exchange for exchange."""
+def test_the_failover_timing_model_counts_the_bytes_the_driver_really_sends(small_chip, pty_link, protocol):
+    """photonics' TimingModel (no instruments import) against the line, exchange for exchange.
+
+    Bytes, exchanges and time are those the simulated line carried, counted at its far end
+    on its own clock, not the driver's report restated.
+    """
     from instruments.heater_driver import HeaterDriver
-    from instruments.sim.heater_device import register, unregister
     from photonics.fabric import TimingModel
 
-    url = register(f"timing-{protocol}", heater_device)
+    drv = HeaterDriver.open(pty_link.path, timeout_s=0.5, binary=protocol == "binary")
     try:
-        drv = HeaterDriver.open(url, timeout_s=0.5, binary=protocol == "binary")
         ctl = MeshController(drv, small_chip.mesh)
         ctl.set_currents(ctl.currents)  # a running controller has confirmed every channel once
         target = ctl.currents
         program = {1: 1.25, 2: 2.5, 3: 0.75, 7: 3.0, 8: 1.5, 15: 0.5}  # runs split at module 0|1
         for ch, v in program.items():
             target[ch] = v
-        report = ctl.set_currents(target)
+        before = link_counts(pty_link)
+        ctl.set_currents(target)
+        heard, said, answers, busy_s = link_counts(pty_link) - before
         model = TimingModel(protocol=protocol)
-        assert report.commands == len(model.exchanges(program)) == 4
-        assert report.bytes_written + report.bytes_read == model.write_bytes(program)
-        assert report.wire_time_s * 1e3 == pytest.approx(model.write_ms(program))
-        drv.close()
+        assert answers == len(model.exchanges(program)) == 4
+        assert heard + said == model.write_bytes(program)
+        assert busy_s * 1e3 == pytest.approx(model.write_ms(program))
     finally:
-        unregister(f"timing-{protocol}")
+        drv.close()
 
 
 def test_after_state_unknown_the_next_program_reads_back_first(controller, small_chip, heater_device):

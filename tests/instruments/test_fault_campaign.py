@@ -69,3 +69,42 @@ def test_the_plugin_fixture_injects_faults_downstream_code_can_meet(lumion_sim_b
     assert lumion_sim_bench.sim.laser.wavelength_nm == 1551.0
     with pytest.raises(ValueError, match="unknown fault"):
         lumion_faults.meter("gremlins")
+
+
+def unknown_after_a_reset(campaign):
+    """A module restarts in the middle of a write: the controller marks the state unknown."""
+    campaign.faults.clear()
+    campaign.bench.controller.driver.retries = 0
+    try:
+        campaign.step(Step("program", seed=3, fault=("heater", "reset", 1)))
+    finally:
+        campaign.bench.controller.driver.retries = 2
+
+
+def test_an_unknown_state_is_counted_read_back_and_checked(campaign):
+    before = campaign.unknown_states.copy()
+    unknown_after_a_reset(campaign)
+    assert campaign.outcomes["program:ChipStateUnknownError"] >= 1
+    assert campaign.unknown_states["seen"] == before["seen"] + 1
+    assert campaign.unknown_states["resolved"] == before["resolved"] + 1
+    assert campaign.bench.controller.state_known  # resolved, and checked against the chip
+
+
+def test_a_read_back_that_lies_about_an_unknown_state_is_a_violation(campaign, monkeypatch):
+    """Before, the check returned at an unknown state: a wrong read-back went unseen."""
+    import numpy as np
+
+    from instruments.sim.fault_campaign import CampaignViolationError
+
+    driver = campaign.bench.controller.driver
+    real = type(driver).currents
+
+    def lying(self, *args, **kwargs):
+        held = real(self, *args, **kwargs)
+        return np.where(np.arange(held.size) == 0, held + 1.0, held)  # channel 0 misread by 1 mA
+
+    monkeypatch.setattr(type(driver), "currents", lying)
+    with pytest.raises(CampaignViolationError, match="controller believes"):
+        unknown_after_a_reset(campaign)
+    monkeypatch.undo()
+    campaign.bench.controller.resync()
