@@ -6,6 +6,10 @@ routed with its map (instruments/sim/trust_campaign.py says what each figure mea
 9200 + k: no test uses them.
 
     python benchmarks/bench_calibration_trust.py --seeds 6 [--modes default,dead_port] [--json]
+    python benchmarks/bench_calibration_trust.py --from-lines run1.err run2.err   # merge runs
+
+Each chip's figures go to stderr as one JSON line as soon as it is done, so runs split over
+several processes (or cut short) are summarised together with ``--from-lines``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import sys
 import time
 from dataclasses import asdict
 
-from instruments.sim.trust_campaign import MODES, run_campaign, summarise
+from instruments.sim.trust_campaign import MODES, ChipOutcome, run_campaign, summarise
 
 FIRST_SEED = 9200  # 9000-9002 (the first campaign) and 9100-9101 (its short test) are in tests now
 
@@ -29,31 +33,64 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first-seed", type=int, default=FIRST_SEED)
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--from-lines", nargs="+", metavar="FILE",
+                   help="summarise the per-chip JSON lines earlier runs wrote on stderr instead of running")
     args = p.parse_args(argv)
-    modes = tuple(m for m in args.modes.split(",") if m)
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t0, c0 = time.perf_counter(), time.process_time()
+    if args.from_lines:
+        outcomes = read_lines(args.from_lines)
+    else:
+        modes = tuple(m for m in args.modes.split(",") if m)
+        seeds = list(range(args.first_seed, args.first_seed + args.seeds))
 
-    def note(o):  # one JSON line per chip on stderr: a cut-short campaign keeps what it measured
-        line = asdict(o) | {"elapsed_s": round(time.perf_counter() - t0)}
-        print(json.dumps(line), file=sys.stderr, flush=True)
+        def note(o):  # one JSON line per chip on stderr: a cut-short campaign keeps what it measured
+            line = asdict(o) | {"elapsed_s": round(time.perf_counter() - t0)}
+            print(json.dumps(line), file=sys.stderr, flush=True)
 
-    outcomes = run_campaign(modes, seeds, on_chip=note)
+        outcomes = run_campaign(modes, seeds, on_chip=note)
     table = summarise(outcomes)
-    result = {"seeds": seeds, "modes": table, "cpu_s": time.process_time() - c0,
+    result = {"seeds": sorted({o.seed for o in outcomes}), "modes": table, "cpu_s": time.process_time() - c0,
               "load_average_1min": round(os.getloadavg()[0], 2),
               "chips": [asdict(o) | {"heater_rms_rad": None} for o in outcomes]}
     if args.json:
         print(json.dumps(result, indent=1))
     else:
-        cols = ["chips", "refused", "injected", "named_correctly", "wrongly_named", "named_unreachable",
-                "unverified", "silent_over_0_1_rad", "heater_rms_median_rad", "heater_rms_worst_rad",
-                "chips_meeting_0_02_rad_per_heater", "operations_median", "routes", "routes_within"]
-        print("mode | " + " | ".join(cols))
-        for mode, row in table.items():
-            print(mode + " | " + " | ".join(f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c])
-                                            for c in cols))
+        print_table(table)
     return 1 if any(row["silent_over_0_1_rad"] for row in table.values()) else 0
+
+
+COLUMNS = ["chips", "refused", "injected", "named_correctly", "wrongly_named", "named_unreachable",
+           "unverified", "silent_over_0_1_rad", "heater_rms_median_rad", "heater_rms_worst_rad",
+           "chips_meeting_0_02_rad_per_heater", "operations_median", "operations_max", "routes",
+           "routes_within"]
+
+
+def print_table(table: dict) -> None:
+    """The per-mode table as Markdown (docs/calibration.md holds it so)."""
+    print("| mode | " + " | ".join(COLUMNS) + " |")
+    print("|---" * (len(COLUMNS) + 1) + "|")
+    for mode, row in table.items():
+        cells = [f"{row[c]:.4f}" if isinstance(row[c], float) and "rad" in c else
+                 f"{row[c]:.0f}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS]
+        print(f"| {mode} | " + " | ".join(cells) + " |")
+
+
+def read_lines(paths: list[str]) -> list[ChipOutcome]:
+    """Chips from the per-chip JSON lines of earlier runs (first of each mode and seed kept),
+    in mode order, then seed order.
+    """
+    seen: dict[tuple[str, int], ChipOutcome] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith("{"):
+                    continue
+                data = json.loads(line)
+                data.pop("elapsed_s", None)
+                o = ChipOutcome(**data)
+                seen.setdefault((o.mode, o.seed), o)
+    order = {m: k for k, m in enumerate(MODES)}
+    return [seen[k] for k in sorted(seen, key=lambda k: (order.get(k[0], len(order)), k[1]))]
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The short version of benchmarks/bench_calibration_trust.py (issue 26): nothing wrong is silent."""
 
+import numpy as np
 import pytest
 
 from calibration.map import CalibrationError
@@ -38,3 +39,24 @@ def test_a_chip_drifting_during_the_run_is_refused_saying_how_much():
                        match=r"refused: light disagrees with \d+ of 6 TBUs .* rad RMS") as info:
         calibrate(DirectBench(chip), FAST, progress=Progress(stream=None))
     assert "\n" not in str(info.value)
+
+
+def test_a_tbu_walled_in_by_two_dead_neighbours_is_unreachable_not_wrongly_named():
+    """Issue 26: with two adjacent dead TBUs the campaign counted a third, healthy neighbour as
+    wrongly named on every seed. Both TBUs on one of its sides are dead, so no light path can
+    cross it (nor can a route): naming it is right, and the campaign says so."""
+    from instruments.sim.trust_campaign import faults_for, make_chip, unreachable_tbus
+    from photonics.topology import smartlight
+
+    chip, injected = make_chip("dead_adjacent", 9000)
+    mesh = chip.mesh
+    assert sorted(mesh.tbu_names[t] for t in injected) == ["tbu:0.1.3", "tbu:1.0.1"]
+    walled = unreachable_tbus(mesh, injected)
+    assert [mesh.tbu_names[t] for t in walled] == ["tbu:0.1.2"]
+    peer = mesh.peer()
+    t = mesh.tbu_index("tbu:0.1.2")
+    sides = [{int(peer[4 * t + k]) // 4 for k in pair} for pair in ((0, 1), (2, 3))]
+    assert set(injected) in sides  # one whole side of it is dead
+    rng = np.random.default_rng(1)
+    for _ in range(5):  # one dead TBU never walls another in
+        assert unreachable_tbus(smartlight(), faults_for("dead_interior", smartlight(), rng)) == set()
