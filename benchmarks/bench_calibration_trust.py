@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first-seed", type=int, default=FIRST_SEED)
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--per-chip", action="store_true",
+                   help="after the table, one line per chip: worst heater RMS and what the map named")
     p.add_argument("--from-lines", nargs="+", metavar="FILE",
                    help="summarise the per-chip JSON lines earlier runs wrote on stderr instead of running")
     args = p.parse_args(argv)
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=1))
     else:
         print_table(table)
+        if args.per_chip:
+            print_chips(outcomes)
     return 1 if any(row["silent_over_0_1_rad"] for row in table.values()) else 0
 
 
@@ -73,6 +77,17 @@ def print_table(table: dict) -> None:
         cells = [f"{row[c]:.4f}" if isinstance(row[c], float) and "rad" in c else
                  f"{row[c]:.0f}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS]
         print(f"| {mode} | " + " | ".join(cells) + " |")
+
+
+def print_chips(outcomes: list[ChipOutcome]) -> None:
+    """One line per chip: worst per-heater RMS (rad) and every TBU the map named or missed."""
+    for o in outcomes:
+        worst = max(o.heater_rms_rad) if o.heater_rms_rad else float("nan")
+        extra = {k: v for k, v in (("wrong", o.wrongly_named), ("unreachable", o.named_unreachable),
+                                   ("unverified", {n: round(r, 3) for n, r in o.unverified.items()}),
+                                   ("silent", o.silent), ("refused", o.refused)) if v}
+        print(f"    {o.mode} {o.seed}: worst heater {worst:.4f} rad, injected {o.injected or '-'}, "
+              f"named {o.named}{''.join(f', {k} {v}' for k, v in extra.items())}")
 
 
 def read_lines(paths: list[str]) -> list[ChipOutcome]:
