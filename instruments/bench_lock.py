@@ -11,6 +11,9 @@ ports are also opened with pyserial's ``exclusive=True`` (a ``flock`` on the dev
 keeps out programs that know nothing of these files.
 
 Lock files live in ``$LUMION_LOCK_DIR``, by default ``<tmp>/lumion-locks``.
+
+A serial port held only by such an exclusive open (a vendor's tool, no lock file) is named
+by :func:`device_holder`, from the kernel's table of ``flock`` locks (``/proc/locks``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,50 @@ def lock_path(address: str) -> Path:
     key = resource_key(address)
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[-40:]
     return lock_dir() / f"{readable}.{hashlib.sha256(key.encode()).hexdigest()[:16]}.lock"
+
+
+def _flock_pids(path: str) -> list[int]:
+    """Pids holding an exclusive ``flock`` on ``path``'s inode (Linux ``/proc/locks``; [] elsewhere).
+
+    A line reads ``1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`` (major and
+    minor in hex); a waiter's line has ``->`` after the number and is not a holder.
+    """
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as table:
+            lines = table.read(1 << 20).splitlines()
+    except OSError:
+        return []
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1:4] == ["FLOCK", "ADVISORY", "WRITE"] and fields[5] == key \
+                and fields[4].isdigit():
+            pids.append(int(fields[4]))
+    return pids
+
+
+def _command_of(pid: int) -> str:
+    """The command line of ``pid`` (program name without its folder), or '' if unknown."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read(4096).split(b"\0")
+    except OSError:
+        return ""
+    words = [a.decode("utf-8", "replace") for a in argv if a]
+    if words:
+        words[0] = os.path.basename(words[0])
+    return " ".join(words)[:120]
+
+
+def device_holder(path: str) -> str | None:
+    """Who holds the serial device ``path`` exclusively: ``pid N (command)``, or None if unknown."""
+    pids = [p for p in _flock_pids(os.path.realpath(path)) if p != os.getpid()]
+    if not pids:
+        return None
+    command = _command_of(pids[0])
+    return f"pid {pids[0]} ({command})" if command else f"pid {pids[0]}"
 
 
 def _holder_line() -> str:

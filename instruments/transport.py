@@ -13,6 +13,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from instruments.bench_lock import device_holder
 from instruments.errors import (
     ConnectionLostError,
     GarbledReplyError,
@@ -65,6 +66,11 @@ def open_serial_port(url: str, baudrate: int, timeout_s: float) -> Any:
         return serial.serial_for_url(url, baudrate=baudrate, bytesize=8, parity="N", stopbits=1,
                                      timeout=timeout_s, write_timeout=timeout_s, exclusive=exclusive)
     except (serial.SerialException, OSError, ValueError) as exc:
+        holder = device_holder(url) if exclusive and "exclusively lock" in str(exc) else None
+        if holder:  # another program has it open exclusively: say which
+            raise ConnectionLostError(
+                f"cannot open serial port {url!r}: it is held by {holder}; one bench has one "
+                "writer: wait for that program to end (or stop it), then run this again") from exc
         raise ConnectionLostError(
             f"cannot open serial port {url!r}: {exc}; check the cable, the device path and that "
             "no other program holds the port"

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Binary settings are 1/65535 of 24 mA apart; a configuration differs by whole mA.
 SAME_MA = 1e-3
 
-# A holder: opens what it is told and says so, then waits to be killed.
+# A holder: opens what it is told and says so, then waits to be killed (until the test's end).
 #   bench FILE.toml      -- the whole bench, as lumion does (lock files, exclusive serial open)
 #   lock ADDRESS         -- only the lock of one instrument address (another lumion tool)
 #   serial PATH          -- only an exclusive serial open, no lock file (a vendor's program)
@@ -130,8 +130,10 @@ def test_a_tcp_instrument_held_by_another_process_is_refused_however_it_is_spell
 
 
 @pytest.mark.slow
-def test_a_serial_port_held_by_a_program_that_knows_no_lock_files_is_one_line_too(served):
-    """A vendor's tool with the port open exclusively: lumion says so in one line and writes nothing."""
+def test_a_serial_port_held_by_a_program_that_knows_no_lock_files_is_refused_naming_it(served):
+    """A vendor's tool with the port open exclusively (no lock file): lumion names it from the
+    kernel's flock table, in one line, and writes nothing. Before, the line said only "check ...
+    that no other program holds the port"."""
     sim, bench, (conf, _currents), env = served
     zero(sim)
     port = sim.addresses()["heater_driver"]
@@ -142,7 +144,7 @@ def test_a_serial_port_held_by_a_program_that_knows_no_lock_files_is_one_line_to
         assert second.returncode == 4, second.stderr
         assert len(lines) == 1, second.stderr
         assert port in lines[0]
-        assert "no other program holds the port" in lines[0]
+        assert f"it is held by pid {holder.pid} (python" in lines[0]
         assert not sim.chip.currents_ma.any()
     finally:
         kill(holder)
