@@ -54,6 +54,7 @@ COMMANDS: dict[str, str] = {
     "campaign": "lab_scripts.cmd_campaign",
     "serve": "lab_scripts.cmd_serve",
     "rack": "lab_scripts.cmd_rack",
+    "synthesize": "lab_scripts.cmd_synthesize",
 }
 
 # Log records held back while a command runs: shown after a success, dropped after a

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from lab_scripts.schemas.files import ConfigurationFile, JobLinks
+from lab_scripts.schemas.files import ConfigurationFile, JobLinks, StateFile
 from lab_scripts.schemas.types import (
     Channel,
     Count,
@@ -758,6 +758,54 @@ class CampaignOutput(Strict):
     fabric_over_baseline: dict[str, float | None] | None = None
 
 
+class UnitaryRow(Strict):
+    """A unitary's figures at one wavelength (photonics.synthesis.report)."""
+
+    wavelength_nm: float
+    fidelity: float = Field(ge=0, description="|Tr(U^H V)|^2 / (N Tr(V^H V)): 1 when V is U up to loss and "
+                            "a global phase")
+    loss_db: Db = Field(description="-10 log10(Tr(V^H V) / N)")
+    worst_crosstalk_db: Db = Field(description="most power any input sends to a port that is no output")
+
+
+class PowerRow(Strict):
+    """A power target's figures at one wavelength (photonics.synthesis.report)."""
+
+    wavelength_nm: float
+    shares: list[list[float]] = Field(description="output x input: each output's share of the power "
+                                      "reaching the outputs")
+    max_share_error: float = Field(ge=0)
+    insertion_loss_db: list[float] = Field(description="per input, dB")
+    worst_crosstalk_db: Db
+
+
+class SynthesizeOutput(Strict):
+    """``lumion synthesize --json``: the target, the state that realises it and its report."""
+
+    schema_name: Literal["lumion.synthesize"] = Field(alias="schema")
+    version: Literal[1]
+    mesh: MeshSpec
+    chip: str = Field(description="the chip model refined on: nominal, a fabricated seed or a calibration "
+                      "map")
+    kind: Literal["unitary", "splitter", "coupler"]
+    inputs: list[PortName]
+    outputs: list[PortName]
+    target: list[list[float]] | dict[str, list[list[float]]] = Field(
+        description="shares (output x input), or a unitary as {'real': rows, 'imag': rows}")
+    tbus: list[TbuName] = Field(description="the TBUs the target uses (the rest parked)")
+    steps: Count = Field(description="L-BFGS iterations of the refinement")
+    evaluations: Count
+    start: list[UnitaryRow] | list[PowerRow] = Field(description="the analytic start, per wavelength")
+    achieved: list[UnitaryRow] | list[PowerRow] = Field(description="the refined state, per wavelength")
+    state: StateFile
+    configuration: ConfigurationFile | None = Field(description="what lumion program takes; null for a "
+                                                    "unitary")
+    not_programmable: str | None = Field(description="why no configuration can hold the target")
+    out: Path | None
+    out_schema: Literal["lumion.configuration", "lumion.state"] | None
+    plot: Path | None
+
+
 # command -> its output model; a command missing here fails tests/lab_scripts/test_schemas.py.
 COMMAND_OUTPUTS = {
     "mesh": MeshOutput,
@@ -775,4 +823,5 @@ COMMAND_OUTPUTS = {
     "rack": RackOutput,
     "serve": ServeOutput,
     "campaign": CampaignOutput,
+    "synthesize": SynthesizeOutput,
 }

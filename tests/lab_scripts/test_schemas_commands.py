@@ -64,6 +64,9 @@ CASES = {
     "rack": [["rack", "simulate", "--synthetic", "6", "--seed", "1", "--plot", "rack.png"]],
     "campaign": [["campaign", "--kind", "yield", "--mesh", "hex:2x3", "--chips", "2", "--plot", "y.png"],
                  ["campaign", "--kind", "availability", "--traces", "1", "--jobs", "4"]],
+    "synthesize": [["synthesize", "--mesh", "square:3x3", "--unitary", "dft:3", "--out", "u.json"],
+                   ["synthesize", "--mesh", "hex:2x2", "--splitter", "0:5=1,9=2", "--out", "s.json",
+                    "--plot", "s.png"]],
 }
 
 
@@ -162,6 +165,7 @@ FAILURES = {
     "rack": ["rack", "simulate", "--trace", "missing.csv"],
     "serve": ["serve", "--bench", "missing.toml", "--db", "cp.db"],
     "campaign": ["campaign", "--kind", "yield", "--chips", "0"],
+    "synthesize": ["synthesize", "--mesh", "hex:2x2", "--unitary", "dft:3"],
 }
 
 

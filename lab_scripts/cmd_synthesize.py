@@ -1,0 +1,208 @@
+"""``lumion synthesize``: a unitary, a power splitter or a tunable coupler as a mesh state."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from lab_scripts.common import (
+    UsageError,
+    add_json_flag,
+    load_mesh,
+    mesh_spec,
+    print_json,
+    seed,
+    table,
+    wavelength_range,
+)
+from lab_scripts.errors import reading
+from lab_scripts.paths import PLOT_SUFFIXES, output_file
+
+MAX_WAVELENGTHS = 64  # each wavelength is one more block in every refinement step
+MAX_UNITARY = 32  # modes: a square mesh holds N <= min(rows, cols); past this the refinement takes minutes
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "synthesize",
+        help="program a unitary, a power splitter or a tunable coupler (refined on the chip model)",
+        description="Find the mesh state that realises a linear function: --unitary (square meshes: Clements "
+        "start, then gradient refinement of every lattice heater), --splitter SRC:DST=RATIO,... (any mesh) "
+        "or "
+        "--coupler KAPPA (square meshes). The chip model is nominal, or a seeded fabricated chip "
+        "(--fabricated), or the chip a calibration map describes (--map: its differential phases; its failed "
+        "and unverified TBUs avoided). Reports fidelity, loss, shares, insertion loss and worst crosstalk at "
+        "every wavelength. --out writes the configuration `lumion program` takes (a unitary: the heater "
+        "state, with the reason a configuration cannot hold it). Example: lumion synthesize --mesh "
+        "smartlight --splitter 1:4=1,8=2,12=1 --out split.json --plot split.png",
+    )
+    p.add_argument("--mesh", default="smartlight",
+                   help="smartlight | hex:RxC | square:RxC | triangular:RxC | FILE.json")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--unitary", metavar="FILE.json|random:N:SEED|dft:N",
+                      help="an N x N unitary: a JSON file ({'real': [[..]], 'imag': [[..]]} or a list of "
+                      "rows), "
+                      "a Haar-random one, or the discrete Fourier transform")
+    what.add_argument("--splitter", metavar="SRC:DST=R,DST=R,...",
+                      help="one input to several outputs with power ratios (any scale), ports by number "
+                      "or name")
+    what.add_argument("--coupler", type=float, metavar="KAPPA",
+                      help="a 2x2 coupler: KAPPA of each input's power crosses over (0..1)")
+    p.add_argument("--wavelengths", default="1550", metavar="NM|START:STOP:N",
+                   help="wavelengths to meet the target at and report (default 1550)")
+    p.add_argument("--map", metavar="MAP.json", help="calibration map: the chip model and the TBUs to avoid")
+    p.add_argument("--fabricated", type=seed, metavar="SEED",
+                   help="refine on a seeded fabricated chip (all its parameters known) instead of the "
+                   "nominal one")
+    p.add_argument("--out", metavar="FILE.json", help="write the configuration (or a unitary's heater state)")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the target next to what the chip model does")
+    add_json_flag(p)
+    p.set_defaults(run=run)
+
+
+def parse_splitter(text: str, mesh: Any) -> tuple[int, list[int], list[float]]:
+    """``SRC:DST=R,DST=R`` -> (source port, destination ports, ratios)."""
+    src, sep, rest = text.partition(":")
+    if src == "port" and rest:  # port:1:4=1,...
+        head, sep, rest = rest.partition(":")
+        src = f"port:{head}"
+    if not sep or not rest:
+        raise UsageError(f"--splitter takes SRC:DST=RATIO,DST=RATIO (e.g. 1:4=1,8=2), not {text!r}")
+    dsts, ratios = [], []
+    for item in rest.split(","):
+        name, eq, ratio = item.partition("=")
+        try:
+            value = float(ratio)
+        except ValueError:
+            value = math.nan
+        if not eq or not math.isfinite(value):
+            raise UsageError(f"--splitter: each output is DST=RATIO with a number, not {item!r}")
+        dsts.append(mesh.port_index(name.strip()))
+        ratios.append(value)
+    source = mesh.port_index(src.strip())
+    if len(set(dsts)) != len(dsts) or source in dsts:
+        raise UsageError("--splitter: give each output once, none of them the source")
+    return source, dsts, ratios
+
+
+def load_unitary(text: str) -> Any:
+    """The ``--unitary`` target as a complex array (not yet checked for unitarity)."""
+    import numpy as np
+
+    kind, _, rest = text.partition(":")
+    if kind in ("random", "dft") and rest:
+        parts = rest.split(":")
+        if not all(p.isdigit() for p in parts) or len(parts) != (2 if kind == "random" else 1):
+            raise UsageError(f"--unitary {text}: use random:N:SEED or dft:N")
+        n = int(parts[0])
+        if not 2 <= n <= MAX_UNITARY:
+            raise UsageError(f"--unitary: N must lie in 2..{MAX_UNITARY}, not {n}")
+        if kind == "dft":
+            return np.fft.fft(np.eye(n)) / np.sqrt(n)
+        from scipy.stats import unitary_group
+
+        return unitary_group.rvs(n, random_state=int(parts[1]))
+    with reading("unitary", text):
+        from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
+        from photonics.errors import StateError
+
+        data = json.loads(read_text(text, DATA_FILE_MAX_BYTES, "unitary file"))
+        try:
+            if isinstance(data, dict):
+                real, imag = data["real"], data.get("imag", 0.0)
+                return np.asarray(real, dtype=float) + 1j * np.asarray(imag, dtype=float)
+            return np.asarray(data, dtype=float).astype(complex)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"{text}: give {{'real': [[..]], 'imag': [[..]]}} or a list of rows of "
+                             "numbers") \
+                from exc
+
+
+def chip(args: argparse.Namespace, mesh: Any) -> tuple[Any, dict[int, str], str]:
+    """The chip model, the TBUs to avoid and a name for the report."""
+    import numpy as np
+
+    from photonics.physics import fabricated_params
+    from photonics.synthesis import chip_model
+
+    if args.fabricated is not None:
+        params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(args.fabricated))
+        return params, {}, f"fabricated seed {args.fabricated} (every parameter known)"
+    if args.map is None:
+        return chip_model(mesh), {}, "nominal"
+    from calibration.map import CalibrationMap
+    from photonics.fabric.plan import failures_with_map
+
+    with reading("calibration map", args.map):
+        cmap = CalibrationMap.load(args.map, mesh=mesh)
+    failed = failures_with_map(mesh, cmap, None)
+    return chip_model(mesh, cmap.delta), failed, f"calibration map {args.map} (chip {cmap.chip_id})"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Synthesise, report, write."""
+    from photonics import synthesis
+
+    plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
+    out = output_file(args.out, "--out", (".json",)) if args.out is not None else None
+    mesh = load_mesh(args.mesh)
+    wl = wavelength_range(args.wavelengths, MAX_WAVELENGTHS)
+    params, failed, chip_name = chip(args, mesh)
+    if args.unitary is not None:
+        result = synthesis.unitary(mesh, load_unitary(args.unitary), params, wl, failed)
+    elif args.splitter is not None:
+        src, dsts, ratios = parse_splitter(args.splitter, mesh)
+        result = synthesis.splitter(mesh, src, dsts, ratios, params, wl, failed)
+    else:
+        result = synthesis.coupler(mesh, args.coupler, params, wl, failed)
+    written = _write(out, result)
+    if plot:
+        from lab_scripts.synthesis_plot import synthesis_plot
+
+        synthesis_plot(plot, result)
+    payload = {"mesh": mesh_spec(mesh, args.mesh), "chip": chip_name, **result.to_dict(),
+               "out": str(out) if out else None, "out_schema": written, "plot": str(plot) if plot else None}
+    if args.json:
+        print_json(payload)
+        return 0
+    _print_text(result, chip_name, out, written, plot)
+    return 0
+
+
+def _write(out: Any, result: Any) -> str | None:
+    """Write the configuration (or the unitary's heater state); the schema written, or None."""
+    if out is None:
+        return None
+    from photonics.atomic import atomic_write_text
+
+    doc = (result.configuration.to_dict(result.mesh) if result.configuration is not None
+           else result.state.to_dict(result.mesh))
+    atomic_write_text(out, json.dumps(doc, indent=1))
+    return doc["schema"]
+
+
+def _print_text(result: Any, chip_name: str, out: Any, written: str | None, plot: Any) -> None:
+    m = result.mesh
+    print(f"{result.kind} on {len(result.tbus)} TBUs, refined on the {chip_name} chip in {result.steps} "
+          "steps; "
+          f"inputs {', '.join(m.port_names[p] for p in result.inputs)}; "
+          f"outputs {', '.join(m.port_names[p] for p in result.outputs)}")
+    if result.kind == "unitary":
+        rows = [(r["wavelength_nm"], f"{s['fidelity']:.6f}", f"{r['fidelity']:.6f}", r["loss_db"],
+                 r["worst_crosstalk_db"])
+                for s, r in zip(result.start, result.achieved, strict=True)]
+        print(table(rows, ["nm", "start fidelity", "fidelity", "loss dB", "worst xtalk dB"]))
+    else:
+        rows = [(r["wavelength_nm"], f"{s['max_share_error']:.1e}", f"{r['max_share_error']:.1e}",
+                 max(r["insertion_loss_db"]), r["worst_crosstalk_db"])
+                for s, r in zip(result.start, result.achieved, strict=True)]
+        print(table(rows, ["nm", "start share err", "share err", "insertion loss dB", "worst xtalk dB"]))
+    if result.not_programmable:
+        print(f"not a configuration: {result.not_programmable}")
+    if out:
+        print(f"wrote {out} ({written})")
+    if plot:
+        print(f"wrote {plot}")

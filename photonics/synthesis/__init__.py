@@ -1,0 +1,119 @@
+"""Any linear function on the chip: a unitary, a power splitter or a tunable coupler as a
+mesh state, refined on the chip model with the exact gradient of the circuit solve.
+
+* :func:`unitary` -- an N x N unitary on a square mesh: Clements decomposition laid out as
+  a lattice in the mesh (:mod:`.square_lattice`), then gradient refinement of every
+  lattice heater (:mod:`.unitary`);
+* :func:`splitter` -- one input to N outputs with given power ratios (:mod:`.splitter`);
+* :func:`coupler` -- a 2x2 coupler with a given coupling, on a square mesh.
+
+Each returns a :class:`~photonics.synthesis.result.Synthesis` with its report at every
+wavelength asked (:mod:`.report`). The chip model (:func:`chip_model`) is the nominal chip
+with each TBU's differential passive phase from a calibration map when one is given;
+TBUs the map records as failed or unverified are avoided (the unitary's lattice needs all
+of its TBUs and is refused instead).
+
+Example:
+    >>> import numpy as np
+    >>> from photonics.topology import square
+    >>> s = splitter(square(3, 3), 0, [10, 14], [1, 3], wavelengths_nm=[1550.0])
+    >>> [round(x[0], 3) for x in s.achieved[0]["shares"]]
+    [0.25, 0.75]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from photonics.configuration import Configuration
+from photonics.errors import StateError
+from photonics.physics import TBUParams, nominal_params
+from photonics.state import MeshState
+from photonics.synthesis.refine import Refined
+from photonics.synthesis.report import power_report, unitary_report
+from photonics.synthesis.result import PHASE_ONLY, Synthesis
+from photonics.synthesis.splitter import check_ratios, synthesize_coupler, synthesize_split
+from photonics.synthesis.unitary import synthesize_unitary
+from photonics.topology import Mesh
+
+__all__ = ["Synthesis", "chip_model", "coupler", "splitter", "unitary"]
+
+
+def chip_model(mesh: Mesh, delta_rad: np.ndarray | None = None) -> TBUParams:
+    """The chip the synthesis trusts: nominal, with each TBU's differential passive phase
+    ``delta_rad`` (a calibration map's ``delta``) when given. The common arm phase stays 0:
+    power readings cannot see it.
+    """
+    params = nominal_params(mesh.n_tbus, mesh.n_links)
+    if delta_rad is None:
+        return params
+    delta = np.asarray(delta_rad, dtype=float)
+    if delta.shape != (mesh.n_tbus,):
+        raise StateError(f"the map has {delta.size} TBUs, the mesh {mesh.n_tbus}")
+    return replace(params, offset_top=delta.copy(), offset_bot=np.zeros(mesh.n_tbus))
+
+
+def _wl(wavelengths_nm: Sequence[float] | np.ndarray) -> np.ndarray:
+    wl = np.atleast_1d(np.asarray(wavelengths_nm, dtype=float))
+    if wl.ndim != 1 or not len(wl) or not np.isfinite(wl).all() or (wl <= 0).any():
+        raise StateError("wavelengths must be positive numbers (nm)")
+    return wl
+
+
+def unitary(mesh: Mesh, target: np.ndarray, params: TBUParams | None = None,
+            wavelengths_nm: Sequence[float] | np.ndarray = (1550.0,), failed: dict[int, str] | None = None,
+            max_steps: int | None = None) -> Synthesis:
+    """The unitary ``target`` (N x N) on a square mesh of at least N x N cells."""
+    params = params or nominal_params(mesh.n_tbus, mesh.n_links)
+    wl = _wl(wavelengths_nm)
+    lat, start, state, refined = synthesize_unitary(mesh, target, params, wl, failed, max_steps)
+    u = np.asarray(target, dtype=complex)
+    ins, outs = np.array(lat.inputs), np.array(lat.outputs)
+    return Synthesis("unitary", mesh, u, lat.inputs, lat.outputs, state, None,
+                     unitary_report(mesh, params, start, u, wl, ins, outs),
+                     unitary_report(mesh, params, state, u, wl, ins, outs), tuple(lat.tbus.tolist()),
+                     refined.steps, refined.evaluations, PHASE_ONLY, params=params)
+
+
+def splitter(mesh: Mesh, src: int, dsts: Sequence[int], ratios: Sequence[float],
+             params: TBUParams | None = None,
+             wavelengths_nm: Sequence[float] | np.ndarray = (1550.0,),
+             failed: dict[int, str] | None = None) -> Synthesis:
+    """One input ``src`` to the ports ``dsts`` with power ``ratios`` (any scale)."""
+    params = params or nominal_params(mesh.n_tbus, mesh.n_links)
+    wl = _wl(wavelengths_nm)
+    shares = check_ratios(np.asarray(ratios, dtype=float))
+    if len(shares) != len(dsts):
+        raise StateError(f"{len(dsts)} outputs but {len(shares)} ratios: give one ratio per output")
+    start, refined, conf, tbus = synthesize_split(mesh, int(src), [int(d) for d in dsts], shares, params, wl,
+                                                  failed or {})
+    return _power_result("splitter", mesh, params, wl, shares[:, None], (int(src),),
+                         tuple(int(d) for d in dsts), start, refined, conf, tbus)
+
+
+def coupler(mesh: Mesh, kappa: float, params: TBUParams | None = None,
+            wavelengths_nm: Sequence[float] | np.ndarray = (1550.0,),
+            failed: dict[int, str] | None = None) -> Synthesis:
+    """A 2x2 coupler on a square mesh: ``kappa`` of each input's power goes to the other
+    output, ``1 - kappa`` straight on (inputs on the west edge, outputs on the east).
+    """
+    params = params or nominal_params(mesh.n_tbus, mesh.n_links)
+    wl = _wl(wavelengths_nm)
+    start, refined, conf, tbus, lat = synthesize_coupler(mesh, float(kappa), params, wl, failed or {})
+    target = np.array([[1 - kappa, kappa], [kappa, 1 - kappa]])
+    return _power_result("coupler", mesh, params, wl, target, lat.inputs, lat.outputs, start, refined, conf,
+                         tbus)
+
+
+def _power_result(kind: str, mesh: Mesh, params: TBUParams, wl: np.ndarray, target: np.ndarray,
+                  ins: tuple[int, ...], outs: tuple[int, ...], start: MeshState,
+                  refined: Refined, conf: Configuration,
+                  tbus: np.ndarray) -> Synthesis:
+    i, o = np.array(ins), np.array(outs)
+    return Synthesis(kind, mesh, target, ins, outs, refined.state, conf,
+                     power_report(mesh, params, start, target, wl, i, o),
+                     power_report(mesh, params, refined.state, target, wl, i, o), tuple(tbus.tolist()),
+                     refined.steps, refined.evaluations, params=params)

@@ -1,0 +1,70 @@
+"""A unitary on a square mesh: Clements decomposition, lattice embedding, gradient refinement.
+
+The analytic start sets every lattice block's split from the Clements decomposition
+(:mod:`photonics.synthesis.clements`) on the lattice of
+:mod:`photonics.synthesis.square_lattice`, every waveguide TBU to the state that carries its
+path and every other TBU to the park state; the splits are the hard, non-convex part of the
+problem. The refinement then moves every heater of the lattice (blocks, pass-throughs and
+waveguides, whose common phases are the lattice's phase screens) to maximise the fidelity
+on the chip model at every wavelength asked, which absorbs the propagation phases, the
+coupler errors and the losses the model knows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from photonics.circuit import solve
+from photonics.configuration import Configuration, hop_state
+from photonics.errors import StateError
+from photonics.physics import TBUParams
+from photonics.state import MeshState
+from photonics.synthesis.clements import check_unitary, decompose, lattice_columns
+from photonics.synthesis.objectives import infidelity
+from photonics.synthesis.refine import Refined, refine
+from photonics.synthesis.square_lattice import Lattice, square_lattice
+from photonics.topology import Mesh
+
+
+def start_fractions(mesh: Mesh, lat: Lattice, u: np.ndarray) -> np.ndarray:
+    """Cross fraction of every TBU for the analytic start (park state off the lattice)."""
+    r = Configuration.parked(mesh).cross_fraction.copy()
+    for t, (entry, exit_) in lat.fixed.items():
+        r[t] = 1.0 if hop_state(entry, exit_) == "cross" else 0.0
+    theta = dict.fromkeys(lat.blocks, 0.0)  # columns past the decomposition pass modes on
+    blocks, _ = decompose(u)
+    for blk, col in zip(blocks, lattice_columns(blocks, len(u)), strict=True):
+        theta[(col, blk.m)] = blk.theta
+    for key, th in theta.items():
+        t = lat.blocks[key][0]
+        stay = np.cos(th) ** 2  # mode m's power that stays on m
+        r[t] = 1 - stay if lat.stays_fraction_is_bar(key) else stay
+    return r
+
+
+def check_failed(mesh: Mesh, lat: Lattice, failed: dict[int, str]) -> None:
+    """Refuse a lattice that needs a TBU the calibration records as failed or unverified."""
+    hit = sorted(set(failed) & set(lat.tbus.tolist()))
+    if hit:
+        names = ", ".join(mesh.tbu_names[t] for t in hit[:5])
+        raise StateError(f"the {lat.n}-mode lattice needs TBU(s) the calibration map records as failed or "
+                         f"unverified ({names}{', ...' if len(hit) > 5 else ''}); a unitary on this chip "
+                         "needs them all: recalibrate or repair, or synthesise a smaller unitary")
+
+
+def synthesize_unitary(mesh: Mesh, target: np.ndarray, params: TBUParams, wavelengths_nm: np.ndarray,
+                       failed: dict[int, str] | None = None,
+                       max_steps: int | None = None) -> tuple[Lattice, MeshState, MeshState, Refined]:
+    """The lattice, the analytic start, and the refined state for the unitary ``target``."""
+    u = check_unitary(target)
+    lat = square_lattice(mesh, len(u))
+    check_failed(mesh, lat, failed or {})
+    start = Configuration(start_fractions(mesh, lat, u), mesh=mesh).heater_state(params.offset_top,
+                                                                                   params.offset_bot)
+    ins, outs = np.array(lat.inputs), np.array(lat.outputs)
+    wl = np.asarray(wavelengths_nm, float)
+    v0 = solve(mesh, start, wl, params, inputs=ins)[0][:, outs]
+    reach = float((np.abs(v0) ** 2).sum(axis=(-2, -1)).mean() / len(u))
+    kw = {} if max_steps is None else {"max_steps": max_steps}
+    refined = refine(mesh, params, start, lat.tbus, infidelity(u, reach), wl, ins, outs, **kw)
+    return lat, start, refined.state, refined

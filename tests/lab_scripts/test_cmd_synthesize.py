@@ -1,0 +1,73 @@
+"""`lumion synthesize`: its outputs, its files, what `lumion program` makes of them, bad input."""
+
+import json
+
+import pytest
+
+from lab_scripts.cli import main
+from lab_scripts.errors import EXIT_INPUT, EXIT_UNVERIFIED
+from photonics.configuration import Configuration
+from photonics.state import MeshState
+from photonics.topology import smartlight, square
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_splitter_json_file_and_plot_and_program_takes_the_file(capsys, tmp_path):
+    out, plot = tmp_path / "split.json", tmp_path / "split.png"
+    code, text, _ = run(capsys, "synthesize", "--splitter", "1:4=1,8=2,12=1", "--out", str(out),
+                        "--plot", str(plot), "--json")
+    assert code == 0
+    d = json.loads(text)
+    assert d["schema"] == "lumion.synthesize"
+    assert d["kind"] == "splitter"
+    assert d["achieved"][0]["max_share_error"] < 1e-3
+    assert [round(x[0], 3) for x in d["achieved"][0]["shares"]] == [0.25, 0.5, 0.25]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    conf = Configuration.from_dict(json.loads(out.read_text()), smartlight())
+    assert sorted(r.dst for r in conf.routes) == [4, 8, 12]
+    assert conf.states().count("split") == 2
+    # program reads it, programs it and checks each branch by light (an ideal map on a
+    # fabricated chip lands off: exit 5, with every route named; never a refusal of the file)
+    code, text, _ = run(capsys, "program", "--configuration", str(out), "--seed", "3", "--json")
+    assert code in (0, EXIT_UNVERIFIED)
+    report = json.loads(text)
+    assert len(report["verification"]["routes"]) == 3
+    assert report["n_tbus_by_state"]["split"] == 2
+
+
+def test_unitary_writes_its_heater_state_and_says_why_no_configuration(capsys, tmp_path):
+    out = tmp_path / "u.json"
+    code, text, _ = run(capsys, "synthesize", "--mesh", "square:3x3", "--unitary", "random:3:5", "--out",
+                        str(out))
+    assert code == 0
+    assert "not a configuration" in text
+    assert "common phase" in text
+    state = MeshState.load(out, square(3, 3))
+    assert state.n_tbus == square(3, 3).n_tbus
+    fid = float(text.splitlines()[3].split()[2])
+    assert fid > 0.999
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--mesh", "hex:2x2", "--unitary", "dft:3"], "square mesh"),
+    (["--mesh", "square:3x3", "--coupler", "1.5"], "coupling"),
+    (["--splitter", "1:99=1"], "port 99"),
+    (["--splitter", "1:4=1,4=2"], None),
+    (["--mesh", "square:3x3", "--unitary", "NOT_UNITARY"], "not unitary"),
+])
+def test_bad_input_is_one_line(argv, says, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "NOT_UNITARY").write_text(json.dumps([[1, 0.2], [0, 1]]))
+    code, text, err = run(capsys, "synthesize", *argv)
+    assert code in (EXIT_INPUT, 64)
+    assert len(err.strip().splitlines()) == 1
+    assert not text
+    if says:
+        assert says in err
+    code, text, _ = run(capsys, "synthesize", *argv, "--json")
+    assert json.loads(text)["schema"] == "lumion.error"
