@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from calibration.confirm import LEVELS
 from calibration.model import heater_positions, neighbour_heaters
 from calibration.procedure import Options, crosstalk_readings
@@ -9,6 +11,7 @@ from lab_scripts.cli import main
 from photonics.topology import hexagonal
 
 
+@pytest.mark.slow  # a calibration with plots (19 s at load 30)
 def test_calibrate_sim_json_and_plots(tmp_path, capsys):
     out = tmp_path / "map.json"
     code = main(["calibrate", "--bench", "sim", "--mesh", "hex:1x1", "--seed", "4", "--out", str(out),

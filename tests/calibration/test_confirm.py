@@ -131,6 +131,7 @@ def test_a_fit_that_stays_wrong_is_named_unverified_and_routed_around(monkeypatc
     assert all(4 not in r for r in around if r is not None)  # around it, or refused
 
 
+@pytest.mark.slow  # a calibration through the CLI
 def test_cli_names_unverified_tbus_and_exits_5(monkeypatch, tmp_path, capsys):
     from lab_scripts.cli import main
     from lab_scripts.errors import EXIT_UNVERIFIED

@@ -23,6 +23,8 @@ from instruments.sim.direct import DirectBench
 from photonics.configuration import Configuration
 from photonics.topology import hexagonal
 
+pytestmark = pytest.mark.slow  # whole-chip calibrations in the module fixtures (16-22 s at load 30)
+
 SEED = 3
 
 

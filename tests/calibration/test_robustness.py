@@ -56,6 +56,7 @@ def broken(request):
     return how, tbu, chip, _run(chip)
 
 
+@pytest.mark.slow  # the broken fixture calibrates a chip per mode (23 s at load 30)
 def test_broken_tbu_is_detected_named_and_recorded(broken, tmp_path):
     how, tbu, chip, result = broken
     cmap = result.cmap
@@ -67,6 +68,7 @@ def test_broken_tbu_is_detected_named_and_recorded(broken, tmp_path):
     assert back.failed == {tbu: how}
 
 
+@pytest.mark.slow  # the broken fixture calibrates a chip per mode (23 s at load 30)
 def test_every_other_heater_meets_target(broken):
     _how, tbu, chip, result = broken
     err = truth_errors(result.cmap, chip.truth.heaters)
@@ -78,6 +80,7 @@ def test_every_other_heater_meets_target(broken):
     assert result.operations <= 10_000
 
 
+@pytest.mark.slow  # the broken fixture calibrates a chip per mode (23 s at load 30)
 def test_map_programs_around_the_broken_tbu(broken):
     """The broken TBU's heaters are never driven; routes planned around it reach the bench."""
     _how, tbu, chip, result = broken
@@ -92,6 +95,7 @@ def test_map_programs_around_the_broken_tbu(broken):
         assert measure_route(bench, cmap, r.route).acr_db >= 20
 
 
+@pytest.mark.slow  # the broken fixture calibrates a chip per mode (23 s at load 30)
 def test_lumion_route_with_map_avoids_failed_tbus(broken, tmp_path, capsys):
     how, tbu, _chip, result = broken
     name = MESH.tbu_names[tbu]

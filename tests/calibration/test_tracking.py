@@ -16,6 +16,8 @@ from photonics.configuration import Configuration
 from photonics.routing import route_many
 from photonics.topology import hexagonal
 
+pytestmark = pytest.mark.slow  # a whole-chip calibration in the module fixture (issue 29: 32 s at load 30)
+
 MESH = hexagonal(2, 2)
 WARMING_K = 3.0
 WARMING_TIME_S = 300.0

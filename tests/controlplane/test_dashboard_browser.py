@@ -25,11 +25,11 @@ from tests.controlplane.rack import WAIT_S, Rack, wait_for
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DEBIAN_DRIVER = "/usr/bin/chromedriver"  # chromium-driver's path; never let Selenium Manager download one
 CHROMEDRIVER = shutil.which("chromedriver") or (DEBIAN_DRIVER if os.path.exists(DEBIAN_DRIVER) else None)
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="no chromium/chromedriver: `make chromium` installs them as root "
     "(apt-get install -y --no-install-recommends chromium chromium-driver)",
-)
+), pytest.mark.slow]  # a browser and a served control plane per test (7-13 s each at load 30)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "img" / "dashboard.png"

@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from calibration.digest import map_digest
 from calibration.procedure import Options, Progress, calibrate
@@ -45,6 +46,7 @@ def _stalling(bench: DirectBench) -> DirectBench:
     return bench
 
 
+@pytest.mark.slow  # two calibrations beside a CPU burner
 def test_same_seed_same_map_under_load():
     quiet = _calibrate(DirectBench(Chip(MESH, seed=SEED)))
     burner = subprocess.Popen([sys.executable, "-c", BURN])

@@ -190,6 +190,7 @@ def test_configuration_files(data):
           {INPUT, IMPOSSIBLE}, may_succeed=True)
 
 
+@pytest.mark.slow  # hundreds of CLI runs (28 s at load 30)
 @FEW
 @given(data=st.data())
 def test_fabric_files(data):

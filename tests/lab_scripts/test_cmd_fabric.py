@@ -18,6 +18,7 @@ def run_json(capsys, argv):
     return code, json.loads(out)
 
 
+@pytest.mark.slow  # 12 s at load 30
 def test_failover_json(capsys, tmp_path):
     code, d = run_json(capsys, ["failover", "--fail", "gpu2", "--plot", str(tmp_path / "m.png")])
     assert code == 0

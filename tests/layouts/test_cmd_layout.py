@@ -25,6 +25,7 @@ def test_layout_json(tmp_path, capsys):
     assert json.loads((tmp_path / "chip.pads.json").read_text())["schema"] == "lumion.padmap"
 
 
+@pytest.mark.slow  # a layout build (8 s at load 30)
 def test_layout_text(tmp_path, capsys):
     assert main(["layout", "--mesh", "hex:1x1", "--out", str(tmp_path / "c.gds")]) == 0
     assert "6 TBUs" in capsys.readouterr().out
@@ -113,6 +114,7 @@ def _legend_layers(fig):
     return legends[0], out
 
 
+@pytest.mark.slow  # a layout build and its pictures
 def test_png_has_a_layer_legend_of_the_layers_it_shows_off_the_chip():
     """Every layer drawn on the chip is in the legend, by the PDK's name, and nothing else;
     the legend sits below the picture, clear of the geometry (issue 29)."""

@@ -73,6 +73,7 @@ def test_cross_section_is_a_parameter():
     assert tbu.settings["cross_section"] == "rib"
 
 
+@pytest.mark.slow  # builds smartlight (22 s at load 30)
 def test_one_cell_per_geometry(smartlight_cell):
     """No two sub-cells of smartlight share a function and (1 nm-rounded) settings."""
     groups = collections.defaultdict(set)

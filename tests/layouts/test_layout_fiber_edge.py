@@ -15,6 +15,8 @@ from layouts.mesh_cell import mesh_cell
 from layouts.params import LayoutParams
 from photonics.topology import mesh_from_spec
 
+pytestmark = pytest.mark.slow  # layout builds of every edge mode (25 s fixture at load 30)
+
 #: the meshes the edge modes are built for in the tests (~30 s CPU for all of them,
 #: checks included): hex:2x2 and hex:4x3 are the two whose bundle collided when the
 #: column was centred on the strip; hex:1x2 the smallest. Every hex mesh up to 5x5 and

@@ -8,6 +8,8 @@ from layouts.mesh_cell import mesh_cell
 from photonics.physics import PhysicsDefaults
 from photonics.topology import Mesh, mesh_from_spec
 
+pytestmark = pytest.mark.slow  # layout builds and their LVS (6-8 s each at load 30)
+
 
 @pytest.mark.slow
 def test_smartlight_layout_simulates_as_the_model(smartlight_cell):

@@ -8,6 +8,8 @@ dead); the fabric takes them with ``heater_map=`` as it takes ``failed_tbus=``.
 
 from __future__ import annotations
 
+import pytest
+
 from calibration.heater_map import IdealMap
 from photonics.fabric import FabricError, default_fabric, failover, place_job, ring_job
 
@@ -82,6 +84,7 @@ def test_phases_avoid_a_tbu_the_map_records_as_dead():
     raise AssertionError("no TBU the phases use can be routed around")
 
 
+@pytest.mark.slow  # a calibration and lumion phases
 def test_lumion_phases_map_avoids_its_dead_tbu(tmp_path, capsys):
     import json
     from dataclasses import replace
