@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -49,6 +50,32 @@ class Bench(Protocol):
 
     def read_powers_dbm(self, ports: Sequence[int]) -> np.ndarray:
         """Optical power (dBm) at the given mesh ports, one meter reading each."""
+        ...
+
+
+@dataclass(frozen=True)
+class HeaterReadback:
+    """What every heater channel's module reads after a setting (arrays of shape (n_heaters,)).
+
+    Attributes:
+        volts: each channel's voltage reading (V): the module's measurement, its fixed
+            offset and a fresh scatter in (instruments.sim.heater_device ``Readback``).
+        milliamps: each channel's current reading (mA), likewise.
+        refused: channels whose module refused the setting because it reached the channel's
+            voltage compliance (Qontrol ``E01``): nothing flows there at any voltage it may give.
+    """
+
+    volts: np.ndarray
+    milliamps: np.ndarray
+    refused: np.ndarray
+
+
+@runtime_checkable
+class ElectricalBench(Protocol):
+    """A bench whose heater driver reads each channel's voltage and current back (optional)."""
+
+    def heater_readback(self, currents_ma: np.ndarray) -> HeaterReadback:
+        """Set every heater current (mA) and read every channel's voltage and current back."""
         ...
 
 

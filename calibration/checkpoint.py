@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from calibration.map import CalibrationError, mesh_signature
+from calibration.map import HEATER_FAULT_STATES, CalibrationError, mesh_signature
 from calibration.records import CrosstalkRecord, TBURecord
 from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.topology import Mesh, atomic_write_text
@@ -70,6 +70,6 @@ def load_checkpoint_failed(path: Path) -> dict[int, str]:
         failed = {int(t): str(how) for t, how in data.get("failed", {}).items()}
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError) as exc:
         raise CalibrationError(f"checkpoint {path} is corrupt ({exc}); delete it to start over") from exc
-    if any(how not in ("dead", "bar", "cross") for how in failed.values()):
+    if any(how not in ("dead", "bar", "cross", *HEATER_FAULT_STATES) for how in failed.values()):
         raise CalibrationError(f"checkpoint {path} records an unknown failure; delete it to start over")
     return failed

@@ -13,16 +13,18 @@ Phase model of the map (rad; currents in mA, heat in mW)::
 Only ``delta_t = alpha_top - alpha_bot`` is stored: power readings cannot show a common
 arm phase, and bar, cross and every split depend on the differential only.
 
-JSON form (schema ``lumion.calibration``, version 2; version 1 files are still read),
+JSON form (schema ``lumion.calibration``, version 3; versions 1 and 2 are still read),
 written atomically::
 
     {"schema": "lumion.calibration", "version": 2, "chip_id": "...", "created": ISO-8601,
      "mesh": {"kind": "hexagonal", "rows": 3, "cols": 6, "n_tbus": 71, "n_heaters": 142},
      "tbus": [{"name": "tbu:0.0.0", "delta_rad": ..., "sigma_delta_rad": ...},
               {"name": "tbu:0.0.1", ..., "failed": "dead"},
-              {"name": "tbu:0.0.2", ..., "failed": "unverified", "disagreement_rad": 3.1}, ...],
+              {"name": "tbu:0.0.2", ..., "failed": "unverified", "disagreement_rad": 3.1},
+              {"name": "tbu:0.0.3", ..., "failed": "open-heater"}, ...],
      "heaters": [{"channel": 0, "rho2": ..., "rho3": ..., "eta_rad_per_mw": ...,
-                  "sigma_phase_2pi_rad": ..., "rms_residual": ...}, ...],
+                  "sigma_phase_2pi_rad": ..., "rms_residual": ...}, ...,
+                 {"channel": 7, ..., "fault": "open-heater"}, ...],
      "crosstalk": {"nearest_fraction": ..., "cutoff_tbu": ..., "entries": [[i, j, K], ...]},
      "quality": {...}}
 """
@@ -54,8 +56,10 @@ UNDRIVEN_BOUND_RAD = 1e-12
 SCHEMA = "lumion.calibration"
 # Version 2 added the "unverified" failure state (and its ``disagreement_rad``): a version 1
 # reader would refuse such a map with a message about the state; the version says it first.
-SCHEMA_VERSION = 2
-READ_VERSIONS = (1, 2)
+# Version 3 added the heater faults the electrical read-back finds ("open-heater",
+# "shorted-heater": a TBU's ``failed`` and its heater's ``fault``), for the same reason.
+SCHEMA_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 TWO_PI = 2 * np.pi
 
 
@@ -69,7 +73,10 @@ class CalibrationError(LumionError):
 # How a TBU can fail: the first three as photonics.routing takes failed TBUs; "unverified"
 # (its fit disagrees with an independent light measurement) is avoided by routing as "dead".
 ROUTING_STATES = ("dead", "bar", "cross")
-FAILURE_STATES = (*ROUTING_STATES, "unverified")
+# A heater the electrical check found open or shorted (calibration.electrical): its TBU is
+# never driven and is avoided by routing as "dead" (it sits at its unknown passive split).
+HEATER_FAULT_STATES = ("open-heater", "shorted-heater")
+FAILURE_STATES = (*ROUTING_STATES, "unverified", *HEATER_FAULT_STATES)
 # A passive differential phase is a phase of one turn; the fit reports it in [0, 2 pi) and
 # drift tracking moves it by fractions of a radian. Beyond a few turns it is no phase at all
 # (at 1e300 rad one float step is more than a turn): the map is damaged.
@@ -168,6 +175,8 @@ class CalibrationMap:
             driven; an unverified TBU keeps its fit (and is set by it).
         disagreement: per "unverified" TBU, the measured disagreement (rad) between its fit
             and the light measurement that could not confirm it.
+        heater_faults: heater channel -> "open-heater" | "shorted-heater", found by the
+            electrical read-back; the heater's TBU is in ``failed`` with that kind.
     """
 
     chip_id: str
@@ -184,6 +193,7 @@ class CalibrationMap:
     cutoff_tbu: float = 0.0
     failed: dict[int, str] = field(default_factory=dict)
     disagreement: dict[int, float] = field(default_factory=dict)
+    heater_faults: dict[int, str] = field(default_factory=dict)
 
     @property
     def n_heaters(self) -> int:
@@ -205,9 +215,18 @@ class CalibrationMap:
             if how == "unverified":
                 if avoid_unverified:
                     out[self._tbu_name(t)] = "dead"
+            elif how in HEATER_FAULT_STATES:
+                out[self._tbu_name(t)] = "dead"  # never driven: at its passive split, unknown
             else:
                 out[self._tbu_name(t)] = how
         return out
+
+    def faulty_heaters(self) -> dict[int, str]:
+        """Heater channel -> one line naming it and its fault (``tbu:0.1.2 bottom heater
+        (channel 5): open-heater``), for every heater the electrical check condemned.
+        """
+        names = self.tbu_names or tuple(f"tbu #{t}" for t in range(self.n_tbus))
+        return {h: f"{heater_label(h, names)}: {how}" for h, how in sorted(self.heater_faults.items())}
 
     def unverified_tbus(self) -> dict[str, float]:
         """TBUs whose fit light could not confirm, by name -> measured disagreement (rad)."""
@@ -347,7 +366,8 @@ class CalibrationMap:
             "heaters": [
                 {"channel": h, "rho2": float(self.rho2[h]), "rho3": float(self.rho3[h]),
                  "eta_rad_per_mw": float(self.eta[h]),
-                 **{k: float(v[h]) for k, v in hq.items()}}
+                 **{k: float(v[h]) for k, v in hq.items()},
+                 **({"fault": self.heater_faults[h]} if h in self.heater_faults else {})}
                 for h in range(self.n_heaters)
             ],
             "crosstalk": {
@@ -388,7 +408,8 @@ class CalibrationMap:
         return cls(chip_id=fields["chip_id"], mesh=fields["mesh"], delta=fields["delta"], rho2=fields["rho2"],
                    rho3=fields["rho3"], eta=fields["eta"], crosstalk=K, created=str(data.get("created", "")),
                    tbu_names=fields["names"], quality=fields["quality"], nearest_fraction=fields["nearest"],
-                   cutoff_tbu=fields["cutoff"], failed=fields["failed"], disagreement=fields["disagreement"])
+                   cutoff_tbu=fields["cutoff"], failed=fields["failed"], disagreement=fields["disagreement"],
+                   heater_faults=fields["heater_faults"])
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Validate, then write atomically; a failed save leaves any old file untouched."""
@@ -473,12 +494,32 @@ def _parse_fields(data: dict[str, Any]) -> dict[str, Any]:
                         else _number(tbus[k]["disagreement_rad"], f"{names[k]} disagreement_rad"))
                     for k, how in failed.items() if how == "unverified"}
     return {
+        "heater_faults": _heater_faults(heaters, failed, names),
         "chip_id": chip_id, "mesh": mesh, "names": names, "entries": entries, "quality": quality,
         "delta": np.array([_number(t["delta_rad"], f"{names[k]} delta_rad") for k, t in enumerate(tbus)]),
         "rho2": column("rho2"), "rho3": column("rho3"), "eta": column("eta_rad_per_mw"),
         "failed": failed, "disagreement": disagreement,
         "nearest": float(xt.get("nearest_fraction", 0.0)), "cutoff": float(xt.get("cutoff_tbu", 0.0)),
     }
+
+
+def _heater_faults(heaters: list[Any], failed: dict[int, str], names: tuple[str, ...]) -> dict[int, str]:
+    """Heater channel -> fault, checked against its TBU's failure (ValueError naming the TBU).
+
+    A faulty heater's TBU is failed with a heater fault, and a TBU failed so has such a heater.
+    """
+    faults = {k: str(h["fault"]) for k, h in enumerate(heaters) if h.get("fault") is not None}
+    for h, how in faults.items():
+        if how not in HEATER_FAULT_STATES:
+            raise ValueError(f"{heater_label(h, names)} fault must be {'/'.join(HEATER_FAULT_STATES)}, "
+                             f"not {how!r}")
+        if failed.get(h // 2) not in HEATER_FAULT_STATES:
+            raise ValueError(f"{heater_label(h, names)} is {how} but {names[h // 2]} is not recorded "
+                             "failed with a heater fault")
+    for t, how in failed.items():
+        if how in HEATER_FAULT_STATES and not {2 * t, 2 * t + 1} & set(faults):
+            raise ValueError(f"{names[t]} is failed {how} but neither of its heaters records a fault")
+    return faults
 
 
 def _unphysical(fields: dict[str, Any]) -> str | None:

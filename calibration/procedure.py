@@ -3,6 +3,12 @@
 Before calibration every TBU sits at a random split (its passive phases are unknown), so
 light only goes where we can predict it through TBUs already calibrated. The procedure:
 
+0. **Electrical check** (:func:`electrical_stage`, :mod:`calibration.electrical`). Every
+   heater channel's voltage and current read-back at zero and at a small probe current: a
+   heater that draws nothing (open) or shows no voltage (shorted) is named as such, its TBU
+   recorded failed with that kind (never driven, never on a light path, avoided by routing)
+   before light could blame its missing fringe on a dead or stuck TBU. A bench that reads
+   no heater voltage and current back is named in a warning as not checked.
 1. **Bootstrap.** Repeatedly pick the uncalibrated TBU that can be probed best: light from
    a mesh port reaches one of its inputs through calibrated TBUs (set to bar/cross with
    their fitted phases), and one or both of its outputs reach mesh ports the same way.
@@ -73,6 +79,7 @@ from calibration.checkpoint import (
 )
 from calibration.confirm import CONFIRM_TOL_RAD, LEVELS, Confirmation, combine_paths, confirm_tbu
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
+from calibration.electrical import HEATER_FAULT_KINDS, PROBE_MA, check_heaters
 from calibration.fit import NoiseModel, Sweep, TBUFit, fit_tbu, sweep_currents
 from calibration.health import (
     DEAD_MARGIN_DB,
@@ -126,6 +133,7 @@ __all__ = [
     "crosstalk_readings",
     "crosstalk_stage",
     "diagnose",
+    "electrical_stage",
     "load_checkpoint",
     "load_checkpoint_crosstalk",
     "measure_crosstalk",
@@ -238,6 +246,7 @@ class Run:
     confirmations: dict[int, Confirmation] = field(default_factory=dict)
     unverified: dict[int, float] = field(default_factory=dict)
     refitted: int = 0
+    heater_faults: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.mesh = self.bench.mesh
@@ -331,6 +340,32 @@ class Run:
 # ---------------------------------------------------------------------------------------
 # The stages
 # ---------------------------------------------------------------------------------------
+def electrical_stage(run: Run) -> None:
+    """Stage 0: name every open or shorted heater from the driver's read-back; fail its TBU.
+
+    A heater-fault failure a resumed checkpoint carries is checked again like the rest (a
+    repaired heater's TBU is calibrated).
+    """
+    for t in [t for t, how in run.failed.items() if how in HEATER_FAULT_KINDS]:
+        run.failed.pop(t)
+    faults = check_heaters(run.bench)
+    if faults is None:
+        run.warnings.append("heaters not checked electrically: the bench reads no heater voltage and "
+                            "current back, so an open or shorted heater shows only as a TBU without a fringe")
+        return
+    names = run.mesh.tbu_names
+    for f in faults:
+        run.heater_faults[f.channel] = f.kind
+        t = f.channel // 2
+        arm = "top" if f.channel % 2 == 0 else "bottom"
+        if t in run.failed:
+            run.warnings.append(f"{names[t]} {arm} heater (channel {f.channel}): {f.kind} too: "
+                                f"{f.evidence(PROBE_MA)}")
+            continue
+        run.fail(t, f.kind, f"its {arm} heater (channel {f.channel}) is {f.kind.replace('-heater', '')}: "
+                 f"{f.evidence(PROBE_MA)}; {f.advice()}; the TBU is never driven and routing avoids it")
+
+
 def bootstrap(run: Run) -> None:
     """Stage 1: grow the calibrated set one TBU at a time, best probe first.
 
@@ -645,7 +680,8 @@ def assemble(run: Run) -> CalibrationMap:
     """The map of the run so far (failed and unverified TBUs recorded as such)."""
     failed = {**run.failed, **dict.fromkeys(run.unverified, "unverified")}
     return build_map(run.mesh, run.bench.chip_id, run.records, run.options, quality=run_quality(run),
-                     crosstalk=run.xrecords, failed=failed, disagreement=run.unverified)
+                     crosstalk=run.xrecords, failed=failed, disagreement=run.unverified,
+                     heater_faults=run.heater_faults)
 
 
 def run_quality(run: Run) -> dict[str, Any]:
@@ -666,6 +702,7 @@ def run_quality(run: Run) -> dict[str, Any]:
         "rechecked_tbus": sum(r.stage == "recheck" for r in records.values()),
         "poor_fits": sum(r.rms_residual > opts.poor_fit_residual for r in records.values()),
         "failed_tbus": {run.mesh.tbu_names[t]: how for t, how in sorted(run.failed.items())},
+        "heater_faults": {str(h): how for h, how in sorted(run.heater_faults.items())},
         "unverified_tbus": {run.mesh.tbu_names[t]: rad for t, rad in run.unverified.items()},
         **confirm_quality(run),
         "warnings": list(run.warnings),
@@ -728,6 +765,7 @@ def calibrate(
     failed = load_checkpoint_failed(ckpt) if ckpt else {}
     run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before,
               failed)
+    electrical_stage(run)
     bootstrap(run)
     refine(run)
     recheck(run)

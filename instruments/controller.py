@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from calibration.bench import HeaterReadback
+from calibration.electrical import HeaterFault, classify
 from calibration.heater_map import HeaterMap, IdealMap
 from calibration.model import heater_power_mw
 from instruments.errors import (
@@ -29,6 +31,7 @@ from instruments.errors import (
     InstrumentError,
     LimitError,
     ModuleResetError,
+    OverVoltageError,
     WriteAbortedError,
 )
 from instruments.heater_driver import FULL_SCALE_MA, OFFSET_LIMIT, SCATTER_TOLERANCE, HeaterDriver
@@ -43,6 +46,11 @@ RESOLUTION_MA = 1e-4  # the driver's command resolution (4 decimals of mA)
 # setting since a reconnect, whose readings are its scatter (< 1.4 uA recorded) off.
 MEND_TOLERANCE_MA = 0.005
 MEND_PASSES = 3  # read back and rewrite at most this often before declaring the state unknown
+# The load check (MeshController.load_faults) judges channels carrying at least this (mA):
+# a working heater then shows >= 50 mV, a shorted one under 0.2 mV plus the module's voltage
+# offset (<= 1.2 mV); the verdict's line (calibration.electrical.SHORT_RATIO) lies at 10 mV.
+# No zero reading is taken, so the offsets stay in: below this they would crowd the line.
+LOAD_CHECK_MIN_MA = 0.2
 
 
 @dataclass(frozen=True)
@@ -212,6 +220,21 @@ class MeshController:
         self.last_report = report
         return report
 
+    def load_faults(self) -> list[HeaterFault]:
+        """Heaters whose voltage and current read-back (``VALL?``, ``IALL?``) shows them open or
+        shorted now, among the channels carrying at least :data:`LOAD_CHECK_MIN_MA`: a short
+        passes the current confirmation of every setting, only its voltage shows it.
+        """
+        n = self.mesh.n_heaters
+        with self.driver.lock:
+            volts = self.driver.voltages()[:n]
+            amps = self.driver.measured_currents()[:n]
+            asked = self._applied.copy()
+        zero = HeaterReadback(np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool))
+        probe = HeaterReadback(volts, amps, np.zeros(n, dtype=bool))
+        driven = np.flatnonzero(asked >= LOAD_CHECK_MIN_MA)
+        return classify(zero, probe, np.maximum(asked, LOAD_CHECK_MIN_MA), driven)
+
     def readback_tolerance_ma(self) -> np.ndarray:
         """(n_heaters,) how far a read-back may be from what a channel holds (mA).
 
@@ -343,6 +366,38 @@ class InstrumentBench:
     def currents(self) -> np.ndarray:
         """The heater currents now applied (mA)."""
         return self.controller.currents
+
+    def heater_readback(self, currents_ma: np.ndarray) -> HeaterReadback:
+        """Set every heater current (mA), then read every channel's voltage and current back
+        (``VALL?``, ``IALL?``: the module's measurements, offsets and scatter in).
+
+        When the write is refused because a channel reached its voltage compliance (an open
+        heater), the channels are set one by one and every one refused so is marked.
+        """
+        c = np.asarray(currents_ma, dtype=float)
+        n = self.mesh.n_heaters
+        refused = np.zeros(n, dtype=bool)
+        try:
+            self.controller.set_currents(c)
+        except WriteAbortedError as exc:
+            if not isinstance(exc.__cause__, OverVoltageError):
+                raise
+            refused = self._set_one_by_one(c)
+        drv = self.controller.driver
+        volts, amps = drv.voltages()[:n], drv.measured_currents()[:n]
+        return HeaterReadback(volts=volts, milliamps=amps, refused=refused)
+
+    def _set_one_by_one(self, currents_ma: np.ndarray) -> np.ndarray:
+        """Set each channel on its own; the (n_heaters,) mask of those refused at compliance."""
+        drv = self.controller.driver
+        refused = np.zeros(len(currents_ma), dtype=bool)
+        for ch, x in enumerate(currents_ma):
+            try:
+                drv.set_current(ch, float(x))
+            except OverVoltageError:
+                refused[ch] = True
+        self.controller.resync()
+        return refused
 
     def program(self, configuration: Configuration) -> WriteReport:
         """Program a configuration through the controller's heater map."""

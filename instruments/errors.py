@@ -50,6 +50,12 @@ class OverVoltageError(DeviceError):
     """The heater driver hit its channel's voltage compliance (heater open or too resistive)."""
 
 
+class HeaterFaultError(OverVoltageError):
+    """A channel's heater is open: the module reached its voltage compliance on a current a
+    working heater takes at a fraction of it (``channel``: the heater channel).
+    """
+
+
 class BadChannelError(DeviceError):
     """The heater driver has no such channel."""
 

@@ -37,6 +37,7 @@ from instruments.errors import (
     ConnectionLostError,
     DeviceError,
     GarbledReplyError,
+    HeaterFaultError,
     InstrumentError,
     InstrumentTimeoutError,
     LimitError,
@@ -90,6 +91,10 @@ OFFSET_AVERAGING = 16
 # The codes a read-back query itself can draw (a setting's own refusal, E01/E02, cannot).
 QUERY_REFUSALS = qp.RESEND_CODES | {qp.E_UNKNOWN_COMMAND, qp.E_BAD_PARAMETER, qp.E_BAD_CHANNEL}
 VERIFY_MODES = ("last", "all")
+# A heater channel whose module reaches its voltage compliance (E01) on a current that the
+# hottest heater assumed (WORST_RESISTANCE_KOHM) takes at less than this share of the
+# compliance is not a heater too resistive for the setting but an open one.
+OPEN_HEATER_SHARE = 0.5
 # How long a resynchronisation waits for the module's id after flushing (s).
 RESYNC_TRIES = 3
 
@@ -557,13 +562,38 @@ class HeaterDriver(Instrument):
         skipped = np.setdiff1d(np.arange(first, last + 1), list(checked))
         self._unread[skipped] = np.isnan(self.offsets["I"][skipped])
 
+    def open_heater(self, exc: OverVoltageError, asked_ma: float) -> OverVoltageError:
+        """The error to raise for a current setting refused at the voltage compliance: a
+        :class:`HeaterFaultError` naming the open heater when a working one takes ``asked_ma``
+        well within the compliance, else ``exc`` itself (the heater is just too resistive).
+        """
+        ch = exc.channel
+        if ch is None or not 0 <= ch < self.n_channels:
+            return exc
+        vmax = float(self.max_voltage_v[ch])
+        needs = self.worst_resistance_kohm * asked_ma
+        if needs >= OPEN_HEATER_SHARE * vmax:
+            return exc
+        return HeaterFaultError(
+            f"{self.name}: channel {ch} reached its {vmax:g} V compliance on {asked_ma:.4f} mA, which a "
+            f"working heater takes at under {needs:.2f} V: the heater on channel {ch} is open (a broken "
+            "track or bond wire) and cannot heat its arm; check its bonds, then run `lumion calibrate` "
+            "to record it in the map (routing then avoids its TBU)", code=exc.code, channel=ch)
+
     def set_current(self, channel: int, current_ma: float) -> None:
-        """``I<ch>=<mA>``: set one channel's current (mA, 0..imax)."""
+        """``I<ch>=<mA>``: set one channel's current (mA, 0..imax).
+
+        Raises:
+            HeaterFaultError: the channel's heater is open (:meth:`open_heater`).
+        """
         ch = self._channel(channel)
         x = self._quantise(ch, [self._current(ch, current_ma)], self.i_full_ma)[0]
         with self.lock:
             after = self._check_total_power(ch, [x])
-            self._set("I", ch, x, self.i_full_ma)
+            try:
+                self._set("I", ch, x, self.i_full_ma)
+            except OverVoltageError as exc:
+                raise self.open_heater(exc, x) from exc
             self.known_currents_ma = after
 
     def set_block(self, first: int, currents_ma: Sequence[float] | np.ndarray) -> None:
@@ -576,10 +606,14 @@ class HeaterDriver(Instrument):
             after = self._check_total_power(a, xs)
             for start, stop in self._module_runs(a, a + len(xs)):
                 part = xs[start - a:stop - a]
-                if len(part) == 1:
-                    self._set("I", start, part[0], self.i_full_ma)
-                else:
-                    self._set_vector(start, part)
+                try:
+                    if len(part) == 1:
+                        self._set("I", start, part[0], self.i_full_ma)
+                    else:
+                        self._set_vector(start, part)
+                except OverVoltageError as exc:
+                    k = (exc.channel if exc.channel is not None else start) - a
+                    raise self.open_heater(exc, xs[k] if 0 <= k < len(xs) else 0.0) from exc
                 self.known_currents_ma[start:stop] = part
             self.known_currents_ma = after
 

@@ -28,6 +28,10 @@ WARNING_MEANINGS: dict[str, str] = {
     "failed (": (
         "that TBU did not behave like a working heater and switch; the map records it as failed "
         "and routing (route --map, the fabric) goes around it; check the chip or its wiring"),
+    "heaters not checked electrically": (
+        "the bench's heater driver gave no voltage and current read-back, so an open or shorted "
+        "heater could only show as a TBU without a fringe (named by light, not by its cause); use a "
+        "driver that reads both (docs/calibration.md, 'Heater faults')"),
 }
 
 

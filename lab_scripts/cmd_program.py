@@ -12,6 +12,7 @@ from typing import Any
 from lab_scripts.common import add_json_flag, load_configuration, print_json, seed
 from lab_scripts.errors import EXIT_UNVERIFIED, opening, reading
 from lab_scripts.interrupts import deferred_interrupts, settle
+from lab_scripts.program_heaters import heater_fault_lines, heater_faults_now, refuse_faulty_heaters
 from lab_scripts.program_verify import off_line, verification, verification_lines
 from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
         with reading("calibration map", args.map):
             heater_map = CalibrationMap.load(args.map, mesh=mesh)
+        refuse_faulty_heaters(conf, heater_map, mesh, args.map)
     with saying(NOT_STARTED), opening(f"bench {args.bench}"):
         bench = open_bench(cfg, seed=args.seed, verify=args.verify)
     with saying(FINISHED.format(channels="every changed")), bench:
@@ -130,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         out = {"chip_id": bench.chip_id, "mesh": mesh_label(mesh),
                "mesh_fingerprint": mesh_fingerprint(mesh), "map": args.map or "ideal", **report.to_dict(),
                "n_tbus_by_state": {s: conf.states().count(s) for s in ("bar", "cross", "split")}}
+        out["heater_faults"] = heater_faults_now(bench)
         out["verification"] = verification(bench, conf, args.no_verify)
         # the chip holds the new configuration, checked: an interrupt from here on (closing
         # the bench, printing) changes nothing and is ignored, so no second line contradicts
@@ -143,8 +146,10 @@ def run(args: argparse.Namespace) -> int:
               f"{report.bytes_read} B back, {report.wire_time_s * 1e3:.1f} ms on the wire "
               f"({report.elapsed_s * 1e3:.1f} ms here)")
         print("\n".join(verification_lines(out["verification"])))
+    faults = heater_fault_lines(out["heater_faults"])
+    for line in faults:
+        print(line, file=sys.stderr)
     off = off_line(out["verification"])
     if off:
         print(off, file=sys.stderr)
-        return EXIT_UNVERIFIED
-    return 0
+    return EXIT_UNVERIFIED if off or faults else 0

@@ -57,6 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from calibration.model import HeaterModel, crosstalk_matrix, heater_positions, heater_voltage_v
+from instruments.sim.heater_load import check_fault, drive, heating_currents
 from photonics.circuit import solve
 from photonics.circuit_solver import CircuitSolver, ColumnSolver
 from photonics.errors import StateError
@@ -305,6 +306,7 @@ class Chip:
         defaults: PhysicsDefaults | None = None,
         crosstalk_fraction: float = 0.01,
         failed: dict[int, str] | None = None,
+        heater_faults: dict[int, str] | None = None,
         model: str = "realistic",
         realism: Realism | None = None,
         clock: Callable[[], float] = simulated_clock,
@@ -320,6 +322,8 @@ class Chip:
         self.model = model
         self.currents_ma = np.zeros(mesh.n_heaters)
         self.failed: dict[int, str] = {}
+        # heater channel -> "open-heater" | "shorted-heater" (instruments.sim.heater_load)
+        self.heater_faults: dict[int, str] = {}
         self._lock = threading.RLock()
         self._cache: dict[tuple, np.ndarray] = {}
         # Per wavelength (nm, exact): the last state solved there, with its solver if it has one.
@@ -350,6 +354,8 @@ class Chip:
         self.temperature_k: Callable[[float], float] = self._wander
         for tbu, how in (failed or {}).items():
             self.fail_tbu(tbu, how)
+        for channel, how in (heater_faults or {}).items():
+            self.fail_heater(channel, how)
 
     # -- time -------------------------------------------------------------------------
     @property
@@ -406,7 +412,7 @@ class Chip:
         with self._lock:
             now = self.now_s()
             fast, slow = self._left(now)
-            to = self._truth.heaters.phases(c, with_alpha=False)
+            to = self._truth.heaters.phases(heating_currents(c, self.heater_faults), with_alpha=False)
             r = self._truth.realism
             slow_share = 0.0 if r is None else r.slow_fraction
             self._fast_left = fast + (1 - slow_share) * (to - self._to)
@@ -424,8 +430,17 @@ class Chip:
             self.set_currents(c)
 
     def voltages_v(self) -> np.ndarray:
-        """Voltage across every heater (V)."""
+        """Voltage across every heater (V), as if every heater worked (see :meth:`electrical`)."""
         return heater_voltage_v(self.currents_ma, self._truth.r0_kohm, self._truth.gamma_per_ma)
+
+    def electrical(self, compliance_v: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(current flowing, mA; voltage, V) of every heater channel as its source drives the
+        current asked into its load, open and shorted heaters included
+        (:func:`instruments.sim.heater_load.drive`).
+        """
+        with self._lock:
+            return drive(self.currents_ma, self.heater_faults, self._truth.r0_kohm, self._truth.gamma_per_ma,
+                         compliance_v)
 
     def electrical_power_mw(self) -> np.ndarray:
         """Electrical power of every heater (mW)."""
@@ -441,9 +456,25 @@ class Chip:
             self._cache.clear()
             self._params = None
 
-    def repair_all(self) -> None:
-        """Undo every injected TBU failure."""
+    def fail_heater(self, channel: int, how: str) -> None:
+        """Break one heater: "open-heater" (no current flows) or "shorted-heater" (the current
+        bypasses it); either way it no longer heats its arm. Takes effect at the next setting.
+        """
+        try:
+            check_fault(how)
+        except ValueError as exc:
+            raise StateError(str(exc)) from None
+        if not 0 <= int(channel) < self.mesh.n_heaters:
+            raise StateError(f"heater channel {channel} is not in 0..{self.mesh.n_heaters - 1}")
         with self._lock:
+            self.heater_faults[int(channel)] = how
+            self.set_currents(self.currents_ma)
+
+    def repair_all(self) -> None:
+        """Undo every injected TBU and heater failure."""
+        with self._lock:
+            self.heater_faults.clear()
+            self.set_currents(self.currents_ma)
             self.failed.clear()
             self._cache.clear()
             self._params = None

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibration.bench import HeaterReadback
 from instruments.sim.chip import Chip
+from instruments.sim.heater_device import FULL_SCALE_V, OFFSET_CLIP, READBACK_SEED_SALT, RECORDED, Readback
 from photonics.errors import LumionError
 
 
@@ -75,6 +77,7 @@ class DirectBench:
         max_current_ma: float = 24.0,
         read_time_s: float = READ_TIME_S,
         seed: int = 12345,
+        readback: Readback = RECORDED,
     ) -> None:
         self.chip = chip
         self.mesh = chip.mesh
@@ -88,6 +91,17 @@ class DirectBench:
         self._input = 0
         self._wavelength_nm = 1550.0
         self._wander = 0.0
+        # The heater module's read-back, as the simulated Qontrol module reads (offset per
+        # channel, scatter per reading), from its own generator: the meter's draws stay put.
+        self.readback = readback
+        self._readback_rng = np.random.default_rng([READBACK_SEED_SALT, int(chip.seed)])
+        draw = self._readback_rng.standard_normal
+        n_h = chip.mesh.n_heaters
+        rb = readback
+        self._offsets_ma = np.clip(rb.current_offset_mean_ma + rb.current_offset_sd_ma * draw(n_h),
+                                   -OFFSET_CLIP["mA"], OFFSET_CLIP["mA"])
+        self._offsets_v = np.clip(rb.voltage_offset_mean_v + rb.voltage_offset_sd_v * draw(n_h),
+                                  -OFFSET_CLIP["V"], OFFSET_CLIP["V"])
 
     @property
     def noise_floor_mw(self) -> float:
@@ -107,6 +121,20 @@ class DirectBench:
     def currents(self) -> np.ndarray:
         """The heater currents now applied (mA)."""
         return self.chip.currents_ma.copy()
+
+    def heater_readback(self, currents_ma: np.ndarray) -> HeaterReadback:
+        """Set every heater current (mA), then read each channel's voltage and current as the
+        module measures them: what flows into its load within the module's 12 V compliance
+        (an open heater takes almost nothing, a shorted one shows almost no voltage), plus the
+        channel's offset and a fresh scatter. Nothing is refused: the source sits at compliance.
+        """
+        self.set_currents(currents_ma)
+        flowing, volts = self.chip.electrical(FULL_SCALE_V)
+        rb, rng = self.readback, self._readback_rng
+        n = len(flowing)
+        volts = volts + self._offsets_v + rb.voltage_scatter_v * rng.standard_normal(n)
+        milliamps = flowing + self._offsets_ma + rb.current_scatter_ma * rng.standard_normal(n)
+        return HeaterReadback(volts=volts, milliamps=milliamps, refused=np.zeros(n, dtype=bool))
 
     def wait(self, seconds: float) -> None:
         """Let ``seconds`` of (simulated) time pass: heaters settle, the chip may drift."""

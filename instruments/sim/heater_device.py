@@ -36,6 +36,7 @@ import numpy as np
 
 from instruments.sim.chip import Chip
 from instruments.sim.faults import KINDS, take_due
+from instruments.sim.heater_load import current_at_voltage, drive
 from instruments.sim.pty_link import DROP, ByteDevice, LineDevice, PtyLink
 
 __all__ = ["DROP", "EXACT", "RECORDED", "REGISTRY", "ByteDevice", "HeaterDeviceSim", "LineDevice", "PtyLink",
@@ -463,20 +464,25 @@ class HeaterDeviceSim:
             if volts:
                 raise CommandError(E_OVER_VOLTAGE, ch)  # open channel: no current can flow
             return 0.0
-        r0, g = self.chip.truth.r0_kohm[ch], self.chip.truth.gamma_per_ma[ch]
-        return (-r0 + math.sqrt(r0 * r0 + 4 * r0 * g * volts)) / (2 * r0 * g)  # V = r0 (1 + g I) I
+        t = self.chip.truth
+        # a shorted heater draws volts / 1 Ohm: past the current limit at millivolts (E02)
+        return current_at_voltage(volts, self.chip.heater_faults.get(ch), t.r0_kohm[ch], t.gamma_per_ma[ch])
 
     def currents(self) -> np.ndarray:
         """Every channel's current (mA)."""
         return np.concatenate([self.chip.currents_ma, self.spare])
 
     def voltages(self, currents: np.ndarray | None = None) -> np.ndarray:
-        """Every channel's voltage (V) at ``currents`` (default: now); spare channels read 0."""
+        """Every channel's voltage (V) at ``currents`` (default: now); spare channels read 0.
+
+        An open heater needs ``I x`` the module's sense path (0.4 MOhm), so any current past
+        ~30 uA is over the compliance and refused (``E01``); a shorted one ``I x 1 Ohm``.
+        """
         c = self.currents() if currents is None else currents
         n_h = self.chip.mesh.n_heaters
         t = self.chip.truth
         v = np.zeros(self.n_channels)
-        v[:n_h] = t.r0_kohm * (1 + t.gamma_per_ma * c[:n_h]) * c[:n_h]
+        _, v[:n_h] = drive(c[:n_h], self.chip.heater_faults, t.r0_kohm, t.gamma_per_ma, np.inf)
         return v
 
     def _apply(self, currents: np.ndarray) -> None:

@@ -5,7 +5,9 @@ bench's own operations and waits move time, so a seed repeats exactly), a stress
 ``calibration.procedure.calibrate`` run through the Bench protocol only, and the map judged
 against the hidden truth (issue 26, docs/calibration.md "Trust campaign"):
 
-* **injected**: TBUs broken on purpose; **named**: those the map records failed in the
+* **injected**: TBUs broken on purpose (``open_heater``/``shorted_heater``: one heater of the
+  TBU, named correctly only as "open-heater"/"shorted-heater", from the electrical
+  read-back); **named**: those the map records failed in the
   injected state; **wrongly named**: healthy TBUs the map records failed or unverified,
   except **unreachable** ones: healthy TBUs no light path can cross once the injected dead
   TBUs block it (both TBUs on one of its sides dead, as two adjacent dead TBUs do to a third
@@ -53,7 +55,10 @@ ROUTE_TOL_DB = VERIFY_ROUTE_TOL_DB
 DRIFT_K_PER_MIN = 1.0
 SPREAD_FACTOR = 2.0
 MODES = ("default", "dead_interior", "dead_port", "dead_adjacent", "stuck_bar", "stuck_cross",
-         "crosstalk_3pct", "spread_2x", "drift_1k_per_min")
+         "crosstalk_3pct", "spread_2x", "drift_1k_per_min", "open_heater", "shorted_heater")
+# Modes breaking one heater (its channel drawn on a random TBU and arm): the map must name
+# the TBU with the heater's fault, found by the electrical read-back.
+HEATER_MODES = {"open_heater": "open-heater", "shorted_heater": "shorted-heater"}
 
 
 @dataclass
@@ -99,7 +104,7 @@ def neighbours(mesh: Mesh, t: int) -> set[int]:
 
 
 def faults_for(mode: str, mesh: Mesh, rng: np.random.Generator) -> dict[int, str]:
-    """The TBUs a mode breaks (index -> "dead" | "bar" | "cross"), drawn from ``rng``."""
+    """The TBUs a mode breaks (index -> "dead" | "bar" | "cross" | a heater fault), drawn from ``rng``."""
     edge = port_tbus(mesh)
     inner = sorted(set(range(mesh.n_tbus)) - edge)
     pick = lambda pool: int(rng.choice(sorted(pool)))  # noqa: E731 - one-line draw
@@ -112,6 +117,8 @@ def faults_for(mode: str, mesh: Mesh, rng: np.random.Generator) -> dict[int, str
         return {a: "dead", pick(neighbours(mesh, a)): "dead"}
     if mode in ("stuck_bar", "stuck_cross"):
         return {pick(range(mesh.n_tbus)): mode.split("_")[1]}
+    if mode in HEATER_MODES:
+        return {pick(range(mesh.n_tbus)): HEATER_MODES[mode]}
     return {}
 
 
@@ -143,7 +150,10 @@ def make_chip(mode: str, seed: int, mesh: Mesh | None = None) -> tuple[Chip, dic
     mesh = mesh or smartlight()
     rng = np.random.default_rng([seed, MODES.index(mode)])
     injected = faults_for(mode, mesh, rng)
-    chip = Chip(mesh, seed, clock=lambda: 0.0, failed=injected,
+    kinds = set(HEATER_MODES.values())
+    broken = {t: how for t, how in injected.items() if how not in kinds}
+    heaters = {2 * t + int(rng.integers(2)): how for t, how in injected.items() if how in kinds}
+    chip = Chip(mesh, seed, clock=lambda: 0.0, failed=broken, heater_faults=heaters,
                 crosstalk_fraction=0.03 if mode == "crosstalk_3pct" else 0.01)
     if mode == "spread_2x":
         widen_spread(chip, SPREAD_FACTOR)

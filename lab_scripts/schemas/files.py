@@ -176,9 +176,10 @@ class MapTbu(Open):
     name: str
     delta_rad: float = Field(description="passive differential phase (rad), |delta| <= 4 pi")
     sigma_delta_rad: float | None = None
-    failed: Literal["dead", "bar", "cross", "unverified"] | None = Field(
-        None, description="broken (dead, stuck bar/cross) or unverified (its fit disagrees with an "
-        "independent light path): never driven, routed around (version 2)")
+    failed: Literal["dead", "bar", "cross", "unverified", "open-heater", "shorted-heater"] | None = Field(
+        None, description="broken (dead, stuck bar/cross; version 3: a heater the electrical read-back "
+        "found open or shorted) or unverified (its fit disagrees with an independent light path, "
+        "version 2): never driven, routed around")
     disagreement_rad: float | None = Field(
         None, description="unverified TBUs: measured phase disagreement (rad); null when no path "
         "showed a fringe")
@@ -191,6 +192,9 @@ class MapHeater(Open):
     rho2: float
     rho3: float
     eta_rad_per_mw: float
+    fault: Literal["open-heater", "shorted-heater"] | None = Field(
+        None, description="version 3: the electrical read-back found this heater open (draws no current) "
+        "or shorted (no voltage across it); its TBU is failed with the same kind")
 
 
 class MapCrosstalk(Open):
@@ -202,10 +206,10 @@ class MapCrosstalk(Open):
 
 
 class CalibrationFile(Open):
-    """``lumion.calibration`` v2 (v1 still read): a fitted heater map tied to one chip."""
+    """``lumion.calibration`` v3 (v1, v2 still read): a fitted heater map tied to one chip."""
 
     schema_name: Literal["lumion.calibration"] = Field(alias="schema")
-    version: Literal[1, 2]
+    version: Literal[1, 2, 3]
     chip_id: str
     created: str | None = None
     mesh: MapMesh

@@ -27,6 +27,9 @@ from lab_scripts.schemas.types import (
     TbuState,
 )
 
+# How calibration names a TBU it could not use (calibration.map.FAILURE_STATES).
+FailedState = Literal["dead", "bar", "cross", "unverified", "open-heater", "shorted-heater"]
+
 
 class ErrorOutput(Strict):
     """Any command's failure with ``--json`` (docs/cli.md); the exit status follows ``kind``."""
@@ -233,6 +236,17 @@ class ProgramVerification(Strict):
     routes: list[RouteVerification]
 
 
+class ProgramHeaterFault(Strict):
+    """A driven heater the read-back after ``lumion program``'s write shows open or shorted."""
+
+    channel: Channel
+    tbu: TbuName
+    arm: Literal["top", "bottom"]
+    kind: Literal["open-heater", "shorted-heater"]
+    milliamps: float = Field(description="current read back (mA)")
+    volts: float = Field(description="voltage read back (V)")
+
+
 class ProgramOutput(Strict):
     """``lumion program --json``: what was written to the heater driver."""
 
@@ -249,6 +263,9 @@ class ProgramOutput(Strict):
     wire_time_s: Seconds = Field(description="modelled time on the wire (s)")
     elapsed_s: Seconds = Field(description="measured here (s)")
     n_tbus_by_state: ProgramTbus
+    heater_faults: list[ProgramHeaterFault] = Field(
+        default_factory=list, description="driven heaters whose voltage and current read-back after the "
+        "write shows them open or shorted (each also one stderr line; the command then exits 5)")
     verification: ProgramVerification
 
 
@@ -463,9 +480,10 @@ class CalibrateOutput(Strict):
     min_acr_uncompensated_db: DbOrNull = None
     verify_operations: Count | None = None
     plot: list[Path] | None = Field(None, description="fringe-fit and overview pictures (--plot DIR)")
-    failed_tbus: dict[str, Literal["dead", "bar", "cross", "unverified"]] = Field(
-        default_factory=dict, description="TBUs calibration found broken or could not confirm by light, by "
-        "name: routing avoids them")
+    failed_tbus: dict[str, FailedState] = Field(
+        default_factory=dict, description="TBUs calibration found broken (dead, stuck, or a heater the "
+        "electrical read-back found open or shorted) or could not confirm by light, by name: routing "
+        "avoids them")
     unverified_tbus: dict[str, float | None] = Field(
         default_factory=dict, description="TBUs light did not confirm, by name -> measured disagreement "
         "(rad; null: no fringe through any path); the command then exits 5")

@@ -106,3 +106,53 @@ def test_a_route_without_a_meter_head_is_named_not_verified(capsys, tmp_path):
     assert "port:5" in v["routes"][0]["reason"]
     code, out, _ = run(capsys, "program", "--bench", str(bench), "--configuration", str(plan))
     assert "NOT verified by light (no power meter head at port:5)" in out
+
+
+def test_program_refuses_a_route_through_a_heater_the_map_records_open(capsys, tmp_path):
+    """Issue 26 item 3: the map never drives a TBU whose heater is open; a route through it is
+    refused in one line naming the heater, before any instrument is opened."""
+    from calibration.assemble import build_map, placeholder_record
+    from calibration.options import Options
+    from lab_scripts.common import load_configuration
+    from photonics.physics import PhysicsDefaults
+    from photonics.topology import mesh_from_spec
+
+    mesh = mesh_from_spec("hex:1x2")
+    plan = plan_file(capsys, tmp_path)
+    t = load_configuration(str(plan), mesh).routes[0].tbus[0]
+    records = {k: placeholder_record(PhysicsDefaults()) for k in range(mesh.n_tbus)}
+    cmap = build_map(mesh, "sim-any", records, Options(), failed={t: "open-heater"},
+                     heater_faults={2 * t + 1: "open-heater"})
+    path = cmap.save(tmp_path / "map.json")
+    code, out, err = run(capsys, "program", "--bench", str(bench_file(tmp_path, "realistic")),
+                         "--configuration", str(plan), "--map", str(path))
+    assert code == 3
+    assert out == ""
+    assert err.count("\n") == 1
+    assert f"crosses {mesh.tbu_names[t]}" in err
+    assert f"bottom heater (channel {2 * t + 1}): open-heater" in err
+    assert "nothing was sent" in err
+
+
+def test_a_heater_shorted_at_program_time_is_reported_not_believed(capsys, tmp_path):
+    """The short passes every setting's current check; the voltage read-back after the write names it."""
+    import instruments.config
+    from lab_scripts.common import load_configuration
+    from lab_scripts.program_heaters import heater_fault_lines, heater_faults_now
+
+    plan = plan_file(capsys, tmp_path)
+    cfg = instruments.config.load_config(str(bench_file(tmp_path, "realistic")))
+    with instruments.config.open_bench(cfg) as bench:
+        conf = load_configuration(str(plan), bench.mesh)
+        assert heater_faults_now(bench) == []
+        currents = bench.controller.currents_for(conf)
+        ch = int(currents.argmax())
+        bench.sim.chip.fail_heater(ch, "shorted-heater")
+        bench.program(conf)
+        faults = heater_faults_now(bench)
+    assert [(f["channel"], f["kind"]) for f in faults] == [(ch, "shorted-heater")]
+    assert abs(faults[0]["volts"]) < 0.01
+    [line] = heater_fault_lines(faults)
+    assert f"heater channel {ch} (" in line
+    assert "shorted-heater" in line
+    assert "not believed" in line
