@@ -20,7 +20,11 @@ wire format only.
 Faults (:meth:`HeaterDeviceSim.inject`): ``drop`` the link, reply ``garbage``, ``timeout``
 (swallow the command), answer an ``error`` code, reply ``late`` (held back until the next
 command arrives), ``duplicate`` the reply; :meth:`HeaterDeviceSim.power_cycle` restarts
-every module (outputs to zero, an unsolicited ``E90``).
+every module (outputs to zero, an unsolicited ``E90``). A heater the chip has broken
+(``Chip.fail_heater``, :mod:`instruments.sim.heater_load`) loads its channel as it would a
+real module: an open one refuses any current past ~30 uA at the voltage compliance (``E01``),
+a shorted one reads back its current at ~1 mV and passes the current limit in voltage mode
+at millivolts (``E02``).
 """
 
 from __future__ import annotations
