@@ -28,6 +28,7 @@ DOCTEST_MODULES = [
     "photonics.configuration", "calibration.model", "calibration.heater_map",
     "lab_scripts.errors", "lab_scripts.paths", "lab_scripts.schemas",
     "photonics.routing.multicast", "photonics.fabric.multicast", "photonics.collectives.multicast",
+    "photonics.synthesis",
 ]
 SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*(?::\s*(?P<why>.*?))?\s*-->\s*\n\s*$")
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```", re.S | re.M)
