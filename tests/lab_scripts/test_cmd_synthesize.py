@@ -71,3 +71,41 @@ def test_bad_input_is_one_line(argv, says, capsys, tmp_path, monkeypatch):
         assert says in err
     code, text, _ = run(capsys, "synthesize", *argv, "--json")
     assert json.loads(text)["schema"] == "lumion.error"
+
+
+def _oracle_map(seed, path):
+    """TEST-ONLY ORACLE: the simulated chip's hidden heater truth as a calibration map (what a
+    perfect calibration of `--seed SEED`'s chip would find), saved to ``path``."""
+    import numpy as np
+
+    from calibration.map import CalibrationMap, mesh_signature
+    from instruments.sim.bench import SimulatedBench
+
+    with SimulatedBench(smartlight(), seed, crosstalk_fraction=0.01, model="realistic") as sim:
+        chip = sim.chip
+        h, p, mesh = chip.truth.heaters, chip.truth.params, chip.mesh
+        cmap = CalibrationMap(chip_id=chip.chip_id, mesh=mesh_signature(mesh),
+                              delta=np.mod(p.offset_top - p.offset_bot, 2 * np.pi), rho2=h.rho2, rho3=h.rho3,
+                              eta=h.eta, crosstalk=h.crosstalk.tocsr(), created="oracle",
+                              tbu_names=mesh.tbu_names, nearest_fraction=0.01, cutoff_tbu=1.05,
+                              failed={11: "unverified"})  # on the tree the map-free route takes
+    return cmap.save(path)
+
+
+def test_a_splitter_refined_on_a_map_is_confirmed_by_light_when_programmed_through_it(capsys, tmp_path):
+    """The whole path: synthesize on the map's model (its unverified TBU avoided), program the
+    configuration through the same map on the chip it describes, every branch measured ok."""
+    cmap = _oracle_map(3, tmp_path / "map.json")
+    out = tmp_path / "split.json"
+    code, text, _ = run(capsys, "synthesize", "--splitter", "1:4=1,8=2,12=1", "--map", str(cmap), "--out",
+                        str(out), "--json")
+    assert code == 0
+    d = json.loads(text)
+    assert "tbu:" in d["tbus"][0]
+    assert smartlight().tbu_names[11] not in d["tbus"]
+    assert d["chip"].startswith("calibration map")
+    code, text, _ = run(capsys, "program", "--configuration", str(out), "--map", str(cmap), "--seed", "3",
+                        "--json")
+    report = json.loads(text)
+    assert code == 0, report
+    assert [r["status"] for r in report["verification"]["routes"]] == ["ok", "ok", "ok"]
