@@ -32,6 +32,7 @@ Two uses:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -61,14 +62,14 @@ class GradientPlan:
     root_slot: np.ndarray  # (n_ports,) row of mesh port n in the root's matrix
 
 
-_GPLANS: dict[int, tuple[Mesh, GradientPlan]] = {}
+_GPLANS: weakref.WeakKeyDictionary[Mesh, GradientPlan] = weakref.WeakKeyDictionary()  # as merge_plan's
 
 
 def gradient_plan(mesh: Mesh) -> GradientPlan:
     """The cached :class:`GradientPlan` of ``mesh`` (every generated mesh has a merge plan)."""
-    hit = _GPLANS.get(id(mesh))
-    if hit is not None and hit[0] is mesh:
-        return hit[1]
+    hit = _GPLANS.get(mesh)
+    if hit is not None:
+        return hit
     plan = merge_plan(mesh)
     if plan is None:
         raise StateError("this mesh has no merge plan (a TBU looped onto itself): no gradient")
@@ -92,7 +93,7 @@ def gradient_plan(mesh: Mesh) -> GradientPlan:
         g_size=int(np.max(k * (k + ne) + k * k + k * eb)) if len(k) else 1,
         f_offs=f_offs, leaf_off=node_f[plan.leaf_node], f_size=int(sizes.sum()),
         root_slot=np.array([slot[int(g)] for g in mesh.port_tbu_ports], dtype=np.int64))
-    _GPLANS[id(mesh)] = (mesh, gp)
+    _GPLANS[mesh] = gp
     return gp
 
 
