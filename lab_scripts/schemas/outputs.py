@@ -583,7 +583,7 @@ class CollectiveInfo(Strict):
     """The collective as compiled: its pattern, ranks, chunks and steps."""
 
     name: str
-    kind: str = Field(description="allreduce, alltoall, ...")
+    kind: str = Field(description="allreduce, alltoall, broadcast or allgather")
     n_ranks: Count
     n_chunks: Count
     n_steps: Count
@@ -606,6 +606,8 @@ class CollectiveConfiguration(Strict):
     links: list[str]
     worst_loss_db: Db
     worst_margin_db: Db
+    trees: list[str] | None = Field(None, description="multicast trees ('gpu0->gpu1+gpu2'), only for a "
+                                    "configuration of trees (--multicast)")
 
 
 class CollectiveRound(Strict):
@@ -614,7 +616,7 @@ class CollectiveRound(Strict):
     step: Count
     label: str
     config: Count
-    mode: Literal["direct", "forward"]
+    mode: Literal["direct", "forward", "multicast"]
     transfers: Count
     max_hops: Count
     switch_ms: Ms
@@ -641,12 +643,18 @@ class CollectiveOutput(Strict):
     setup_ms: Ms
     switches: Count
     switch_ms: Ms
+    multicast_rounds: Count = Field(description="rounds per run that ran on multicast trees (0 without "
+                                    "--multicast)")
     n_configurations: Count
     n_rounds: Count
     fixed_ms: dict[str, Ms] = Field(description="fixed topology (ring, torus) -> completion time (ms)")
     configurations: list[CollectiveConfiguration]
     rounds: list[CollectiveRound]
     speedup_vs_fixed_ring: float
+    point_to_point_ms: dict[str, Ms] | None = Field(
+        None, description="--multicast: the same collective and its usual schedules compiled point to point")
+    speedup_vs_point_to_point: float | None = Field(
+        None, description="--multicast: the best point-to-point time over the multicast-enabled time")
 
 
 class RackInfo(Strict):
