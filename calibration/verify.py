@@ -19,16 +19,12 @@ from calibration.bench import Bench, settle
 from calibration.heater_map import HeaterMap
 from calibration.paths import CROSS_EXIT
 from photonics.configuration import Configuration, Hop, Route
+from photonics.tolerances import ROUTE_TOL_DB  # noqa: F401  (re-exported: the checks on a bench judge by it)
 from photonics.topology import Mesh
 
 SETTLE_S = 0.012  # as calibration.options.Options.settle_s: let the heaters settle before reading
-# A programmed route whose measured loss differs from its plan by more than this (dB) is not
-# reported ok (`lumion program`, `lumion demo`, the trust campaign). A right map lands within
-# ~0.3 dB of plan on the simulated bench (meter noise, map residuals, crosstalk; the chip's own
-# losses scatter 0.03 dB a TBU); one TBU wrong on a route sends its light elsewhere (>10 dB
-# down). 3 dB leaves room for a real bench's facet and access-loss uncertainty and still halves
-# the power before a route is called off.
-ROUTE_TOL_DB = 3.0
+# ROUTE_TOL_DB (photonics.tolerances, why 3 dB: there) is re-exported here for the checks
+# that measure routes on a bench.
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@
    measure every link with the power meter.
 4. Fail an accelerator, splice in the best spare (only the changed heaters are
    written), measure again: every link's received power against its plan (off by more
-   than ``calibration.verify.ROUTE_TOL_DB`` is not ok: exit 5), every held link's power
+   than ``photonics.tolerances.ROUTE_TOL_DB`` is not ok: exit 5), every held link's power
    against what it read before the failure (hitless only when none moved by more than
    :data:`HELD_TOL_DB`), and the recovery's timing breakdown.
 5. Plots: the mesh with routes before and after, the recovery timeline, and (from the
@@ -24,10 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from calibration.verify import ROUTE_TOL_DB
 from lab_scripts.common import add_json_flag, print_json, recovery_changes, seed, table
 from lab_scripts.errors import EXIT_UNVERIFIED, CliError, planning
 from lab_scripts.paths import output_folder
+from photonics.tolerances import ROUTE_TOL_DB
 
 # A held link (bit-identical heaters) is hit when its measured power moves by more than this
 # (dB) across the recovery. On the calibrated demo (seed 1) held links move by 0.017 dB at

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from calibration.verify import ROUTE_TOL_DB
+from photonics.tolerances import ROUTE_TOL_DB
 
 VERIFY_NM = 1550.0  # the chip band's centre: inside every lane of the default lane plan
-# calibration.verify.ROUTE_TOL_DB (why 3 dB: there), the one tolerance every light check shares.
+# photonics.tolerances.ROUTE_TOL_DB (why 3 dB: there), the one tolerance every light check shares.
 VERIFY_TOL_DB = ROUTE_TOL_DB
 
 

@@ -50,7 +50,7 @@ OFF_RAD = 0.1
 ROUTES = 8  # port pairs routed and measured per chip
 # Planned transmission uses the nominal TBU loss; the chip's own losses scatter by 0.03 dB a
 # TBU, so a route through 10-15 TBUs lands within ~0.5 dB. 3 dB apart is a route that leaks:
-# calibration.verify.ROUTE_TOL_DB, the tolerance lumion program and lumion demo judge by.
+# photonics.tolerances.ROUTE_TOL_DB, the tolerance lumion program and lumion demo judge by.
 ROUTE_TOL_DB = VERIFY_ROUTE_TOL_DB
 DRIFT_K_PER_MIN = 1.0
 SPREAD_FACTOR = 2.0

@@ -532,7 +532,7 @@ class DemoVerification(Strict):
     """What light says of the recovery (the command exits 5 unless ``status`` is ok)."""
 
     status: Literal["ok", "off"]
-    tolerance_db: Db = Field(description="calibration.verify.ROUTE_TOL_DB: a link further from plan is off")
+    tolerance_db: Db = Field(description="photonics.tolerances.ROUTE_TOL_DB: a link further from plan is off")
     held_tolerance_db: Db = Field(description="a held link moving more than this (dB) is a hit")
     links_off: list[str] = Field(description="links more than tolerance_db from their plan")
     hitless_by_light: bool = Field(

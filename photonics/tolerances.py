@@ -1,0 +1,14 @@
+"""Tolerances every light check shares, in a module that imports nothing heavy.
+
+``lumion program``, ``lumion demo``, the control plane's recovery check and the trust
+campaign all judge a programmed route by the same number; the command-line front end reads
+it here without loading numpy or the calibration package (``lumion --help`` stays fast).
+"""
+
+# A programmed route whose measured loss differs from its plan by more than this (dB) is not
+# reported ok (`lumion program`, `lumion demo`, the trust campaign). A right map lands within
+# ~0.3 dB of plan on the simulated bench (meter noise, map residuals, crosstalk; the chip's own
+# losses scatter 0.03 dB a TBU); one TBU wrong on a route sends its light elsewhere (>10 dB
+# down). 3 dB leaves room for a real bench's facet and access-loss uncertainty and still halves
+# the power before a route is called off.
+ROUTE_TOL_DB = 3.0
