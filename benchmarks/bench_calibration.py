@@ -106,14 +106,16 @@ def model_route(chip: Chip, route) -> tuple[float, float]:
 
 
 def run_seed(seed: int, n_routes: int, model: str = "realistic", fraction: float = 0.01, *,
-             reproducible: bool = True, incremental: bool = True, trial: int = 0) -> dict:
+             reproducible: bool = True, incremental: bool = True, trial: int | None = None) -> dict:
     mesh = smartlight()
     clock = {} if reproducible else {"clock": time.monotonic}
     chip = Chip(mesh, seed=seed, model=model, crosstalk_fraction=fraction, incremental=incremental, **clock)
     bench = DirectBench(chip)
     chip_cpu = time_solves(chip)
     t0, c0 = time.perf_counter(), time.process_time()
-    options = Options(crosstalk_fraction=fraction, fit_trial_evaluations=trial)
+    options = Options(crosstalk_fraction=fraction)
+    if trial is not None:
+        options = replace(options, fit_trial_evaluations=trial)
     with timed_fits() as fit_cpu:
         result = calibrate(bench, options, progress=Progress(stream=None))
     duration, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -222,8 +224,9 @@ def main() -> None:
                         help="the chip's time also follows the wall clock (maps then depend on the load)")
     parser.add_argument("--compare-full-solve", action="store_true",
                         help="also calibrate on a chip solving every reading whole; CPU times, same map?")
-    parser.add_argument("--fit-trial-evaluations", type=int, default=0,
-                        help="Options.fit_trial_evaluations (0: every fit start runs to its end)")
+    parser.add_argument("--fit-trial-evaluations", type=int, default=None,
+                        help="Options.fit_trial_evaluations (default: the Options default; "
+                             "0: every fit start runs to its end, as before issue 28)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if len(args.seeds) == 1 and args.seeds[0] < 1:

@@ -39,6 +39,13 @@ RHO3_RATIO_BOUNDS = (-0.1, 0.2)
 GOOD_ENOUGH_RMS = 2.0
 # Function evaluations a fit may take from one start.
 MAX_NFEV = 200
+# A start after the first runs this many evaluations on trial and is dropped when its cost is
+# still above the best start's final cost (a trust-region fit's cost never rises, so it could
+# only win by overtaking later). Measured on smartlight seeds 7000-7003 (issue 28): every later
+# start that went on to win was already at 0.04-0.15 of the best cost after 10 evaluations
+# (0.17-0.53 after 5), while the losing aliased starts, ~80 % of all fitting time, stay 3-100x
+# above it to their end (up to MAX_NFEV evaluations).
+TRIAL_EVALUATIONS = 10
 # Periodogram minima tried per arm as starts: the deepest and the next two, since noise or
 # stray light can rank the true fringe rate second.
 SEED_RANKS = 3
@@ -345,7 +352,7 @@ def fit_tbu(
     noise: NoiseModel | None = None,
     loss: str = "soft_l1",
     prior: tuple[float, np.ndarray, np.ndarray] | None = None,
-    trial_nfev: int = 0,
+    trial_nfev: int = TRIAL_EVALUATIONS,
 ) -> TBUFit:
     """Joint fit of a TBU's heater sweeps (one or both arms), all seen at the same outputs.
 
@@ -355,14 +362,13 @@ def fit_tbu(
         noise: reading noise model used for weights.
         loss: robust loss of ``least_squares`` ("soft_l1", "huber", "linear", ...).
         prior: optional (delta, rho2 (2,), rho3 (2,)) of an earlier fit, added as a start.
-        trial_nfev: 0 (the default) runs every start to its end. A positive number lets a
-            start after the first run that many evaluations, then drops it when its cost is
-            still above the best start's final cost (a trust-region fit's cost never rises,
-            so it could only win by overtaking later). Faster (on smartlight the dropped
-            aliased starts took ~3/4 of all fitting time) but not the same numbers: a later
-            start that ends at the *same* minimum a hair lower is dropped too, so a fit can
-            move by ~1e-6 and a later decision (a recheck) can flip; see
-            docs/calibration.md ("What a calibration costs").
+        trial_nfev: a start after the first runs this many evaluations, then is dropped
+            when its cost is still above the best start's final cost (default
+            :data:`TRIAL_EVALUATIONS`; on smartlight the dropped aliased starts took ~4/5 of
+            all fitting time). 0 runs every start to its end (the maps of releases before
+            issue 28): a later start that ends at the *same* minimum a hair lower is then
+            kept, so a fit can differ by ~1e-6; see docs/calibration.md ("What a calibration
+            costs").
 
     Returns:
         The :class:`TBUFit`; arms that were not swept keep NaN coefficients.

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibration.fit import TRIAL_EVALUATIONS
+
 # Nominal heater, used only to choose the sweep range: R0 = 250 Ohm, tempco 0.02 /mA.
 NOMINAL_R0_KOHM = 0.25
 NOMINAL_GAMMA_PER_MA = 0.02
@@ -48,10 +50,11 @@ class Options:
             reading sees < 1e-4 of the previous phase step.
         wavelength_nm: laser wavelength.
         loss: robust loss for the fits.
-        fit_trial_evaluations: 0 runs every start of a fringe fit to its end (the default:
-            the same map as always). A positive number (15 measured) drops a later start still
-            behind the best after that many evaluations: fits ~2x faster, but a fit can
-            move by ~1e-6 and a recheck decision can flip (:func:`calibration.fit.fit_tbu`).
+        fit_trial_evaluations: a later start of a fringe fit still behind the best after this
+            many evaluations is dropped (default :data:`calibration.fit.TRIAL_EVALUATIONS`,
+            issue 28: on smartlight seed 7000 the losing starts took 6.1 of 7.5 s of
+            fitting). 0 runs every start to its end (the maps of earlier releases; a fit
+            can differ by ~1e-6, :func:`calibration.fit.fit_tbu`).
     """
 
     points: int = 16
@@ -70,5 +73,5 @@ class Options:
     settle_s: float = 0.012
     wavelength_nm: float = 1550.0
     loss: str = "soft_l1"
-    fit_trial_evaluations: int = 0
+    fit_trial_evaluations: int = TRIAL_EVALUATIONS
 

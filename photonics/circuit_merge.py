@@ -71,6 +71,7 @@ class MergePlan:
     leaf_node: np.ndarray  # (n_tbus,) tree node of every TBU
     node_off: np.ndarray  # (n_nodes,) arena offset of every node's matrix
     node_ports: tuple[np.ndarray, ...] = field(repr=False)  # ports of every node (global TBU-port ids)
+    above: np.ndarray = field(repr=False)  # (n_tbus, n_merges) bool: merge m lies on TBU t's path
 
     @property
     def n_merges(self) -> int:
@@ -198,13 +199,19 @@ def _build_plan(mesh: Mesh) -> MergePlan | None:
         if nd.tbu >= 0:
             leaf_node[nd.tbu] = nd.id
     p = len(root.ports)
+    above = np.zeros((n, len(rows)), dtype=bool)
+    for t in range(n):
+        node = leaf_node[t]
+        while parent[node] >= 0:
+            node = parent[node]
+            above[t, node_merge[node]] = True
     return MergePlan(
         n_tbus=n, n_ports=mesh.n_ports, size=off,
         merges=np.array(rows, dtype=np.int64).reshape(-1, 9), pool=np.array(pool, dtype=np.int64),
         work_size=work, out_idx=root.off + slots[:, None] * p + slots[None, :], parent=parent,
         node_merge=node_merge, leaf_node=leaf_node,
         node_off=np.array([nd.off for nd in nodes], dtype=np.int64),
-        node_ports=tuple(np.array(nd.ports, dtype=np.int64) for nd in nodes),
+        node_ports=tuple(np.array(nd.ports, dtype=np.int64) for nd in nodes), above=above,
     )
 
 
@@ -291,6 +298,11 @@ def remerge(plan: MergePlan, arenas: Arenas, T: np.ndarray, tbus: np.ndarray,
 
 def _read(arenas: Arenas, idx: np.ndarray) -> np.ndarray:
     """Arena entries ``idx`` (any shape) of every block: (batch, *idx.shape)."""
+    if arenas.batch == 1:  # one wavelength (a simulated chip's reading): lane 0 of group 0
+        one = np.empty((1, *idx.shape), dtype=complex)
+        one.real[0] = arenas.re[0, idx, 0]
+        one.imag[0] = arenas.im[0, idx, 0]
+        return one
     out = np.empty((arenas.re.shape[0], LANES, *idx.shape), dtype=complex)
     out.real = np.moveaxis(arenas.re[:, idx], -1, 1)  # (groups, LANES, *idx.shape): exactly the
     out.imag = np.moveaxis(arenas.im[:, idx], -1, 1)  # kernel's parts, as solve_blocks writes them
@@ -301,13 +313,7 @@ def ancestors(plan: MergePlan, tbus: np.ndarray) -> np.ndarray:
     """Merge-table rows of every merge above the TBUs ``tbus`` (their paths to the root),
     ascending (children first).
     """
-    hit: set[int] = set()
-    for t in np.unique(np.asarray(tbus, dtype=np.int64)):
-        node = plan.leaf_node[t]
-        while plan.parent[node] >= 0:
-            node = plan.parent[node]
-            hit.add(int(plan.node_merge[node]))
-    return np.array(sorted(hit), dtype=np.int64)
+    return np.flatnonzero(plan.above[np.asarray(tbus, dtype=np.int64)].any(axis=0))
 
 
 def root_matrix(plan: MergePlan, arenas: Arenas, inputs: np.ndarray) -> np.ndarray:

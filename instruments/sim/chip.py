@@ -19,16 +19,14 @@ Two chip models (``model=``):
 Heater phases are set at the reference wavelength; the circuit solve scales them by
 ``lambda0 / lambda`` (``photonics.physics``), so the chip's phases depend on wavelength.
 
-Solving (:meth:`Chip.output_field`): per wavelength the chip remembers the last state it
-solved. A step wider than :data:`INCREMENTAL_MAX_TBUS` TBUs (a heater step moving its
-neighbours through crosstalk, a temperature step, settling, a new dead TBU) is one full
-solve of the port read, by a :class:`~photonics.circuit_solver.ColumnSolver` kept per
-wavelength (the merge of :func:`photonics.circuit.solve`, its set-up made once: the same
-bytes). When the same state is read again at another port, or the next step changes a
-single TBU (a heater sweep on a chip without crosstalk onto its neighbours), the chip keeps
-a :class:`~photonics.circuit_solver.CircuitSolver` for that wavelength: further ports of the
-state cost no solve and single-TBU steps are incremental updates. Every path gives the full
-solve's result (the same bytes, or within 1e-12).
+Solving (:meth:`Chip.output_field`): per wavelength the chip keeps a
+:class:`~photonics.circuit_solver.CircuitSolver` holding the last state it solved there.
+A reading re-runs only the merges above the TBUs whose phases moved since (a heater step
+moves its own TBU and, through thermal crosstalk, 10-37 neighbours on the realistic
+smartlight chip; settling moves the TBUs still settling; a temperature step moves every
+TBU); the same state read at another port costs no solve, and a changed chip (a new dead
+TBU) is solved whole. Every path gives the bytes of :func:`photonics.circuit.solve` of the
+state (one TBU swept alone on a crosstalk-free chip: within 1e-12).
 
 Time: the chip has a clock (``now_s``). By default it is *simulated*: it stands still until
 :meth:`Chip.advance` moves it, and the in-process bench (``instruments.sim.direct.DirectBench``)
@@ -51,7 +49,6 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,7 +56,7 @@ import scipy.sparse as sp
 from calibration.model import HeaterModel, crosstalk_matrix, heater_positions, heater_voltage_v
 from instruments.sim.heater_load import check_fault, drive, heating_currents
 from photonics.circuit import solve
-from photonics.circuit_solver import CircuitSolver, ColumnSolver
+from photonics.circuit_solver import CircuitSolver
 from photonics.errors import StateError
 from photonics.physics import PhysicsDefaults, TBUParams, fabricated_params, split_phases
 from photonics.state import MeshState
@@ -77,23 +74,10 @@ TEMPERATURE_RESOLUTION_K = 1e-3
 # Seed offset of the realistic chip's extra draws: they come from their own generator, so
 # a seed's ideal truth (and every earlier test) is unchanged.
 REALISM_SEED_OFFSET = 7_919
-# A step that changes more TBUs than this is solved from scratch. At one wavelength the
-# incremental solver's re-merge of two or more TBUs' paths costs more than a full solve
-# (0.8-0.9x on smartlight), while repeated steps of one TBU (a sweep) join it to the rest
-# of the mesh in half a full solve's time (benchmarks/bench_circuit_incremental.py). A
-# heater step on a chip with crosstalk moves 4-5 TBUs (ideal) or 17-23 (realistic).
-INCREMENTAL_MAX_TBUS = 1
 # Wavelengths whose last solve the chip remembers (least recently read dropped first): a
 # bench reads at one laser wavelength at a time; a few more cover a wavelength sweep's
 # neighbours without keeping every wavelength a long campaign ever visited.
 MAX_SOLVERS = 8
-
-
-class Solved(NamedTuple):
-    """A state solved in full for one port, without a solver (a wide step costs least so)."""
-
-    state: MeshState
-    params: TBUParams
 
 
 @dataclass(frozen=True)
@@ -242,24 +226,6 @@ def with_dead(params: TBUParams, dead: list[int]) -> TBUParams:
     return replace(params, loss_db=loss)
 
 
-def solve_kind(held: CircuitSolver | Solved | None, state: MeshState, params: TBUParams) -> str:
-    """How to solve ``state`` given what was solved last at the wavelength (``held``).
-
-    "reused": the solver holds this state; "incremental": it holds a state one TBU away;
-    "built": the last full solve was of this state or one TBU away, so the state is being
-    read again or swept and a solver pays; "full": anything wider, a changed chip, or
-    nothing held.
-    """
-    if held is None or held.params is not params:
-        return "full"
-    n = changed_tbus(held.state, state)
-    if n > INCREMENTAL_MAX_TBUS:
-        return "full"
-    if isinstance(held, Solved):
-        return "built"
-    return "reused" if n == 0 else "incremental"
-
-
 def simulated_clock() -> float:
     """The simulated chip's base clock (s): it stands still, so the chip's time is only what
     :meth:`Chip.advance` adds (the default: a seeded run repeats exactly under any load).
@@ -326,14 +292,12 @@ class Chip:
         self.heater_faults: dict[int, str] = {}
         self._lock = threading.RLock()
         self._cache: dict[tuple, np.ndarray] = {}
-        # Per wavelength (nm, exact): the last state solved there, with its solver if it has one.
-        self._solvers: OrderedDict[float, CircuitSolver | Solved] = OrderedDict()
-        # Per wavelength (nm, exact): the full solve's set-up (merge plan, link factors, the
-        # transfers' per-TBU constants), kept while the chip's physics object is the same.
-        self._columns: OrderedDict[float, ColumnSolver] = OrderedDict()
+        # Per wavelength (nm, exact): the solver holding the last state solved there.
+        self._solvers: OrderedDict[float, CircuitSolver] = OrderedDict()
         self._params: TBUParams | None = None  # optical_params(), rebuilt when faults change
-        # How each solve went: "full" (one port, no solver), "built" (a solver, from scratch),
-        # "incremental" (a solver updated), "reused" (a solver's state read at another port).
+        # How each solve went: "full" (the general solve: incremental=False, or a mesh without
+        # a merge plan), "built" (a solver made, or re-solved whole for a changed chip),
+        # "incremental" (the merges above the moved TBUs re-run), "reused" (the state again).
         self.solves: Counter[str] = Counter()
         self.incremental = incremental
         # The base clock the chip lives in (s). The default stands still, leaving only what
@@ -532,47 +496,26 @@ class Chip:
 
     def _solve(self, input_port: int, wavelength_nm: float) -> np.ndarray:
         """Field at every port for unit field into ``input_port`` in the chip's state now,
-        at ``wavelength_nm``: by the cheapest exact way the last solve there allows.
+        at ``wavelength_nm``: the kept solver re-runs only what changed since its last state.
         """
         state, params = self.heater_state(), self.optical_params()
+        if not self.incremental:  # the reference: the general solve, every time
+            self.solves["full"] += 1
+            return solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
         held = self._solvers.pop(wavelength_nm, None)
-        how = solve_kind(held, state, params) if self.incremental else "full"
-        if how == "incremental":
-            held.update(state)
-        elif how == "built":
-            try:
-                held = CircuitSolver(self.mesh, state, [wavelength_nm], params)
-            except StateError:  # a mesh without a merge plan: the general solve covers it
-                how = "full"
-        if how == "full" and not self.incremental:  # the reference: the general solve, every time
-            held = Solved(state, params)
-            field = solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
-        elif how == "full":
-            held = Solved(state, params)
-            field = self._full_solve(state, params, input_port, wavelength_nm)
+        if held is not None and held.params is params:
+            how = "reused" if held.update(state) == 0 else "incremental"
         else:
-            field = held.matrix(inputs=[input_port])[0, :, 0]
+            try:
+                held, how = CircuitSolver(self.mesh, state, [wavelength_nm], params), "built"
+            except StateError:  # a mesh without a merge plan: the general solve covers it
+                self.solves["full"] += 1
+                return solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
         self.solves[how] += 1
         self._solvers[wavelength_nm] = held
         while len(self._solvers) > MAX_SOLVERS:
             self._solvers.popitem(last=False)
-        return field
-
-    def _full_solve(self, state: MeshState, params: TBUParams, input_port: int,
-                    wavelength_nm: float) -> np.ndarray:
-        """One column of the whole-mesh solve: the bytes :func:`photonics.circuit.solve` gives,
-        from a :class:`~photonics.circuit_solver.ColumnSolver` kept per wavelength.
-        """
-        col = self._columns.pop(wavelength_nm, None)
-        if col is None or col.params is not params:
-            try:
-                col = ColumnSolver(self.mesh, params, wavelength_nm)
-            except StateError:  # a mesh without a merge plan: the general solve covers it
-                return solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
-        self._columns[wavelength_nm] = col
-        while len(self._columns) > MAX_SOLVERS:
-            self._columns.popitem(last=False)
-        return col.field(state, input_port)
+        return held.matrix(inputs=[input_port])[0, :, 0]
 
     def output_field(self, input_port: int, wavelength_nm: float) -> np.ndarray:
         """Complex field at every mesh port (n_ports,) for unit field into ``input_port``."""
