@@ -91,7 +91,7 @@ from calibration.health import (
     peak_dbm,
     record_warnings,
 )
-from calibration.heater_map import invert_cubic
+from calibration.heater_map import UnreachableError, invert_cubic
 from calibration.map import CalibrationError, CalibrationMap
 from calibration.model import heater_positions, neighbour_heaters
 from calibration.options import NOMINAL_GAMMA_PER_MA, NOMINAL_R0_KOHM, Options
@@ -559,7 +559,13 @@ def crosstalk_stage(run: Run) -> None:
             continue
         run.notify("crosstalk", t)
         base = base_currents(mesh.n_heaters, run.records, probe)
-        run.xrecords[t] = measure_crosstalk(run.bench, probe, base, run.records, aggressors, opts, run.noise)
+        try:
+            run.xrecords[t] = measure_crosstalk(run.bench, probe, base, run.records, aggressors, opts,
+                                                run.noise)
+        except UnreachableError as exc:  # an aggressor's fit cannot add the drive: keep the design law
+            run.warnings.append(f"{mesh.tbu_names[t]}: crosstalk not measured, the design law is used (an "
+                                f"aggressor heater's fit cannot be driven: {exc})")
+            continue
         run.save()
         run.progress.update("crosstalk", n, len(todo), run.ops(), run.t0)
 

@@ -60,3 +60,29 @@ def test_a_tbu_walled_in_by_two_dead_neighbours_is_unreachable_not_wrongly_named
     rng = np.random.default_rng(1)
     for _ in range(5):  # one dead TBU never walls another in
         assert unreachable_tbus(smartlight(), faults_for("dead_interior", smartlight(), rng)) == set()
+
+
+def test_an_aggressor_fit_that_cannot_be_driven_costs_one_victim_its_crosstalk_not_the_run(monkeypatch):
+    """Issue 26 campaign, dead_adjacent seed 9201: an aggressor heater's fit (next to two dead
+    TBUs) turned over, so no current adds the crosstalk drive; invert_cubic raised and the whole
+    calibration died with a traceback. Now that victim keeps the design law, with a warning."""
+    from calibration import procedure
+    from calibration.heater_map import UnreachableError
+
+    real = procedure.measure_crosstalk
+    calls = []
+
+    def once_unreachable(bench, probe, *args, **kwargs):
+        calls.append(probe.tbu)
+        if len(calls) == 1:
+            raise UnreachableError("heaters only add phase: target phases must be >= 0 rad")
+        return real(bench, probe, *args, **kwargs)
+
+    monkeypatch.setattr(procedure, "measure_crosstalk", once_unreachable)
+    chip = Chip(hexagonal(1, 1), 3, clock=lambda: 0.0)
+    opts = Options(points=12, refine_points=16)
+    result = calibrate(DirectBench(chip), opts, progress=Progress(stream=None))
+    name = chip.mesh.tbu_names[calls[0]]
+    assert calls[0] not in result.crosstalk
+    assert len(result.crosstalk) == len(set(calls)) - 1
+    assert any(w.startswith(f"{name}: crosstalk not measured") for w in result.cmap.quality["warnings"])
