@@ -50,6 +50,12 @@ class Options:
             reading sees < 1e-4 of the previous phase step.
         wavelength_nm: laser wavelength.
         loss: robust loss for the fits.
+        drift_references: TBUs re-measured at fixed heater states through the run to follow
+            the chip's temperature (:mod:`calibration.drift`): a drift seen is compensated in
+            the map or, too fast, refuses the run. Four: one reference with a small drift
+            coefficient (a quarter of TBUs have < 0.01 rad/K) hardly sees the drift, all four
+            are that small once in ~250 chips. 0 turns drift tracking off (the procedure of
+            earlier releases).
         fit_trial_evaluations: a later start of a fringe fit still behind the best after this
             many evaluations is dropped (default :data:`calibration.fit.TRIAL_EVALUATIONS`,
             issue 28: on smartlight seed 7000 the losing starts took 6.1 of 7.5 s of
@@ -74,4 +80,5 @@ class Options:
     wavelength_nm: float = 1550.0
     loss: str = "soft_l1"
     fit_trial_evaluations: int = TRIAL_EVALUATIONS
+    drift_references: int = 4
 

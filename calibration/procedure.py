@@ -77,8 +77,27 @@ from calibration.checkpoint import (
     load_checkpoint_failed,
     save_checkpoint,
 )
-from calibration.confirm import CONFIRM_TOL_RAD, LEVELS, Confirmation, combine_paths, confirm_tbu
+from calibration.confirm import (
+    CONFIRM_TOL_RAD,
+    LEVELS,
+    MIN_CONFIRM_CONTRAST,
+    Confirmation,
+    combine_paths,
+    confirm_tbu,
+)
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
+from calibration.drift import (
+    DESIGN_DRIFT_RAD_PER_K,
+    MAX_MOVE_AFTER_CONFIRM_RAD,
+    REFERENCE_INTERVAL_OPS,
+    DriftLog,
+    Reference,
+    bench_time_s,
+    compensate,
+    drift_summary,
+    read_reference,
+    reference_for,
+)
 from calibration.electrical import HEATER_FAULT_KINDS, PROBE_MA, check_heaters
 from calibration.fit import NoiseModel, Sweep, TBUFit, fit_tbu, sweep_currents
 from calibration.health import (
@@ -114,6 +133,12 @@ CONFIRM_PATHS = 3
 # that was measured (it drifted during the run, or its crosstalk is not what the map
 # assumes): re-fitting TBU by TBU would chase it, so the run is refused, saying by how much.
 REFUSE_DOUBTFUL_SHARE = 0.25
+# A TBU corrected for drift is confirmed again; its second reading should sit within this of the
+# map (rad): half the confirmation tolerance, room for the chip's drift between the two
+# readings (~0.01 rad at 3 K/min) and the meter. Further off, the first reading was biased by
+# its light path (seen: 0.075 rad on SmartLight seed 9200, whose true drift was 0.011 rad), so
+# the correction is not believed and the TBU is re-fitted.
+CORRECTION_HELD_RAD = CONFIRM_TOL_RAD / 2
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
@@ -247,6 +272,14 @@ class Run:
     unverified: dict[int, float] = field(default_factory=dict)
     refitted: int = 0
     heater_faults: dict[int, str] = field(default_factory=dict)
+    # Drift during the run (calibration.drift): None when not followed (recalibrate, or
+    # Options.drift_references = 0); TBUs' fit and confirmation times on the bench clock (s).
+    drift: DriftLog | None = None
+    drift_candidates: list[Reference] = field(default_factory=list)
+    drift_at_ops: int = 0
+    fitted_s: dict[int, float] = field(default_factory=dict)
+    confirmed_s: dict[int, float] = field(default_factory=dict)
+    drift_quality: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.mesh = self.bench.mesh
@@ -311,6 +344,7 @@ class Run:
         A failed fit leaves ``records`` untouched. With ``keep_better`` a worse-fitting
         result keeps ``prior``.
         """
+        self.watch_drift()
         self.notify(stage, probe.tbu)
         opts = self.options
         currents = sweep_currents(nominal_sweep_max_ma(opts.sweep_phase_rad), n_points)
@@ -333,8 +367,60 @@ class Run:
         if keep_better and prior is not None and rec.rms_residual >= prior.rms_residual:
             rec = replace(prior, stage=stage)
         self.records[probe.tbu] = rec
+        self.fitted_s[probe.tbu] = bench_time_s(self.bench)
+        self.offer_reference(probe, rec)
         self.save()
         return None, fit
+
+    # -- drift during the run (calibration.drift) -------------------------------------------
+    def offer_reference(self, probe: Probe, rec: TBURecord) -> None:
+        """Keep a freshly fitted TBU as a drift reference when light reaches it, and leaves it for
+        the meter, without crossing any other TBU (its fit's own probe may cross some).
+        """
+        if (self.drift is None or self.drift.references
+                or len(self.drift_candidates) >= self.options.drift_references):
+            return
+        direct = probe if not probe.length else plan_probe(self.mesh, probe.tbu, set(), self.peer)
+        if direct is None or direct.length:
+            return
+        ref = reference_for(rec, direct, self.records, self.mesh.n_heaters, self.bench.max_current_ma)
+        if ref is not None:
+            self.drift_candidates.append(ref)
+
+    def watch_drift(self, now: bool = False) -> None:
+        """Read the drift references when a round is due (``now``: at once).
+
+        The references start together, with a common first round, once enough candidates are
+        fitted (or at the first call with ``now`` after the bootstrap); rounds follow every
+        :data:`~calibration.drift.REFERENCE_INTERVAL_OPS` operations.
+        """
+        log = self.drift
+        if log is None:
+            return
+        if not log.references:
+            if not self.drift_candidates or (
+                    len(self.drift_candidates) < self.options.drift_references and not now):
+                return
+            log.references = list(self.drift_candidates)
+        elif not now and self.bench.operations - self.drift_at_ops < REFERENCE_INTERVAL_OPS:
+            return
+        ops0 = self.bench.operations
+        patterns = log.patterns or [None] * len(log.references)
+        readings = [read_reference(self.bench, r, self.options.wavelength_nm, self.options.settle_s, p)
+                    for r, p in zip(log.references, patterns, strict=True)]
+        log.ops += self.bench.operations - ops0
+        self.drift_at_ops = self.bench.operations
+        if not log.times_s:  # a reference light shows no fringe through cannot follow anything
+            keep = [k for k, r in enumerate(readings) if r.contrast >= MIN_CONFIRM_CONTRAST]
+            log.references = [log.references[k] for k in keep]
+            readings = [readings[k] for k in keep]
+            log.patterns = [r.residual for r in readings]
+            if not keep:
+                self.drift = None
+                return
+        log.record(bench_time_s(self.bench), [r.offset_rad for r in readings])
+        if log.drifted():  # the map will be confirmed twice (before and after compensation)
+            self.reserved = 2 * LEVELS * self.mesh.n_tbus
 
 
 # ---------------------------------------------------------------------------------------
@@ -557,6 +643,7 @@ def crosstalk_stage(run: Run) -> None:
         probe = plan_probe(mesh, t, run.working() - {t}, run.peer, banned=set(run.failed))
         if probe is None:
             continue
+        run.watch_drift()
         run.notify("crosstalk", t)
         base = base_currents(mesh.n_heaters, run.records, probe)
         try:
@@ -597,11 +684,13 @@ def confirm_path(run: Run, cmap: CalibrationMap, t: int, doubtful: set[int],
     probe, independent = confirm_probe(run, t, doubtful, asked)
     if probe is None:
         return Confirmation(t, np.nan, np.nan, np.nan, 0.0, False, -1, ()), None
+    run.watch_drift()
     run.notify("confirm", t)
     base = base_currents(run.mesh.n_heaters, run.records, probe)
-    return (confirm_tbu(run.bench, cmap, probe, base, independent_path=independent,
-                        wavelength_nm=run.options.wavelength_nm, settle_s=run.options.settle_s),
-            {h.tbu for h in probe.hops})
+    confirmation = confirm_tbu(run.bench, cmap, probe, base, independent_path=independent,
+                               wavelength_nm=run.options.wavelength_nm, settle_s=run.options.settle_s)
+    run.confirmed_s[t] = bench_time_s(run.bench)
+    return confirmation, {h.tbu for h in probe.hops}
 
 
 def confirm_one(run: Run, cmap: CalibrationMap, t: int, doubtful: set[int]) -> Confirmation:
@@ -645,7 +734,13 @@ def confirm_stage(run: Run) -> CalibrationMap:
     cmap = assemble(run)
     run.confirmations = {t: confirm_one(run, cmap, t, set()) for t in sorted(run.records)}
     run.progress.update("confirm", len(run.records), len(run.records), run.ops(), run.t0)
-    doubtful = {t for t, c in run.confirmations.items() if not c.confirmed}
+    corrected: set[int] = set()
+    if run.drift is not None:
+        cmap, corrected = compensate_drift(run)
+    # A corrected TBU whose second reading does not sit where the correction put it was not
+    # moved by drift alone (its first reading was biased by its path): it is re-fitted.
+    doubtful = {t for t, c in run.confirmations.items()
+                if not c.confirmed or (t in corrected and not abs(c.offset_rad) <= CORRECTION_HELD_RAD)}
     refuse_if_moved(run, doubtful)
     for _ in range(CONFIRM_ROUNDS):
         if not doubtful:
@@ -664,6 +759,60 @@ def confirm_stage(run: Run) -> CalibrationMap:
     return assemble(run)
 
 
+def compensate_drift(run: Run) -> tuple[CalibrationMap, set[int]]:
+    """Stage 4a: when the references saw the chip drift, correct every TBU for it and confirm
+    the corrected map by light again (:mod:`calibration.drift`); returns the map to judge and
+    the TBUs corrected.
+
+    Raises :class:`CalibrationError` (one line: how fast, what to do) when the chip drifts too
+    fast for the map to stay right until the run ends (:func:`refuse_if_drifting`).
+    """
+    log = run.drift
+    assert log is not None
+    run.watch_drift(now=True)  # a round now: the temperature up to the compensation
+    if not log.drifted():
+        run.drift_quality = drift_summary(log, None, 0, run.mesh.tbu_names)
+        return assemble(run), set()
+    times = [run.confirmed_s[t] for t in run.confirmations if t in run.confirmed_s]
+    pass_s = max(times) - min(times) if times else 0.0
+    aim = bench_time_s(run.bench) + pass_s  # the end of the second confirmation
+    offsets = {t: c.offset_rad for t, c in run.confirmations.items()}
+    corrections, sigma = compensate(offsets, run.fitted_s, run.confirmed_s, log, aim)
+    run.drift_quality = drift_summary(log, sigma, len(corrections), run.mesh.tbu_names, pass_s)
+    refuse_if_drifting(run)
+    for t, rad in corrections.items():
+        rec = run.records[t]
+        run.records[t] = replace(rec, delta=float(np.mod(rec.delta + rad, 2 * np.pi)))
+    cmap = assemble(run)
+    if corrections:
+        run.confirmations = {t: confirm_one(run, cmap, t, set()) for t in sorted(run.records)}
+    return cmap, set(corrections)
+
+
+def drift_seen(run: Run) -> str:
+    """The drift the references saw, for a line of text ("" when none was followed)."""
+    q = run.drift_quality
+    if not q:
+        return ""
+    kelvin = "" if q["drift_k_per_min"] is None else f", ~{q['drift_k_per_min']:.1f} K/min"
+    return f"{q['drift_rad_per_min']:.3f} rad/min at its reference TBUs{kelvin}"
+
+
+def refuse_if_drifting(run: Run) -> None:
+    """Raise :class:`CalibrationError` when the chip drifts too fast for its map to stay right
+    until the run ends (:func:`calibration.drift.move_after_confirm`).
+    """
+    move = run.drift_quality.get("drift_move_after_confirm_rad", 0.0)
+    if move <= MAX_MOVE_AFTER_CONFIRM_RAD:
+        return
+    raise CalibrationError(
+        f"calibration of {run.bench.chip_id} refused: the chip drifted {drift_seen(run)} (kelvin-equivalent "
+        f"at {DESIGN_DRIFT_RAD_PER_K} rad/K) during the run, so fast that its TBUs would move up to "
+        f"{move:.2f} rad while the map is confirmed (more than {MAX_MOVE_AFTER_CONFIRM_RAD} rad); stabilise "
+        "its temperature (let the mount settle, check the TEC) and calibrate again"
+    )
+
+
 def refuse_if_moved(run: Run, doubtful: set[int]) -> None:
     """Raise :class:`CalibrationError` (one line, how far light moved) when more than
     :data:`REFUSE_DOUBTFUL_SHARE` of the map's TBUs disagree with light.
@@ -674,11 +823,13 @@ def refuse_if_moved(run: Run, doubtful: set[int]) -> None:
     offsets = offsets[np.isfinite(offsets)]
     rms = float(np.sqrt(np.mean(offsets**2))) if offsets.size else float("nan")
     worst = float(np.max(np.abs(offsets))) if offsets.size else float("nan")
+    seen = f"; drift seen: {drift_seen(run)}" if drift_seen(run) else ""
     raise CalibrationError(
         f"calibration of {run.bench.chip_id} refused: light disagrees with {len(doubtful)} of "
         f"{len(run.confirmations)} TBUs of the finished map (phases moved by {rms:.3f} rad RMS, up to "
-        f"{worst:.3f} rad, since they were fitted): the chip drifted during the run or is not what the "
-        "map describes; stabilise its temperature and calibrate again"
+        f"{worst:.3f} rad, since they were fitted{seen}"
+        "): the chip drifted during the run or is not what the map describes; stabilise its temperature "
+        "and calibrate again"
     )
 
 
@@ -711,6 +862,7 @@ def run_quality(run: Run) -> dict[str, Any]:
         "heater_faults": {str(h): how for h, how in sorted(run.heater_faults.items())},
         "unverified_tbus": {run.mesh.tbu_names[t]: rad for t, rad in run.unverified.items()},
         **confirm_quality(run),
+        **({"drift": dict(run.drift_quality)} if run.drift_quality else {}),
         "warnings": list(run.warnings),
         "crosstalk_operations": sum(r.readings for r in xrecords.values()),
         "crosstalk_victims": len(xrecords),
@@ -772,7 +924,10 @@ def calibrate(
     run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before,
               failed)
     electrical_stage(run)
+    if options.drift_references > 0:
+        run.drift = DriftLog()
     bootstrap(run)
+    run.watch_drift(now=not (run.drift and run.drift.references))  # start now if not started
     refine(run)
     recheck(run)
     diagnose(run)
