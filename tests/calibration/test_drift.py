@@ -14,7 +14,7 @@ from instruments.sim.direct import DirectBench
 from instruments.sim.trust_campaign import OFF_RAD, tbu_errors
 from photonics.topology import hexagonal, smartlight
 
-FAST = Options(points=12, refine_points=16, crosstalk_repeats=0)
+FAST = Options(points=12, refine_points=16, crosstalk_repeats=0, drift_references=4)
 
 
 def drifting_chip(mesh, seed, k_per_min):
@@ -118,7 +118,7 @@ def test_a_smartlight_chip_drifting_3k_per_min_is_compensated_and_nothing_is_sil
     is that of a stable chip (0.011 rad on this seed at 0 K/min), and the map says how fast the
     chip drifted."""
     chip = drifting_chip(smartlight(), 9100, 3.0)
-    result = calibrate(DirectBench(chip), Options(), progress=Progress(stream=None))
+    result = calibrate(DirectBench(chip), Options(drift_references=4), progress=Progress(stream=None))
     off, _ = tbu_errors(result.cmap, chip)
     healthy = [t for t in range(chip.mesh.n_tbus) if t not in result.cmap.failed]
     assert len(healthy) >= chip.mesh.n_tbus - 1
