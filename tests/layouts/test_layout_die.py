@@ -7,6 +7,8 @@ from layouts.mesh_cell import mesh_cell
 from layouts.params import LayoutParams
 from photonics.topology import mesh_from_spec
 
+pytestmark = pytest.mark.slow  # layout builds (29 s setup at load ~40)
+
 
 def _region(cell, role):
     import klayout.db as kdb
@@ -54,7 +56,6 @@ def test_trench_parameters_are_checked():
     assert LayoutParams(trench_width=0).trench_width == 0
 
 
-@pytest.mark.slow
 def test_layout_writes_a_zoomed_tbu_picture(tmp_path):
     from layouts.export import write_layout
 

@@ -14,6 +14,8 @@ from layouts.errors import LayoutError
 from layouts.mesh_cell import mesh_cell
 from layouts.params import LayoutParams
 
+pytestmark = pytest.mark.slow  # layout builds in the fixtures (43 s setup at load ~40)
+
 
 def test_ground_network_matches_hand_calculation():
     """One via on a rail midway between two spines, pads at the spines' ends.
