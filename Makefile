@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(JOBS)
 
-.PHONY: demo test test-quick chromium lint docs bench install clean
+.PHONY: demo test test-quick chromium kernels lint docs bench install clean
 
 # pip shows its progress bar and what it installs (a first install takes a few minutes)
 $(STAMP): pyproject.toml
@@ -38,12 +38,17 @@ docs: $(STAMP)
 chromium:
 	@.ci/install-chromium
 
-test: lint docs chromium
+# the first solve on a fresh clone compiles the numba kernels: done once here, before any
+# test with a short timeout could pay it (photonics/warm_kernels.py)
+kernels: $(STAMP)
+	@$(BIN)/python -m photonics.warm_kernels
+
+test: lint docs chromium kernels
 	@echo "== the whole test suite on $(JOBS) workers"
 	$(PYTEST)
 
 # the contributor's loop: no ruff/docs, no tests marked slow (pyproject.toml [tool.pytest.ini_options])
-test-quick: $(STAMP)
+test-quick: $(STAMP) kernels
 	$(PYTEST) -m "not slow"
 
 bench: $(STAMP)
