@@ -36,7 +36,7 @@ from photonics.errors import RoutingError
 from photonics.physics import TBUParams, nominal_params
 from photonics.routing.graph import RoutingGraph, build_graph
 from photonics.routing.verify import Lanes, lane_power, route_wavelengths_nm
-from photonics.topology import PORT_LABELS, Mesh
+from photonics.topology import Mesh
 
 # Arcs of TBUs a tree may not use get this cost instead of being dropped from the CSR (the
 # sparsity must stay that of the graph); any distance at or above it means "no way".
@@ -316,9 +316,3 @@ def check_trees(mesh: Mesh, configuration: Configuration, trees: Sequence[Tree],
             acr, worst_port, worst_leak = float("inf"), -1, float("-inf")
         out.append(TreeCheck(tuple(float(x) for x in tx_db), spread, worst_leak, worst_port, acr, waves[k]))
     return out
-
-
-def describe_split(mesh: Mesh, tbu: int, entry: int) -> str:
-    """``tbu:1.2.0 a0 -> b0+b1``: how messages name a split."""
-    far = (2, 3) if entry < 2 else (0, 1)
-    return f"{mesh.tbu_names[tbu]} {PORT_LABELS[entry]} -> {PORT_LABELS[far[0]]}+{PORT_LABELS[far[1]]}"
