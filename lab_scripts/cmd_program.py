@@ -12,7 +12,7 @@ from typing import Any
 from lab_scripts.common import add_json_flag, load_configuration, print_json, seed
 from lab_scripts.errors import EXIT_UNVERIFIED, opening, reading
 from lab_scripts.interrupts import deferred_interrupts, settle
-from lab_scripts.program_heaters import heater_fault_lines, heater_faults_now, refuse_faulty_heaters
+from lab_scripts.program_heaters import heater_fault_lines, heater_faults_now, refuse_failed_tbus
 from lab_scripts.program_verify import off_line, verification, verification_lines
 from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 
@@ -39,6 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="lumion.configuration JSON (or lumion route --json output, or a lumion.plan "
                    "file: its configuration)")
     p.add_argument("--map", metavar="MAP.json", help="calibration map (calibration.map), if available")
+    p.add_argument("--trust-unverified", action="store_true",
+                   help="with --map: accept routes through TBUs the map records as unverified (light "
+                   "disagreed with their fit; refused by default, as lumion route avoids them)")
     p.add_argument("--seed", type=seed, default=None, help="chip seed for a simulated bench")
     p.add_argument("--verify", choices=VERIFY_MODES, default=DEFAULT_VERIFY,
                    help="which channels of each vector setting are read back in its own exchange: "
@@ -119,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
         with reading("calibration map", args.map):
             heater_map = CalibrationMap.load(args.map, mesh=mesh)
-        refuse_faulty_heaters(conf, heater_map, mesh, args.map)
+        refuse_failed_tbus(conf, heater_map, mesh, args.map, args.trust_unverified)
     with saying(NOT_STARTED), opening(f"bench {args.bench}"):
         bench = open_bench(cfg, seed=args.seed, verify=args.verify)
     with saying(FINISHED.format(channels="every changed")), bench:

@@ -1,8 +1,10 @@
-"""``lumion program`` and broken heaters: refuse what the map says cannot be set; report what the wire shows.
+"""``lumion program`` and broken TBUs: refuse what the map says cannot be set; report what the wire shows.
 
 Before anything is sent, a configuration whose route crosses a TBU the calibration map
-records with an open or shorted heater (``calibration.electrical``) is refused in one line
-naming the heater: the map never drives that TBU, so the route could not be what it says.
+records as failed is refused in one line naming the TBU (exit 3): dead, an open or shorted
+heater (``calibration.electrical``: the map never drives that TBU), unverified (light
+disagreed with its fit; ``--trust-unverified`` accepts it, as ``lumion route`` does), or
+stuck in the other state than the route needs: the route could not be what it says.
 After the write, every driven channel's voltage and current are read back
 (``MeshController.load_faults``): a heater found open or shorted now (the current check of
 each setting cannot see a short) is named on one stderr line each, and in ``--json`` under
@@ -11,30 +13,57 @@ each setting cannot see a short) is named on one stderr line each, and in ``--js
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from photonics.errors import RoutingError
 
 
-def refuse_faulty_heaters(conf: Any, heater_map: Any, mesh: Any, source: str) -> None:
-    """Raise :class:`RoutingError` (nothing sent) when a route of ``conf`` crosses a TBU whose
-    heater ``heater_map`` (from file ``source``) records as open or shorted.
+def refuse_failed_tbus(conf: Any, heater_map: Any, mesh: Any, source: str,
+                       trust_unverified: bool = False) -> None:
+    """Raise :class:`RoutingError` (nothing sent) when ``conf`` needs a TBU ``heater_map`` (from
+    file ``source``) cannot set: one line naming the first such TBU and why.
+
+    A route may not cross a TBU recorded dead, with an open or shorted heater, or unverified
+    (unless ``trust_unverified``, as ``lumion route --trust-unverified``); a TBU stuck in bar
+    or cross only in the state it is stuck in. A TBU the configuration sets to a split (a
+    synthesized splitter or unitary) must not be failed at all (a stuck TBU cannot split).
     """
-    faulty = getattr(heater_map, "faulty_heaters", None)
-    if not callable(faulty):
+    failed = getattr(heater_map, "failed", None)
+    if not failed:
         return
-    by_tbu: dict[int, str] = {}
-    for channel, label in faulty().items():
-        by_tbu.setdefault(channel // 2, label)
     for route in conf.routes:
-        crossed = [t for t in route.tbus if t in by_tbu]
-        if crossed:
-            ends = (mesh.port_names[mesh.port_index(p)] for p in (route.src, route.dst))
-            name = "->".join(ends)
-            raise RoutingError(
-                f"route {name} crosses {mesh.tbu_names[crossed[0]]}, whose heater the calibration map "
-                f"{source} records as broken ({by_tbu[crossed[0]]}): the map never drives it, so nothing "
-                f"was sent; route around it (lumion route --map {source})")
+        for hop in route.hops:
+            why = why_not_settable(heater_map, hop.tbu, hop.state, trust_unverified)
+            if why:
+                ends = "->".join(mesh.port_names[mesh.port_index(p)] for p in (route.src, route.dst))
+                raise RoutingError(f"route {ends} crosses {mesh.tbu_names[hop.tbu]} in {hop.state}, which "
+                                   f"the calibration map {source} records as {why}: nothing was sent; "
+                                   f"route around it (lumion route --map {source})")
+    for t, state in enumerate(conf.states()):
+        why = why_not_settable(heater_map, t, state, trust_unverified) if state == "split" else None
+        if why:
+            raise RoutingError(f"the configuration splits light at {mesh.tbu_names[t]}, which the "
+                               f"calibration map {source} records as {why}: nothing was sent; synthesize it "
+                               f"with --map {source}, which avoids it")
+
+
+def why_not_settable(heater_map: Any, t: int, state: str, trust_unverified: bool) -> str | None:
+    """Why the map cannot set TBU ``t`` to ``state`` ("bar", "cross" or "split"), or None."""
+    how = heater_map.failed.get(t)
+    if how is None or (how == "unverified" and trust_unverified):
+        return None
+    if how in ("bar", "cross"):
+        return None if state == how else f"stuck in {how} (its heaters do not move it)"
+    if how == "dead":
+        return "dead (no light passes it)"
+    if how == "unverified":
+        rad = heater_map.disagreement.get(t, float("nan"))
+        seen = (f"light disagreed with its fit by {rad:.3f} rad" if math.isfinite(rad)
+                else "no fringe through any path")
+        return f"unverified ({seen}; lumion program --trust-unverified routes through it all the same)"
+    faulty = [label for h, label in heater_map.faulty_heaters().items() if h // 2 == t]
+    return f"broken ({faulty[0] if faulty else how}): the map never drives it"
 
 
 def heater_faults_now(bench: Any) -> list[dict[str, Any]]:
