@@ -81,6 +81,54 @@ def availability_figure(rows: Sequence[dict[str, Any]], metrics: Sequence[str]) 
     return fig
 
 
+def mtbf_figure(points: Sequence[dict[str, Any]], metrics: Sequence[str]) -> Any:
+    """One panel per metric: fabric / baseline per trace against MTBF, mean and 95 % interval."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.8))
+    styles = {"requeue": ("#1f3d99", "o"), "wait": ("#c0392b", "s")}
+    for ax, key in zip(np.atleast_1d(axes), metrics, strict=True):
+        for recovery in dict.fromkeys(p["recovery"] for p in points):
+            mine = [p for p in points if p["recovery"] == recovery and p["mtbf_h"] is not None]
+            ci = [p["paired"][key]["ratio"] for p in mine]
+            colour, marker = styles.get(recovery, ("0.3", "^"))
+            ax.errorbar([p["mtbf_h"] for p in mine], [c["mean"] for c in ci],
+                        yerr=[c["half_width"] or 0.0 for c in ci], color=colour, marker=marker, ms=4,
+                        capsize=3, lw=1.2, label=f"baseline {recovery}s")
+        ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_xlabel("MTBF per accelerator (h)")
+        ax.set_title(f"{key.replace('_', ' ')}: fabric / baseline", fontsize=9)
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].legend(fontsize=8)
+    fig.suptitle("Paired per-trace ratio, mean and 95 % interval", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def capacity_figure(groups: Sequence[dict[str, Any]]) -> Any:
+    """Fragmentation of the fabric and of each baseline per (mesh, workload), with 95 % intervals."""
+    plt = _pyplot()
+    labels = list(dict.fromkeys(f"{g['mesh']}\n{g['workload']}" for g in groups))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(labels) + 2), 4))
+    series: dict[str, dict[str, dict[str, Any]]] = {"fabric": {}}
+    for g in groups:
+        label = f"{g['mesh']}\n{g['workload']}"
+        series["fabric"][label] = g["fabric"]["fragmentation"]
+        series.setdefault(f"baseline {g['baseline']}", {})[label] = g["baseline_metrics"]["fragmentation"]
+    width = 0.8 / len(series)
+    for k, (name, by_label) in enumerate(series.items()):
+        xs = [i + (k - (len(series) - 1) / 2) * width for i, lab in enumerate(labels) if lab in by_label]
+        cis = [by_label[lab] for lab in labels if lab in by_label]
+        ax.bar(xs, [c["mean"] for c in cis], width, yerr=[c["half_width"] or 0.0 for c in cis], capsize=3,
+               label=name)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("fragmentation (stranded free workers)")
+    ax.set_title("Fragmentation per mesh and workload, mean and 95 % interval over traces", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def save(fig: Any, path: str | os.PathLike[str]) -> Path:
     """Write ``fig`` atomically and close it."""
     save_figure(fig, Path(path))

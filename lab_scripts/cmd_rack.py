@@ -23,6 +23,7 @@ ROWS = (
     ("queue_delay_p95_h", "queueing delay, p95", "h"),
     ("fragmentation", "fragmentation (stranded free)", "fraction"),
     ("bandwidth_per_slice", "bandwidth per slice", "lanes/acc"),
+    ("step_rate", "step rate (ideal slice = 1)", "fraction"),
     ("utilisation", "utilisation", "fraction"),
     ("throughput_jobs_per_h", "job throughput", "jobs/h"),
     ("goodput_acc_h_per_h", "goodput", "acc-h/h"),
@@ -31,6 +32,7 @@ ROWS = (
     ("failures_in_jobs", "failures hitting a job", "count"),
     ("splices", "recovered by a splice", "count"),
     ("stalls", "jobs stalled for repair", "count"),
+    ("requeues", "jobs re-queued after a failure", "count"),
     ("lost_work_acc_h", "work rolled back", "acc-h"),
     ("rejected", "rejected (never fit)", "count"),
 )
@@ -62,7 +64,14 @@ def hours_or_zero(text: str) -> float:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
-    from photonics.rack.failure_defaults import CHECKPOINT_H, MTBF_H, REPAIR_H, RESTART_H
+    from photonics.rack.failure_defaults import (
+        CHECKPOINT_H,
+        MTBF_H,
+        RECOVERIES,
+        RECOVERY,
+        REPAIR_H,
+        RESTART_H,
+    )
 
     p = sub.add_parser(
         "rack",
@@ -87,13 +96,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backfill", action="store_true", help="start any queued job that fits (first fit), "
                    "not only the head of the queue (FIFO)")
     p.add_argument("--mtbf-h", type=hours, default=MTBF_H, help="mean time between failures per "
-                   f"accelerator, hours (default {MTBF_H:g}, a stress value; inf: no failures)")
+                   f"accelerator, hours (default {MTBF_H:g}, a stress value: a real GPU's is ~5e4, "
+                   "docs/rack.md; inf: no failures)")
     p.add_argument("--repair-h", type=finite_hours, default=REPAIR_H,
                    help=f"repair time, hours (default {REPAIR_H:g})")
     p.add_argument("--checkpoint-h", type=finite_hours, default=CHECKPOINT_H,
                    help=f"progress between checkpoints, hours (default {CHECKPOINT_H:g})")
     p.add_argument("--restart-h", type=hours_or_zero, default=RESTART_H,
                    help=f"time to resume from a checkpoint, hours (default {RESTART_H:g})")
+    p.add_argument("--recovery", choices=RECOVERIES, default=RECOVERY,
+                   help="a failed job that is not spliced (the baseline: every one): requeue = give the "
+                   "slice back and restart from the checkpoint on free accelerators, as a cluster scheduler "
+                   f"does; wait = keep the slice until the repair (default {RECOVERY})")
+    step = p.add_argument_group("step time (docs/rack.md: a job's step = compute + its collective on what it "
+                                "holds; the trace's duration_h is its run time on the ideal slice)")
+    step.add_argument("--buffer-mb", type=non_negative, default=None, metavar="MB",
+                      help="bytes per rank each step's collective moves, MB (default 256)")
+    step.add_argument("--compute-ms", type=non_negative, default=None, metavar="MS",
+                      help="computation per step, ms (default 500)")
+    step.add_argument("--gbps", type=hours, default=None, metavar="GBPS",
+                      help="payload rate of one lane, Gb/s (default 10, the rack's DWDM lane)")
+    step.add_argument("--fixed-duration", action="store_true",
+                      help="every job runs its duration_h whatever it holds (no step model; the model "
+                      "before issue 30)")
     p.add_argument("--baseline", metavar="SPEC", help="the fixed topology to compare with: ring (the "
                    "workers' two lanes as a 1-D torus) or torus:RxC (four links each, R x C = workers); "
                    "default: the rack file's, else ring")
@@ -103,6 +128,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "time, both policies")
     add_json_flag(p)
     p.set_defaults(run=run)
+
+
+def non_negative(text: str) -> float:
+    """Argument type of a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, not {text!r}")
+    return value
+
+
+def step_model(args: argparse.Namespace) -> Any:
+    """The StepModel the options ask for; None with --fixed-duration (UsageError for a mix)."""
+    from lab_scripts.common import UsageError
+    from photonics.collectives import CostModel
+    from photonics.rack import RackError, StepModel
+    from photonics.rack.steptime import BUFFER_MB, COMPUTE_MS
+
+    given = [o for o, v in (("--buffer-mb", args.buffer_mb), ("--compute-ms", args.compute_ms),
+                            ("--gbps", args.gbps)) if v is not None]
+    if args.fixed_duration:
+        if given:
+            raise UsageError(f"--fixed-duration has no step to price: drop {', '.join(given)}")
+        return None
+    cost = CostModel(gbps=args.gbps) if args.gbps is not None else CostModel()
+    try:
+        return StepModel(BUFFER_MB if args.buffer_mb is None else args.buffer_mb,
+                         COMPUTE_MS if args.compute_ms is None else args.compute_ms, cost)
+    except RackError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def change(fabric: float, baseline: float) -> float | None:
@@ -135,12 +192,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         trace = synthetic_trace(args.synthetic, seed=args.seed)
         source = "synthetic"
-    failures = FailureModel(args.mtbf_h, args.repair_h, args.checkpoint_h, args.restart_h)
+    failures = FailureModel(args.mtbf_h, args.repair_h, args.checkpoint_h, args.restart_h, args.recovery)
+    model = step_model(args)
     baseline = args.baseline or rack.baseline
     with reading("--baseline", baseline):
         baseline_shape(baseline, len(rack.workers))
     sims = {p: run_simulation(rack, trace, seed=args.seed, policy=p, backfill=args.backfill,
-                              failures=failures, max_lanes=args.max_lanes, baseline=baseline)
+                              failures=failures, max_lanes=args.max_lanes, baseline=baseline,
+                              step_model=model)
             for p in ("fabric", "baseline")}
     metrics = {p: s.metrics.to_dict() for p, s in sims.items()}
     if plot is not None:
@@ -153,8 +212,11 @@ def run(args: argparse.Namespace) -> int:
         "trace": {"source": source, "n_jobs": len(trace)},
         "seed": args.seed, "queue": "backfill" if args.backfill else "fifo",
         "baseline_topology": baseline, "max_lanes": args.max_lanes or rack.n_lanes,
-        "failures": {"mtbf_h": args.mtbf_h, "repair_h": args.repair_h, "checkpoint_h": args.checkpoint_h,
-                     "restart_h": args.restart_h},
+        "failures": {"mtbf_h": args.mtbf_h if math.isfinite(args.mtbf_h) else None, "repair_h": args.repair_h,
+                     "checkpoint_h": args.checkpoint_h, "restart_h": args.restart_h,
+                     "recovery": args.recovery},
+        "step": None if model is None else {"buffer_mb": model.buffer_mb, "compute_ms": model.compute_ms,
+                                            "gbps": model.cost.gbps, "alpha_ms": model.cost.alpha_ms},
         "fabric": metrics["fabric"], "baseline": metrics["baseline"],
         "change": {k: change(metrics["fabric"][k], metrics["baseline"][k]) for k in numeric},
         "plot": str(plot) if plot is not None else None,
@@ -166,7 +228,11 @@ def run(args: argparse.Namespace) -> int:
           f"{len(rack.workers)} workers + {len(rack.spares)} spares, {rack.n_lanes} lanes each, "
           f"{len(rack.fibres)} fibres")
     print(f"trace {source}: {len(trace)} jobs, seed {args.seed}, queue {payload['queue']}, "
-          f"MTBF {args.mtbf_h:g} h, repair {args.repair_h:g} h; baseline {baseline}")
+          f"MTBF {args.mtbf_h:g} h, repair {args.repair_h:g} h, recovery {args.recovery}; "
+          f"baseline {baseline}")
+    print("step: fixed durations (no step model)" if model is None else
+          f"step: {model.compute_ms:g} ms compute + the collective of {model.buffer_mb:g} MB per rank "
+          f"at {model.cost.gbps:g} Gb/s per lane")
     rows = []
     for key, label, unit in ROWS:
         c = payload["change"].get(key)

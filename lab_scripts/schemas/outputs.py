@@ -676,6 +676,17 @@ class RackFailures(Strict):
     repair_h: float
     checkpoint_h: float
     restart_h: float
+    recovery: Literal["requeue", "wait"] = Field(description="a failed job not spliced: re-queued from its "
+                                                 "checkpoint, or waiting for the repair")
+
+
+class RackStep(Strict):
+    """The step model: a job's step is compute plus its collective on what it holds."""
+
+    buffer_mb: float = Field(description="bytes per rank the collective moves per step, MB")
+    compute_ms: Ms
+    gbps: float = Field(description="payload rate of one lane")
+    alpha_ms: Ms
 
 
 class PolicyMetrics(Strict):
@@ -701,6 +712,9 @@ class PolicyMetrics(Strict):
     splices: Count
     stalls: Count
     lost_work_acc_h: float
+    step_rate: float = Field(description="mean over completed jobs of work per hour stepping "
+                                         "(ideal slice: 1)")
+    requeues: Count
 
 
 class RackOutput(Strict):
@@ -715,6 +729,7 @@ class RackOutput(Strict):
     baseline_topology: str = Field(description="the fixed topology compared with: ring or torus:RxC")
     max_lanes: Count = Field(description="lanes the fabric may give a slice")
     failures: RackFailures
+    step: RackStep | None = Field(description="null with --fixed-duration")
     fabric: PolicyMetrics
     baseline: PolicyMetrics
     change: dict[str, float | None] = Field(description="metric -> relative change fabric vs baseline; "
@@ -761,7 +776,7 @@ class CampaignOutput(Strict):
 
     schema_name: Literal["lumion.campaign"] = Field(alias="schema")
     version: Literal[1]
-    kind: Literal["yield", "availability"]
+    kind: Literal["yield", "availability", "capacity"]
     seed: Count
     scheduler: str
     workers: Count
@@ -780,8 +795,15 @@ class CampaignOutput(Strict):
     # kind = availability
     n_traces: Count | None = None
     failures: Count | None = Field(None, description="accelerator failures drawn over the traces")
-    mean: dict[str, dict[str, float | None]] | None = Field(None, description="policy -> metric -> mean")
+    mean: dict[str, dict[str, float | None]] | None = Field(None, description="policy -> metric -> mean "
+                                                            "(the only grid point; null for a sweep)")
     fabric_over_baseline: dict[str, float | None] | None = None
+    points: list[dict[str, Any]] | None = Field(None, description="availability: per (mtbf_h, recovery) "
+                                                "each policy's mean and 95 % interval and the paired "
+                                                "fabric-vs-baseline figures (docs/campaigns.md)")
+    # kind = capacity
+    capacity: list[dict[str, Any]] | None = Field(None, description="per (mesh, workload, baseline) the "
+                                                  "policies' means, 95 % intervals and paired figures")
 
 
 class UnitaryRow(Strict):

@@ -88,10 +88,13 @@ def shortest_paths(edges: Iterable[Pair], n: int) -> dict[int, dict[int, list[in
 
 
 def step_time_ms(transfers: Mapping[Pair, float], paths: Mapping[int, Mapping[int, list[int]]],
-                 cost: CostModel) -> tuple[float, dict[Pair, list[int]]]:
+                 cost: CostModel, lanes: Mapping[Pair, int] | None = None,
+                 ) -> tuple[float, dict[Pair, list[int]]]:
     """(time in ms, the path each transfer takes) of one step over the circuits ``paths`` come from.
 
-    ``inf`` (and no paths) when a transfer has no path.
+    ``lanes`` gives the parallel circuits of a link (``{(u, v): k}``; 1 where absent): the
+    bytes on a link are shared over its ``k`` lanes, so the bottleneck is the link with the
+    most bytes per lane. ``inf`` (and no paths) when a transfer has no path.
     """
     load: dict[Pair, float] = {}
     used: dict[Pair, list[int]] = {}
@@ -106,7 +109,8 @@ def step_time_ms(transfers: Mapping[Pair, float], paths: Mapping[int, Mapping[in
             load[(u, v)] = load.get((u, v), 0.0) + n_bytes
     if not transfers:
         return 0.0, {}
-    return cost.alpha_ms * hops + cost.transfer_ms(max(load.values())), used
+    per_lane = max(v / (lanes.get(e, 1) if lanes else 1) for e, v in load.items())
+    return cost.alpha_ms * hops + cost.transfer_ms(per_lane), used
 
 
 def _torus_shape(n: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ One module per concern:
 - :mod:`~photonics.rack.circuits`: routes over one mesh or several (through fibres), budgets, occupancy;
 - :mod:`~photonics.rack.allocator`: the photonic-fabric allocator (placement, spare splicing);
 - :mod:`~photonics.rack.baseline`: the static-ring baseline (contiguous slices, no splicing);
+- :mod:`~photonics.rack.steptime`: a job's step (compute + its collective) on what it holds;
 - :mod:`~photonics.rack.simulate`: the event-driven simulation;
 - :mod:`~photonics.rack.metrics`: the metrics, defined once for both policies.
 
@@ -41,6 +42,7 @@ _HOME = {
     "RackError": "photonics.rack.model",
     "crossing_loss_db": "photonics.rack.model",
     "default_rack": "photonics.rack.model",
+    "slot_rack": "photonics.rack.model",
     "load_rack": "photonics.rack.model",
     "parse_rack": "photonics.rack.model",
     "rack_from_dict": "photonics.rack.model",
@@ -56,6 +58,7 @@ _HOME = {
     "load_trace": "photonics.rack.traces",
     "parse_trace": "photonics.rack.traces",
     "synthetic_trace": "photonics.rack.traces",
+    "StepModel": "photonics.rack.steptime",
     "trace_to_jsonl": "photonics.rack.traces",
 }
 
@@ -94,6 +97,7 @@ __all__ = [
     "Series",
     "Simulation",
     "Simulator",
+    "StepModel",
     "TraceJob",
     "TraceMetrics",
     "compute_metrics",
@@ -107,6 +111,7 @@ __all__ = [
     "rack_from_dict",
     "run_simulation",
     "simulate_trace",
+    "slot_rack",
     "synthetic_trace",
     "trace_to_jsonl",
 ]

@@ -29,6 +29,7 @@ from itertools import pairwise
 from photonics.rack.circuits import Circuit, Occupancy, PlacementError, Request
 from photonics.rack.model import Rack
 from photonics.rack.patterns import Rounds, logical_rounds
+from photonics.rack.steptime import StepModel, fixed_comm_ms, rounds_comm_ms, switch_time_ms
 from photonics.rack.traces import TraceJob
 
 # Accelerator sets tried per placement or splice: each costs a routing pass (a few ms on a
@@ -47,8 +48,10 @@ class FabricAllocator:
 
     name = "fabric"
 
-    def __init__(self, rack: Rack, max_lanes: int | None = None) -> None:
+    def __init__(self, rack: Rack, max_lanes: int | None = None, step_model: StepModel | None = None) -> None:
         self.rack = rack
+        # With a step model an all-to-all may also be laid as a static ring (see _lay_cheapest)
+        self.step_model = step_model
         # Lanes a slice may use (1 = the pattern once, no parallel copies); all by default.
         self.max_lanes = rack.n_lanes if max_lanes is None else max(1, min(max_lanes, rack.n_lanes))
         self.occupancy = Occupancy(rack)
@@ -76,9 +79,48 @@ class FabricAllocator:
 
     def _first_fit(self, job: TraceJob, workers: Sequence[str]) -> list[str] | None:
         for members in self.candidates(workers, job.size):
-            if self._lay_job(job.name, job.pattern, members):
+            if self._lay_cheapest(job, members):
                 return list(members)
         return None
+
+    def layouts(self, job: TraceJob) -> tuple[str, ...]:
+        """The circuit patterns ``job`` may be laid as, in the order tried.
+
+        An all-to-all of three or more is laid as its matching rounds (the mesh re-programs
+        between rounds) and, with a step model, also as a static ring (extra lanes: parallel
+        copies) whose circuits carry the rotations forwarded hop by hop (nothing to
+        reconfigure; shared like any ring): the choice
+        :func:`photonics.collectives.compile_collective` makes between switching and
+        forwarding. (A ring both ways -- the odd lanes reversed, as the baseline's ring is
+        wired -- does not route even on an empty SmartLight for 3 to 8 members: tried and
+        dropped.)
+        """
+        if job.pattern == "all-to-all" and job.size > 2 and self.step_model is not None:
+            return ("all-to-all", "ring")
+        return (job.pattern,)
+
+    def _lay_cheapest(self, job: TraceJob, members: Sequence[str]) -> bool:
+        """Lay ``job`` on ``members`` in the layout whose step is shortest; False when none fits."""
+        options = self.layouts(job)
+        best: tuple[float, str] | None = None
+        for k, layout in enumerate(options):
+            if not self._lay_job(job.name, job.pattern, members, layout):
+                continue
+            if len(options) == 1:
+                return True
+            assert self.step_model is not None
+            cost = self.comm_ms(job.name, self.step_model)
+            if best is not None and best[0] <= cost:
+                self.release(job.name)
+                continue
+            best = (cost, layout)
+            if k < len(options) - 1:
+                self.release(job.name)
+        if best is None:
+            return False
+        if job.name not in self.members:  # the cheapest was not the last laid: lay it again
+            return self._lay_job(job.name, job.pattern, members, best[1])
+        return True
 
     def shed(self) -> bool:
         """Drop every running slice's extra lanes (lane >= 1), keeping lane 0 as it is; any dropped?
@@ -139,8 +181,9 @@ class FabricAllocator:
         pos = [self._order[a] for a in window]
         return sum((b - a) % len(self._order) - 1 for a, b in pairwise(pos))
 
-    def _lay_job(self, name: str, pattern: str, members: Sequence[str]) -> bool:
-        rounds = logical_rounds(pattern, members)
+    def _lay_job(self, name: str, pattern: str, members: Sequence[str], layout: str | None = None) -> bool:
+        """Lay job ``name`` (collective ``pattern``) on ``members`` with the circuits of ``layout``."""
+        rounds = logical_rounds(layout or pattern, members)
         multi = len(rounds) > 1
         laid: list[tuple[tuple[str, str], ...]] = []
         todo = list(rounds)
@@ -217,7 +260,7 @@ class FabricAllocator:
                 occ.lay(name, [Request(c.round, c.layer, _sub(c.link, failed, new)) for c in todo
                                if c.round == r], multi)
         except PlacementError:
-            occ.circuits[name] = before
+            occ.restore(name, before)
             return False
         if not keep_layers:
             self.layers[name] = 1
@@ -230,6 +273,38 @@ class FabricAllocator:
         n = len(self.members[name])
         rounds = len({c.round for c in circuits})
         return len(circuits) / n / rounds if circuits else 0.0
+
+    def changes(self, name: str) -> int:
+        """A counter that moves whenever job ``name``'s circuits change (a step-time cache key)."""
+        return self.occupancy.changes.get(name, 0)
+
+    def comm_ms(self, name: str, model: StepModel) -> float:
+        """Time (ms) of the job's collective per step on the circuits it holds now.
+
+        A ring or line runs over its circuits (a link's lanes share its bytes); an
+        all-to-all laid as matching rounds runs round by round and pays each switch
+        between rounds (:func:`~photonics.rack.steptime.switch_time_ms`).
+        """
+        members = self.members[name]
+        rank = {a: i for i, a in enumerate(members)}
+        links: dict[int, dict[tuple[int, int], int]] = {}
+        states: dict[int, dict[str, dict[int, str]]] = {}
+        for c in self.occupancy.circuits.get(name, []):
+            pair = (rank[c.link[0]], rank[c.link[1]])
+            mine = links.setdefault(c.round, {})
+            mine[pair] = mine.get(pair, 0) + 1
+            for mesh, route in c.segments:
+                states.setdefault(c.round, {}).setdefault(mesh, {}).update(route.states())
+        order = sorted(links)
+        pattern = self.patterns[name]
+        if pattern != "all-to-all" or len(order) < 2:
+            return fixed_comm_ms(pattern, len(members), links.get(0, {}), model)
+        relock = self.rack.transceiver.relock_ms
+        switch = []
+        for r, nxt in zip(order, [*order[1:], order[0]], strict=True):
+            relink = bool(set(links[nxt]) - set(links[r]))
+            switch.append(switch_time_ms(states[r], states[nxt], relink, model.timing, relock))
+        return rounds_comm_ms(len(members), [links[r] for r in order], switch, model)
 
     def circuits(self, name: str) -> list[Circuit]:
         """The circuits job ``name`` holds now."""

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from photonics.rack.model import Rack, baseline_shape  # baseline_shape: also the rack file's check
 from photonics.rack.patterns import logical_rounds
+from photonics.rack.steptime import StepModel, fixed_comm_ms
 from photonics.rack.traces import TraceJob
 
 __all__ = ["BASELINES", "BaselineAllocator", "baseline_shape"]
@@ -109,3 +110,19 @@ class BaselineAllocator:
         rounds = logical_rounds(self.patterns[name], members)
         direct = [sum(self.neighbours(a, b) for a, b in links) for links in rounds]
         return sum(direct) / len(members) / len(rounds)
+
+    def changes(self, name: str) -> int:
+        """Static links never change: always 0 (the step-time cache key)."""
+        del name
+        return 0
+
+    def comm_ms(self, name: str, model: StepModel) -> float:
+        """Time (ms) of the job's collective per step over the wired links inside its block.
+
+        Each wired neighbour pair is one lane each way; traffic between members that are not
+        neighbours is relayed through other members (never through another tenant's slice).
+        """
+        members = self.members[name]
+        links = {(i, j): 1 for i, a in enumerate(members) for j, b in enumerate(members)
+                 if i != j and self.neighbours(a, b)}
+        return fixed_comm_ms(self.patterns[name], len(members), links, model)

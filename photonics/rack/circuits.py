@@ -93,6 +93,10 @@ class Occupancy:
     rack: Rack
     circuits: dict[str, list[Circuit]] = field(default_factory=dict)
     multi_round: set[str] = field(default_factory=set)
+    changes: dict[str, int] = field(default_factory=dict)  # bumped whenever a job's circuits change
+
+    def _touch(self, job: str) -> None:
+        self.changes[job] = self.changes.get(job, 0) + 1
 
     # -- queries ------------------------------------------------------------------------
     def fibre_owner(self) -> dict[str, str]:
@@ -106,11 +110,18 @@ class Occupancy:
         """Free every circuit of ``job``."""
         self.circuits.pop(job, None)
         self.multi_round.discard(job)
+        self._touch(job)
 
     def remove(self, job: str, drop: Sequence[Circuit]) -> None:
         """Free the circuits ``drop`` of ``job`` (identity)."""
         ids = {id(c) for c in drop}
         self.circuits[job] = [c for c in self.circuits.get(job, []) if id(c) not in ids]
+        self._touch(job)
+
+    def restore(self, job: str, circuits: Sequence[Circuit]) -> None:
+        """Put back the circuits ``job`` held before a change that did not work out."""
+        self.circuits[job] = list(circuits)
+        self._touch(job)
 
     # -- laying circuits ------------------------------------------------------------------
     def lay(self, job: str, requests: Sequence[Request], multi_round: bool) -> list[Circuit]:
@@ -148,6 +159,7 @@ class Occupancy:
         self.circuits.setdefault(job, []).extend(laid)
         if multi_round:
             self.multi_round.add(job)
+        self._touch(job)
         return laid
 
     def _assign_fibres(self, job: str, requests: Sequence[Request],

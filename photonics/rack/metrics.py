@@ -35,6 +35,8 @@ class JobRecord:
     splices: int = 0
     lost_work_acc_h: float = 0.0
     rejected: bool = False
+    rate: float | None = None  # work per hour stepping (1: the ideal slice), time-averaged
+    requeues: int = 0
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ class TraceMetrics:
             many hit a running job; splices: recovered by a spliced-in accelerator;
             stalls: jobs that waited for a repair.
         lost_work_acc_h: work rolled back to the last checkpoint, accelerator-hours.
+        step_rate: mean over completed jobs of the step rate: work per hour stepping, 1 on
+            the ideal slice (every link direct on every lane, nothing to reconfigure);
+            below 1 with fewer lanes, relayed links or switching (photonics.rack.steptime).
+        requeues: jobs given back to the queue after a failure that was not spliced
+            (recovery "requeue").
     """
 
     policy: str
@@ -101,6 +108,8 @@ class TraceMetrics:
     splices: int
     stalls: int
     lost_work_acc_h: float
+    step_rate: float
+    requeues: int
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (plain floats and ints)."""
@@ -111,7 +120,7 @@ def compute_metrics(policy: str, jobs: list[JobRecord], series: Series, n_worker
                     counts: dict[str, int]) -> TraceMetrics:
     """The :class:`TraceMetrics` of one run from its job records and time series.
 
-    ``counts`` holds ``failures``, ``failures_in_jobs``, ``splices`` and ``stalls``.
+    ``counts`` holds ``failures``, ``failures_in_jobs``, ``splices``, ``stalls`` and ``requeues``.
     """
     n = len(jobs)
     started = [j for j in jobs if j.start_h is not None]
@@ -123,6 +132,7 @@ def compute_metrics(policy: str, jobs: list[JobRecord], series: Series, n_worker
     busy_h = series.integral(series.busy, makespan)
     useful = sum(j.size * j.duration_h for j in done)
     bws = [j.bandwidth for j in started if j.bandwidth is not None]
+    rates = [j.rate for j in done if j.rate is not None]
     return TraceMetrics(
         policy=policy, n_jobs=n, completed=len(done), rejected=sum(j.rejected for j in jobs),
         accepted_immediately=_ratio(int(np.sum(delays == 0.0)), n),
@@ -139,6 +149,8 @@ def compute_metrics(policy: str, jobs: list[JobRecord], series: Series, n_worker
         failures=counts.get("failures", 0), failures_in_jobs=counts.get("failures_in_jobs", 0),
         splices=counts.get("splices", 0), stalls=counts.get("stalls", 0),
         lost_work_acc_h=float(sum(j.lost_work_acc_h for j in jobs)),
+        step_rate=float(np.mean(rates)) if rates else 0.0,
+        requeues=counts.get("requeues", 0),
     )
 
 

@@ -425,6 +425,36 @@ def default_rack(gain_db: float = DEFAULT_RACK_GAIN_DB) -> Rack:
     return Rack("two-smartlight-16+2", {"m0": "smartlight", "m1": "smartlight"}, tuple(accs), fibres)
 
 
+def slot_rack(spec: str, gain_db: float = DEFAULT_RACK_GAIN_DB) -> Rack:
+    """The default rack's layout on two meshes of ``spec`` (``smartlight``: the default rack itself).
+
+    Each mesh's ports (P of them, clockwise) hold ten slots of four consecutive ports, slot k
+    starting at port ``floor(k P / 10)``, so a larger mesh spreads the same sixteen workers,
+    two spares and four fibres around a longer edge with more TBUs between them (the
+    capacity campaign's mesh axis, docs/rack.md). RackError for a mesh with fewer than 40
+    ports.
+    """
+    if spec == "smartlight":
+        return default_rack(gain_db)
+    try:
+        n_ports = mesh_from_spec(spec).n_ports
+    except MeshSpecError as exc:
+        raise RackError(f"mesh {spec!r}: {exc}") from None
+    if n_ports < 4 * SLOTS_PER_MESH:
+        raise RackError(f"mesh {spec} has {n_ports} ports; a slot rack needs {4 * SLOTS_PER_MESH}")
+    base = [k * n_ports // SLOTS_PER_MESH for k in range(SLOTS_PER_MESH)]
+    accs = []
+    for m in range(2):
+        for i, s in enumerate([0, 1, 2, 3, 5, 6, 7, 8]):
+            accs.append(RackAccelerator(f"gpu{8 * m + i}", f"m{m}", (base[s] + 1, base[s] + 3),
+                                        (base[s], base[s] + 2)))
+        accs.append(RackAccelerator(f"spare{m}", f"m{m}", (base[4] + 1, base[4] + 3), (base[4], base[4] + 2),
+                                    spare=True))
+    fibres = tuple(Fibre(f"f{j}", "m0", base[FIBRE_SLOT] + j, "m1", base[FIBRE_SLOT] + j, gain_db=gain_db)
+                   for j in range(4))
+    return Rack(f"two-{spec}-16+2", {"m0": spec, "m1": spec}, tuple(accs), fibres)
+
+
 # A static-torus baseline of the rack file ("ring" or "torus:RxC"), checked on load; the
 # baseline allocator (photonics.rack.baseline) uses the same shape.
 _TORUS = re.compile(r"^torus:(\d+)x(\d+)$")

@@ -18,8 +18,19 @@ Failures: every accelerator (spares too) fails after an exponential time with me
 seeded by ``(seed, index)``, so both policies see the same failure history. A failed
 member rolls its job back to its last checkpoint (every ``checkpoint_h`` of progress).
 The fabric splices a free accelerator in (:meth:`FabricAllocator.splice`) and the job
-restarts after ``restart_h``; otherwise (the baseline always) the job stalls, keeping its
-slice, until every failed member is repaired, then restarts after ``restart_h``.
+restarts after ``restart_h``. Otherwise (the baseline always), by ``recovery``:
+
+* ``requeue`` (default, what a cluster scheduler does): the job gives its slice back and
+  re-enters the queue in its arrival order, to restart from its checkpoint (after
+  ``restart_h``) on whatever free accelerators the policy places it on;
+* ``wait`` (the model before issue 30): the job stalls, keeping its slice, until every
+  failed member is repaired, then restarts after ``restart_h``.
+
+Step time (``step_model``, :mod:`photonics.rack.steptime`): a job progresses at ``rate`` =
+(its step on the ideal slice) / (its step on what it holds now), re-priced whenever its
+circuits change (placement, splice, lanes shed or regrown), so bandwidth, relayed links and
+reconfigurations show in its run time. ``step_model=None`` keeps every job at rate 1 (its
+``duration_h`` whatever it holds: the model before issue 30).
 """
 
 from __future__ import annotations
@@ -33,15 +44,17 @@ import numpy as np
 
 from photonics.rack.allocator import FabricAllocator
 from photonics.rack.baseline import BaselineAllocator
-from photonics.rack.failure_defaults import CHECKPOINT_H, MTBF_H, REPAIR_H, RESTART_H
+from photonics.rack.failure_defaults import CHECKPOINT_H, MTBF_H, RECOVERIES, RECOVERY, REPAIR_H, RESTART_H
 from photonics.rack.metrics import JobRecord, Series, TraceMetrics, compute_metrics
 from photonics.rack.model import Rack, RackError
+from photonics.rack.steptime import StepModel, rate
 from photonics.rack.traces import TraceJob
 
 POLICIES = ("fabric", "baseline")
 MAX_EVENTS = 1_000_000  # a guard against a simulation that never drains (a bug, said loudly)
 
 ARRIVE, DEPART, FAIL, REPAIR = "arrive", "depart", "fail", "repair"
+DEFAULT_STEP = StepModel()  # the step of every job unless told otherwise (photonics.rack.steptime)
 
 
 @dataclass(frozen=True)
@@ -52,8 +65,11 @@ class FailureModel:
     repair_h: float = REPAIR_H
     checkpoint_h: float = CHECKPOINT_H
     restart_h: float = RESTART_H
+    recovery: str = RECOVERY  # a job that cannot be spliced: "requeue" or "wait" for the repair
 
     def __post_init__(self) -> None:
+        if self.recovery not in RECOVERIES:
+            raise RackError(f"recovery must be one of {', '.join(RECOVERIES)}, not {self.recovery!r}")
         if not self.mtbf_h > 0:
             raise RackError(f"mtbf_h must be a number of hours > 0 (inf: no failures), not {self.mtbf_h!r}")
         for key in ("repair_h", "checkpoint_h"):
@@ -65,7 +81,10 @@ class FailureModel:
 
 @dataclass
 class _Run:
-    """A started job (mutable): progress accrues from ``mark_h`` while not stalled."""
+    """A started job (mutable): progress accrues at ``rate`` from ``mark_h`` while not stalled.
+
+    Progress is work in hours of the ideal slice (the trace's ``duration_h``).
+    """
 
     job: TraceJob
     members: list[str]
@@ -75,16 +94,30 @@ class _Run:
     waiting: set[str] = field(default_factory=set)
     epoch: int = 0
     bandwidth: float = 0.0  # lanes per accelerator now
-    lane_h: float = 0.0  # ∫ bandwidth dt since the start
+    rate: float = 1.0  # work per hour stepping, on what the job holds now
+    lane_h: float = 0.0  # ∫ bandwidth dt while holding a slice
+    held_h: float = 0.0  # hours holding a slice
+    rate_h: float = 0.0  # ∫ rate dt while stepping
+    step_h: float = 0.0  # hours stepping (holding, not stalled, not restarting)
     failures: int = 0
     splices: int = 0
+    requeues: int = 0
     lost_acc_h: float = 0.0
 
     def progress(self, t: float) -> float:
-        """Work done by time ``t`` (hours)."""
+        """Work done by time ``t`` (hours of the ideal slice)."""
         if self.mark_h is None:
             return self.progress_h
-        return self.progress_h + max(0.0, t - self.mark_h)
+        return self.progress_h + self.rate * max(0.0, t - self.mark_h)
+
+    def accrue(self, t0: float, t1: float) -> None:
+        """Account the interval ``[t0, t1]`` spent holding the slice (bandwidth, rate)."""
+        self.lane_h += self.bandwidth * (t1 - t0)
+        self.held_h += t1 - t0
+        if self.mark_h is not None:
+            stepping = max(0.0, t1 - max(t0, self.mark_h))
+            self.rate_h += self.rate * stepping
+            self.step_h += stepping
 
 
 @dataclass(frozen=True)
@@ -106,13 +139,15 @@ class Simulator:
 
     def __init__(self, rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str,
                  backfill: bool, failures: FailureModel, max_lanes: int | None = None,
-                 baseline: str | None = None) -> None:
+                 baseline: str | None = None, step_model: StepModel | None = None) -> None:
         if policy not in POLICIES:
             raise RackError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.rack, self.trace, self.policy = rack, list(trace), policy
-        self.backfill, self.fm = backfill, failures
+        self.backfill, self.fm, self.step_model = backfill, failures, step_model
+        self._rates: dict[tuple[str, int], float] = {}
+        self.paused: dict[str, _Run] = {}  # re-queued jobs, waiting with their progress
         self.allocator: FabricAllocator | BaselineAllocator = (
-            FabricAllocator(rack, max_lanes) if policy == "fabric"
+            FabricAllocator(rack, max_lanes, step_model) if policy == "fabric"
             else BaselineAllocator(rack, baseline or rack.baseline))
         self.time_h = 0.0
         self.owner: dict[str, str | None] = dict.fromkeys(rack.names)
@@ -120,7 +155,7 @@ class Simulator:
         self.running: dict[str, _Run] = {}
         self.queue: list[TraceJob] = []
         self.records: dict[str, JobRecord] = {}
-        self.counts = {"failures": 0, "failures_in_jobs": 0, "splices": 0, "stalls": 0}
+        self.counts = {"failures": 0, "failures_in_jobs": 0, "splices": 0, "stalls": 0, "requeues": 0}
         self._heap: list[tuple[float, int, str, str, int]] = []
         self._seq = 0
         self._version = 0  # bumped whenever resources are freed: a failed placement may now fit
@@ -149,8 +184,8 @@ class Simulator:
             if not self._unfinished() or not self._heap:
                 break
             t, _, kind, who, epoch = heapq.heappop(self._heap)
-            for run in self.running.values():  # the bandwidth in force since the last event
-                run.lane_h += run.bandwidth * (t - self.time_h)
+            for run in self.running.values():  # the bandwidth and rate in force since the last event
+                run.accrue(self.time_h, t)
             self.time_h = t
             if kind == ARRIVE:
                 self._arrive(jobs[who])
@@ -166,6 +201,7 @@ class Simulator:
                 self.allocator.regrow()
             for name, run in self.running.items():
                 run.bandwidth = self.allocator.bandwidth(name)
+                self._reprice(run)
             self._sample()
             if observer is not None:
                 observer(self)
@@ -187,11 +223,11 @@ class Simulator:
         for a in run.members:
             self.owner[a] = None
         self.allocator.release(name)
-        held_h = self.time_h - run.start_h
-        bandwidth = run.lane_h / held_h if held_h > 0 else run.bandwidth
+        bandwidth = run.lane_h / run.held_h if run.held_h > 0 else run.bandwidth
+        speed = run.rate_h / run.step_h if run.step_h > 0 else run.rate
         self.records[name] = replace(self.records[name], end_h=self.time_h, failures=run.failures,
                                      splices=run.splices, lost_work_acc_h=run.lost_acc_h,
-                                     bandwidth=bandwidth)
+                                     bandwidth=bandwidth, rate=speed, requeues=run.requeues)
         self._version += 1
 
     def _fail(self, a: str) -> None:
@@ -216,6 +252,9 @@ class Simulator:
             self._version += 1
             self._resume(run)
             return
+        if self.fm.recovery == "requeue":
+            self._requeue(run)
+            return
         if not run.waiting:
             self.counts["stalls"] += 1
         run.waiting.add(a)
@@ -233,6 +272,54 @@ class Simulator:
             if not run.waiting:
                 self._resume(run)
 
+    def _requeue(self, run: _Run) -> None:
+        """Give the job's slice back and queue it again in its arrival order (its checkpoint kept)."""
+        name = run.job.name
+        for m in run.members:
+            self.owner[m] = None
+        self.allocator.release(name)
+        del self.running[name]
+        run.members, run.mark_h = [], None
+        run.epoch += 1  # its departure is off until it starts again
+        run.requeues += 1
+        self.counts["requeues"] += 1
+        self.paused[name] = run
+        at = next((i for i, j in enumerate(self.queue) if j.arrival_h > run.job.arrival_h), len(self.queue))
+        self.queue.insert(at, run.job)
+        self._version += 1
+
+    def _reprice(self, run: _Run) -> None:
+        """Re-price the job's step on what it holds now; move its departure when the rate changed."""
+        new = self._rate(run)
+        if new == run.rate:
+            return
+        if run.mark_h is not None and run.mark_h <= self.time_h:
+            run.progress_h = run.progress(self.time_h)
+            run.mark_h = self.time_h
+        run.rate = new
+        if run.mark_h is not None:
+            run.epoch += 1
+            self._push_departure(run)
+
+    def _rate(self, run: _Run) -> float:
+        """Work per hour on the job's current circuits (1 without a step model)."""
+        if self.step_model is None:
+            return 1.0
+        name = run.job.name
+        key = (name, self.allocator.changes(name))
+        if key not in self._rates:
+            comm = self.allocator.comm_ms(name, self.step_model)
+            value = rate(comm, run.job.pattern, run.job.size, self.rack.n_lanes, self.step_model)
+            if not value > 0:
+                raise RackError(f"internal: job {name} cannot run its collective on what it holds")
+            self._rates[key] = value
+        return self._rates[key]
+
+    def _push_departure(self, run: _Run) -> None:
+        assert run.mark_h is not None
+        left = max(0.0, run.job.duration_h - run.progress_h)
+        self._push(run.mark_h + left / run.rate, DEPART, run.job.name, run.epoch)
+
     def _roll_back(self, run: _Run) -> None:
         done = run.progress(self.time_h)
         kept = np.floor(done / self.fm.checkpoint_h + 1e-12) * self.fm.checkpoint_h
@@ -243,7 +330,8 @@ class Simulator:
     def _resume(self, run: _Run) -> None:
         run.mark_h = self.time_h + self.fm.restart_h
         run.epoch += 1
-        self._push(run.mark_h + run.job.duration_h - run.progress_h, DEPART, run.job.name, run.epoch)
+        run.rate = self._rate(run)
+        self._push_departure(run)
 
     # -- the queue --------------------------------------------------------------------------
     def _free(self) -> list[str]:
@@ -281,11 +369,18 @@ class Simulator:
             if self.owner[a] is not None or a in self.down:
                 raise RackError(f"internal: {a} given to {job.name} while not free")
             self.owner[a] = job.name
-        run = _Run(job, list(members), self.time_h, mark_h=self.time_h,
-                   bandwidth=self.allocator.bandwidth(job.name))
+        bandwidth = self.allocator.bandwidth(job.name)
+        if job.name in self.paused:  # a re-queued job restarts from its checkpoint
+            run = self.paused.pop(job.name)
+            run.members, run.bandwidth = list(members), bandwidth
+            self.running[job.name] = run
+            self._resume(run)
+            return
+        run = _Run(job, list(members), self.time_h, mark_h=self.time_h, bandwidth=bandwidth)
         self.running[job.name] = run
+        run.rate = self._rate(run)
         self.records[job.name] = replace(self.records[job.name], start_h=self.time_h, bandwidth=run.bandwidth)
-        self._push(self.time_h + job.duration_h, DEPART, job.name, run.epoch)
+        self._push_departure(run)
 
     # -- measuring --------------------------------------------------------------------------
     def _sample(self) -> None:
@@ -309,21 +404,26 @@ class Simulator:
 def run_simulation(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str = "fabric",
                    backfill: bool = False, failures: FailureModel | None = None,
                    observer: Callable[[Simulator], Any] | None = None,
-                   max_lanes: int | None = None, baseline: str | None = None) -> Simulation:
+                   max_lanes: int | None = None, baseline: str | None = None,
+                   step_model: StepModel | None = DEFAULT_STEP) -> Simulation:
     """Simulate ``trace`` on ``rack`` under ``policy`` ("fabric" or "baseline"); metrics, records, series.
 
     ``observer(simulator)`` is called after every event (tests check invariants with it).
     ``max_lanes`` caps the lanes the fabric gives a slice (default: all the rack's lanes);
     ``baseline`` overrides the rack's baseline topology (``ring`` or ``torus:RxC``).
+    ``step_model`` prices each job's step on what it holds (None: every job runs its
+    ``duration_h`` whatever it holds).
     """
     sim = Simulator(rack, trace, seed=seed, policy=policy, backfill=backfill,
-                    failures=failures or FailureModel(), max_lanes=max_lanes, baseline=baseline)
+                    failures=failures or FailureModel(), max_lanes=max_lanes, baseline=baseline,
+                    step_model=step_model)
     return sim.run(observer)
 
 
 def simulate_trace(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: str = "fabric",
                    backfill: bool = False, failures: FailureModel | None = None,
-                   max_lanes: int | None = None, baseline: str | None = None) -> TraceMetrics:
+                   max_lanes: int | None = None, baseline: str | None = None,
+                   step_model: StepModel | None = DEFAULT_STEP) -> TraceMetrics:
     """The :class:`TraceMetrics` of ``trace`` on ``rack`` under ``policy`` (same seed, same failures).
 
     Example:
@@ -333,4 +433,5 @@ def simulate_trace(rack: Rack, trace: Sequence[TraceJob], *, seed: int, policy: 
         (6, 'baseline')
     """
     return run_simulation(rack, trace, seed=seed, policy=policy, backfill=backfill,
-                          failures=failures, max_lanes=max_lanes, baseline=baseline).metrics
+                          failures=failures, max_lanes=max_lanes, baseline=baseline,
+                          step_model=step_model).metrics

@@ -52,4 +52,4 @@ def test_cli_availability_json(capsys, tmp_path):
     assert (tmp_path / "a.png").stat().st_size > 0
     lines = (tmp_path / "a.csv").read_text().splitlines()
     assert len(lines) == 3
-    assert lines[0].startswith("trace,policy,")
+    assert lines[0].startswith("trace,mtbf_h,recovery,policy,")

@@ -241,7 +241,7 @@ def test_bandwidth_per_slice_counts_point_to_point_lanes():
 @pytest.mark.slow
 def test_failures_splice_on_the_fabric_and_stall_the_baseline():
     trace = [TraceJob("long", 0.0, 8, "ring", 40.0)]
-    fm = FailureModel(mtbf_h=20.0, repair_h=5.0)
+    fm = FailureModel(mtbf_h=20.0, repair_h=5.0, recovery="wait")  # the baseline waits for its repairs
     fab = simulate_trace(RACK, trace, seed=3, policy="fabric", failures=fm)
     base = simulate_trace(RACK, trace, seed=3, policy="baseline", failures=fm)
     assert fab.failures_in_jobs >= 1
