@@ -40,6 +40,7 @@ class TraceTask:
     seed: np.random.SeedSequence
     mtbf_h: float | None = None  # per-accelerator mean time between failures; None: the rack's default
     recovery: str = "requeue"
+    fixed_duration: bool = False  # every job runs its duration_h whatever it holds (no step model)
 
 
 def trace_task(task: TraceTask) -> dict[str, Any]:
@@ -49,17 +50,20 @@ def trace_task(task: TraceTask) -> dict[str, Any]:
     trace = synthetic_trace(task.n_jobs, seed=int_seed(task.seed, 0))
     failures = (FailureModel(recovery=task.recovery) if task.mtbf_h is None
                 else FailureModel(mtbf_h=task.mtbf_h, recovery=task.recovery))
+    step = {"step_model": None} if task.fixed_duration else {}
     metrics = simulate_trace(default_rack(), trace, seed=int_seed(task.seed, 1), policy=task.policy,
-                             failures=failures)
+                             failures=failures, **step)
     return {"trace": task.trace, "mtbf_h": failures.mtbf_h, "recovery": task.recovery, **metrics.to_dict()}
 
 
 def availability_tasks(*, traces: int, jobs: int, seed: int, mtbf_h: float | None = None,
                        mtbfs: Sequence[float | None] | None = None,
-                       recoveries: Sequence[str] = ("requeue",)) -> list[TraceTask]:
+                       recoveries: Sequence[str] = ("requeue",), fixed_duration: bool = False,
+                       ) -> list[TraceTask]:
     """MTBF points x recoveries x traces x policies; trace t seeded by spawn index t everywhere.
 
-    ``mtbfs`` (hours, ``inf`` for none) overrides the single ``mtbf_h``.
+    ``mtbfs`` (hours, ``inf`` for none) overrides the single ``mtbf_h``; ``fixed_duration``
+    turns the step model off (the model before issue 30, with ``recoveries=("wait",)``).
     """
     from photonics.rack.failure_defaults import RECOVERIES
 
@@ -73,7 +77,7 @@ def availability_tasks(*, traces: int, jobs: int, seed: int, mtbf_h: float | Non
         if r not in RECOVERIES:
             raise CampaignError(f"recovery must be one of {', '.join(RECOVERIES)}, not {r!r}")
     seeds = task_seeds(seed, traces)
-    return [TraceTask(t, p, jobs, seeds[t], m, r) for m in points for r in recoveries
+    return [TraceTask(t, p, jobs, seeds[t], m, r, fixed_duration) for m in points for r in recoveries
             for t in range(traces) for p in POLICIES]
 
 

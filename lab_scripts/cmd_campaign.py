@@ -85,6 +85,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--recovery", type=_names, default=["requeue"], metavar="R[,R...]",
                    help="a failed job that is not spliced: requeue (restart from its checkpoint on free "
                    "accelerators) and/or wait (for the repair); default requeue")
+    a.add_argument("--fixed-duration", action="store_true",
+                   help="availability: every job runs its duration_h whatever it holds (no step model; "
+                   "with --recovery wait, the model before issue 30)")
     a.add_argument("--workload", type=_names, default=["mixed"], metavar="W[,W...]",
                    help="capacity: rings, mixed (the synthetic default), all-to-all (default mixed)")
     a.add_argument("--baseline", type=_names, default=["ring"], metavar="B[,B...]",
@@ -147,7 +150,8 @@ def _tasks(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         from campaigns.availability_kind import availability_tasks, trace_task
 
         return trace_task, availability_tasks(traces=args.traces, jobs=args.jobs, seed=args.seed,
-                                              mtbfs=args.mtbf_h, recoveries=args.recovery)
+                                              mtbfs=args.mtbf_h, recoveries=args.recovery,
+                                              fixed_duration=args.fixed_duration)
     from campaigns.capacity_kind import capacity_task, capacity_tasks
 
     if args.mtbf_h is not None and len(args.mtbf_h) > 1:

@@ -114,7 +114,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="bytes per rank each step's collective moves, MB (default 256)")
     step.add_argument("--compute-ms", type=non_negative, default=None, metavar="MS",
                       help="computation per step, ms (default 500)")
-    step.add_argument("--gbps", type=hours, default=None, metavar="GBPS",
+    step.add_argument("--gbps", type=rate_gbps, default=None, metavar="GBPS",
                       help="payload rate of one lane, Gb/s (default 10, the rack's DWDM lane)")
     step.add_argument("--fixed-duration", action="store_true",
                       help="every job runs its duration_h whatever it holds (no step model; the model "
@@ -138,6 +138,14 @@ def non_negative(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, not {text!r}")
+    return value
+
+
+def rate_gbps(text: str) -> float:
+    """Argument type of a lane rate: a finite number of Gb/s > 0."""
+    value = non_negative(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of Gb/s > 0, not {text!r}")
     return value
 
 

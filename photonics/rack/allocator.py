@@ -92,8 +92,8 @@ class FabricAllocator:
         reconfigure; shared like any ring): the choice
         :func:`photonics.collectives.compile_collective` makes between switching and
         forwarding. (A ring both ways -- the odd lanes reversed, as the baseline's ring is
-        wired -- does not route even on an empty SmartLight for 3 to 8 members: tried and
-        dropped.)
+        wired -- does not route even on an empty SmartLight for 3, 4, 6 or 8 members: tried
+        and dropped.)
         """
         if job.pattern == "all-to-all" and job.size > 2 and self.step_model is not None:
             return ("all-to-all", "ring")

@@ -93,3 +93,11 @@ def test_cli_capacity_json(capsys, tmp_path):
         ("smartlight", "rings", "ring"), ("smartlight", "rings", "torus:4x4")]
     assert d["capacity"][0]["fabric"]["fragmentation"]["n"] == 2
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_availability_fixed_duration_is_the_model_before_issue_30():
+    tasks = availability_tasks(traces=1, jobs=4, seed=6, mtbfs=[40.0], recoveries=["wait"],
+                               fixed_duration=True)
+    rows = run_tasks(trace_task, tasks, progress=False)
+    assert all(r["step_rate"] == 1.0 for r in rows)  # nobody's run time depends on what it holds
+    assert all(r["requeues"] == 0 for r in rows)

@@ -92,3 +92,22 @@ def test_no_failures_is_null_and_valid(capsys):
     schema = json.loads((Path(__file__).resolve().parents[2] / "lab_scripts" / "schemas" / "json"
                          / "lumion.rack.simulate.schema.json").read_text())
     jsonschema.validate(d, schema)
+
+
+def test_step_and_recovery_options(capsys):
+    code, d = run_json(capsys, ["rack", "simulate", "--synthetic", "3", "--seed", "1", "--recovery", "wait",
+                                "--gbps", "40", "--compute-ms", "100"])
+    assert code == 0
+    assert d["failures"]["recovery"] == "wait"
+    assert d["step"] == {"buffer_mb": 256.0, "compute_ms": 100.0, "gbps": 40.0, "alpha_ms": 0.01}
+    for policy in ("fabric", "baseline"):
+        assert 0.0 < d[policy]["step_rate"] <= 1.0
+    code, d = run_json(capsys, ["rack", "simulate", "--synthetic", "3", "--fixed-duration"])
+    assert code == 0
+    assert d["step"] is None
+    assert d["fabric"]["step_rate"] == d["baseline"]["step_rate"] == 1.0
+    code, d = run_json(capsys, ["rack", "simulate", "--synthetic", "3", "--fixed-duration", "--gbps", "40"])
+    assert code == 64
+    assert "--fixed-duration has no step to price: drop --gbps" in d["error"]
+    code, d = run_json(capsys, ["rack", "simulate", "--synthetic", "3", "--gbps", "inf"])
+    assert code == 64
