@@ -275,8 +275,10 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = "not-found" if exc.status_code in (404, 405) else "input"
-        return JSONResponse(error_body(str(exc.detail), kind), status_code=exc.status_code)
+        kind = {404: "not-found", 405: "method"}.get(exc.status_code, "input")
+        # Starlette puts the path's methods in exc.headers["Allow"]; keep them for the client.
+        body = error_body(str(exc.detail), kind)
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def bug(_: Request, exc: Exception) -> JSONResponse:

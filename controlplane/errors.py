@@ -12,6 +12,7 @@ from photonics.errors import LumionError
 KINDS: dict[str, tuple[int, str]] = {
     "input": (422, "fix the request body or path named above (docs/controlplane.md lists every field)"),
     "not-found": (404, "list what exists with GET /api/v1/status"),
+    "method": (405, "use a method the path accepts: the Allow header names them (docs/controlplane.md)"),
     "impossible": (
         409,
         "the request is well-formed but the rack cannot meet it now; free accelerators or "

@@ -106,6 +106,13 @@ def test_validation_errors_are_one_json_object(svc):
     _error(c.get("/nosuch"), 404, "not-found")
 
 
+def test_a_method_the_path_does_not_accept_is_405_naming_the_allowed_ones(svc):
+    reply = svc.client.put("/jobs", json={})
+    body = _error(reply, 405, "method")
+    assert "Allow header" in body["hint"]
+    assert "POST" in reply.headers["allow"]
+
+
 def test_body_over_the_limit_is_413(svc):
     big = b'{"name": "' + b"x" * (70 * 1024) + b'"}'
     _error(
