@@ -60,15 +60,24 @@ def tbu_transfers(
     folded into two complex arm factors, so a wide sweep costs two complex exponentials
     per TBU and wavelength instead of a dozen broadcast temporaries.
     """
+    k, top, bot = arm_factors(params, state, wavelengths_nm)
+    return arm_transfers(top, bot, k)
+
+
+def arm_factors(params: TBUParams, state: MeshState, wavelengths_nm: np.ndarray
+                ) -> tuple[TransferConstants, np.ndarray, np.ndarray]:
+    """The constants of :func:`tbu_transfers` and its two arm factors ``gain * exp(j phi)``
+    (top, bottom; (n_states, n_wl, n_tbus) each), from which every forward matrix is linear
+    (:func:`arm_transfers`).
+    """
     if state.n_tbus != params.n_tbus:
         raise StateError(f"state has {state.n_tbus} TBUs but the chip has {params.n_tbus}")
     k = transfer_constants(params, np.asarray(wavelengths_nm, dtype=float))
     phases = state.batched  # (S, n, 2)
     scale = k.scale[None, :, None]  # (1, W, 1)
-    # arm factors gain * exp(j phi): (S, W, n) each
     top = k.amp_top * np.exp(1j * (phases[:, None, :, 0] * scale + k.c_top))
     bot = k.amp_bot * np.exp(1j * (phases[:, None, :, 1] * scale + k.c_bot))
-    return arm_transfers(top, bot, k)
+    return k, top, bot
 
 
 class TransferConstants(NamedTuple):

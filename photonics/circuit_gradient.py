@@ -27,7 +27,12 @@ Two uses:
 * :func:`value_and_grad`: a real objective of ``Y`` and its gradient over every heater, a
   reverse (adjoint) pass: with ``dL = Re sum G[p, q] dY[p, q]`` the objective's cotangent
   ``G``, one pass lights the inputs and one lights the outputs weighted by ``G``'s
-  columns, whatever the number of heaters.
+  columns, whatever the number of heaters. It runs in the production kernels' layout
+  (:func:`photonics.circuit_kernels.keep_blocks` and ``adjoint_blocks``: LANES
+  wavelengths side by side, each merge's ``A_c`` and ``W`` kept per wavelength, the
+  four-wave products summed per TBU inside the kernel), so a sweep costs a small multiple
+  of the value alone (docs/physics.md gives the numbers); :func:`jacobian` keeps the
+  per-block kernels of :mod:`photonics.circuit_gradient_kernels`.
 """
 
 from __future__ import annotations
@@ -38,9 +43,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from photonics.circuit import _run_chunked, arm_transfers, tbu_transfers, transfer_constants
-from photonics.circuit_merge import MergePlan, merge_plan
+from photonics.circuit import (
+    TransferConstants,
+    _run_chunked,
+    arm_factors,
+    arm_transfers,
+    solve,
+    tbu_transfers,
+    transfer_constants,
+)
+from photonics.circuit_merge import MergePlan, _scratch, merge_plan
 from photonics.errors import StateError
+from photonics.kernel_loader import kernels
+from photonics.merge_layout import LANES
 from photonics.physics import TBUParams, nominal_params
 from photonics.state import MeshState
 from photonics.topology import Mesh
@@ -60,6 +75,8 @@ class GradientPlan:
     leaf_off: np.ndarray  # (n_tbus,) per-excitation field offset of every TBU
     f_size: int  # field entries per excitation
     root_slot: np.ndarray  # (n_ports,) row of mesh port n in the root's matrix
+    s_offs: np.ndarray  # (n_merges,) offset of each merge's kept A_c and W (batched pass)
+    s_size: int  # kept entries per (state, wavelength) block
 
 
 _GPLANS: weakref.WeakKeyDictionary[Mesh, GradientPlan] = weakref.WeakKeyDictionary()  # as merge_plan's
@@ -86,13 +103,16 @@ def gradient_plan(mesh: Mesh) -> GradientPlan:
         row = plan.merges[plan.node_merge[nd]]
         a, b = off_node[int(row[1])], off_node[int(row[3])]
         f_offs[plan.node_merge[nd]] = (node_f[nd], node_f[a], node_f[b])
+    s_sizes = k * (k + ea) + k * ne
     root_ports = plan.node_ports[-1]
     slot = {int(g): i for i, g in enumerate(root_ports)}
     gp = GradientPlan(
         merge=plan, w_offs=w_offs, w_size=int(w_sizes.sum()),
         g_size=int(np.max(k * (k + ne) + k * k + k * eb)) if len(k) else 1,
         f_offs=f_offs, leaf_off=node_f[plan.leaf_node], f_size=int(sizes.sum()),
-        root_slot=np.array([slot[int(g)] for g in mesh.port_tbu_ports], dtype=np.int64))
+        root_slot=np.array([slot[int(g)] for g in mesh.port_tbu_ports], dtype=np.int64),
+        s_offs=np.concatenate([[0], np.cumsum(s_sizes)[:-1]]).astype(np.int64),
+        s_size=max(int(s_sizes.sum()), 1))
     _GPLANS[mesh] = gp
     return gp
 
@@ -232,35 +252,132 @@ Objective = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 shaped like ``Y`` with ``dL = Re sum G dY`` (for ``|Y|^2`` terms, ``G = 2 w conj(Y)``)."""
 
 
+KEEP_BYTES = 1 << 28  # what the batched pass keeps of a whole sweep's merges (A_c and W of every
+# merge: 66 kB per wavelength on square:6x6, so 1000 wavelengths keep 66 MB), kept for the
+# next call: past it the forward merges run a second time, chunk by chunk, beside the
+# downward pass (bounded memory for any sweep, at one more forward solve)
+_GROUPS = 16  # LANES-block groups per chunk of the batched pass: a worker's kept store and
+# fields stay a few MB
+
+
 def value_and_grad(mesh: Mesh, state: MeshState, objective: Objective,
                    wavelengths_nm: np.ndarray | float = 1550.0, params: TBUParams | None = None,
                    inputs: list[int] | np.ndarray | None = None,
                    outputs: list[int] | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A real objective of the port matrix and its gradient over every heater phase.
 
-    One forward solve, then one downward pass that lights the ``inputs`` and the
-    ``outputs`` weighted by the objective's cotangent (reverse mode: the cost does not grow
-    with the number of heaters).
+    One forward merge that keeps, per merge, the half's cut rows ``A_c`` and the
+    elimination ``W`` (:func:`photonics.circuit_kernels.keep_blocks`), then one downward
+    pass that lights the ``inputs`` and the ``outputs`` weighted by the objective's
+    cotangent (:func:`photonics.circuit_kernels.adjoint_blocks`): reverse mode, so the
+    cost does not grow with the number of heaters. Both run LANES wavelengths side by side
+    in the compiled kernels, as the production solve does.
 
     Returns:
         ``(L, grad)``: ``L`` (n_states,) and ``grad`` (n_states, n_tbus, 2) in 1/rad
         (``[..., 0]`` top heaters, ``[..., 1]`` bottom), summed over wavelengths through
         ``objective``.
     """
-    solved = solve_kept(mesh, state, wavelengths_nm, params)
+    params = params or nominal_params(mesh.n_tbus, mesh.n_links)
+    wl = np.atleast_1d(np.asarray(wavelengths_nm, dtype=float))
+    if wl.ndim != 1 or (wl <= 0).any():
+        raise StateError("wavelengths must be a 1-D array of positive numbers (nm)")
+    gp = gradient_plan(mesh)
     ins, outs = _ports(inputs, mesh.n_ports), _ports(outputs, mesh.n_ports)
-    Y = solved.Y[:, :, outs][:, :, :, ins]
-    loss, G = objective(Y)
-    n_states, n_wl = Y.shape[:2]
+    consts, top, bot = arm_factors(params, state, wl)
+    n_states, n_wl, n = top.shape
     batch = n_states * n_wl
-    x = np.zeros((batch, mesh.n_ports, 2 * len(ins)), dtype=complex)
-    x[:, ins, np.arange(len(ins))] = 1.0
-    x[:, outs, len(ins):] = np.asarray(G, dtype=complex).reshape(batch, len(outs), len(ins))
-    f = solved.fields(x)
-    fi, fa = f[..., : len(ins)], f[..., len(ins):]
-    # Z[i, j] = dL / dT[i, j] = sum_q Fa[2+i, q] Fi[j, q] + Fa[j, q] Fi[2+i, q]
-    z = (np.einsum("btiq,btjq->btij", fa[:, :, 2:], fi[:, :, :2])
-         + np.einsum("btjq,btiq->btij", fa[:, :, :2], fi[:, :, 2:]))
-    d = solved.dT.reshape(batch, mesh.n_tbus, 2, 4)
-    g = np.real(np.einsum("bthe,bte->bth", d, z.reshape(batch, mesh.n_tbus, 4)))
-    return np.asarray(loss, dtype=float), g.reshape(n_states, n_wl, mesh.n_tbus, 2).sum(axis=1)
+    T = np.ascontiguousarray(arm_transfers(top, bot, consts).reshape(batch, n, 4))
+    t_link = np.ascontiguousarray(10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase),
+                                  dtype=complex)
+    groups = -(-batch // LANES)
+    keep_all = groups * gp.s_size * LANES * 16 <= KEEP_BYTES
+    Y = np.empty((batch, mesh.n_ports, len(ins)), dtype=complex)
+    store = _kept(gp, T, t_link, ins, Y, groups) if keep_all else None
+    if store is None:
+        Y[:] = solve(mesh, state, wl, params, inputs=ins).reshape(batch, mesh.n_ports, len(ins))
+    if not np.isfinite(Y).all():
+        raise StateError("the circuit is singular at this state (a lossless loop on resonance): "
+                         "no derivative; add loss or detune a loop")
+    Y = Y.reshape(n_states, n_wl, mesh.n_ports, len(ins))[:, :, outs]
+    loss, G = objective(Y)
+    root_x = np.zeros((batch, len(gp.root_slot), 2 * len(ins)), dtype=complex)
+    root_x[:, gp.root_slot[ins], np.arange(len(ins))] = 1.0
+    cotangent = np.asarray(G, dtype=complex).reshape(batch, len(outs), len(ins))
+    root_x[:, gp.root_slot[outs], len(ins):] = cotangent
+    z = _adjoint(gp, T, t_link, ins, root_x, store, groups)
+    return np.asarray(loss, dtype=float), _heater_gradient(z.reshape(n_states, n_wl, n, 4), consts, top, bot)
+
+
+def _reused(name: str, rows: int) -> np.ndarray:
+    """The calling thread's buffer ``name`` of exactly (rows, LANES), a view of one kept
+    between calls (a fresh multi-MB array costs a page fault per 4 kB on every call: a
+    third of the forward pass at 64 wavelengths). At most KEEP_BYTES each.
+    """
+    return _scratch(name, rows)[:rows]
+
+
+def _group_slices(c: slice, batch: int) -> slice:
+    """The blocks of groups ``c``."""
+    return slice(c.start * LANES, min(c.stop * LANES, batch))
+
+
+def _kept(gp: GradientPlan, T: np.ndarray, t_link: np.ndarray, ins: np.ndarray, Y: np.ndarray,
+          groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Forward merges of every group, keeping ``A_c`` and ``W``; port matrices into ``Y``."""
+    plan = gp.merge
+    sr = _reused("sr", groups * gp.s_size).reshape(groups, gp.s_size, LANES)
+    si = _reused("si", groups * gp.s_size).reshape(groups, gp.s_size, LANES)
+    out_pos = np.ascontiguousarray(plan.out_idx[:, ins])
+    kern = kernels()["keep_blocks"]
+
+    def run(c: slice) -> None:
+        b = _group_slices(c, len(T))
+        kern(T[b], t_link, plan.merges, plan.pool, gp.s_offs, _scratch("re", plan.size),
+             _scratch("im", plan.size), _scratch("wr", plan.work_size), _scratch("wi", plan.work_size),
+             sr[c], si[c], out_pos, Y[b])
+
+    _run_chunked(run, groups, _GROUPS)
+    return sr, si
+
+
+def _adjoint(gp: GradientPlan, T: np.ndarray, t_link: np.ndarray, ins: np.ndarray, root_x: np.ndarray,
+             store: tuple[np.ndarray, np.ndarray] | None, groups: int) -> np.ndarray:
+    """``z`` (batch, n_tbus, 4): the objective's derivative with respect to every TBU's
+    forward matrix, from the kept merges (``store``), or from a forward pass run again per
+    chunk when the sweep was too long to keep (``store`` None).
+    """
+    plan, m = gp.merge, root_x.shape[2]
+    z = np.empty((len(T), plan.n_tbus, 4), dtype=complex)
+    f_offs, leaf_off = np.ascontiguousarray(gp.f_offs * m), np.ascontiguousarray(gp.leaf_off * m)
+    kern = kernels()
+
+    def run(c: slice) -> None:
+        b = _group_slices(c, len(T))
+        if store is None:
+            sr = np.empty((c.stop - c.start, gp.s_size, LANES))
+            si = np.empty_like(sr)
+            kern["keep_blocks"](T[b], t_link, plan.merges, plan.pool, gp.s_offs, _scratch("re", plan.size),
+                                _scratch("im", plan.size), _scratch("wr", plan.work_size),
+                                _scratch("wi", plan.work_size), sr, si, np.zeros((0, 0), dtype=np.int64),
+                                np.empty((b.stop - b.start, 0, 0), dtype=complex))
+        else:
+            sr, si = store[0][c], store[1][c]
+        rows = gp.f_size * m + 4
+        kern["adjoint_blocks"](sr, si, plan.merges, plan.pool, t_link, gp.s_offs, f_offs, root_x[b], leaf_off,
+                               len(ins), _scratch("fr", rows), _scratch("fi", rows), z[b])
+
+    _run_chunked(run, groups, _GROUPS)
+    return z
+
+
+def _heater_gradient(z: np.ndarray, k: TransferConstants, top: np.ndarray, bot: np.ndarray) -> np.ndarray:
+    """``dL/dphi`` (n_states, n_tbus, 2), summed over wavelengths, from ``z = dL/dT``
+    (n_states, n_wl, n_tbus, 4): every forward matrix is linear in its arm factors
+    (:func:`photonics.circuit.arm_transfers`) and ``d top / d phi_top = j scale top``.
+    """
+    z00, z01, z10, z11 = np.moveaxis(z, -1, 0)
+    js = 1j * k.scale[None, :, None]
+    g_top = np.real(js * top * (k.t2t1 * z00 + 1j * k.t2s1 * z01 + 1j * k.s2t1 * z10 - k.s2s1 * z11))
+    g_bot = np.real(js * bot * (-k.s2s1 * z00 + 1j * k.s2t1 * z01 + 1j * k.t2s1 * z10 + k.t2t1 * z11))
+    return np.stack([g_top.sum(axis=1), g_bot.sum(axis=1)], axis=-1)

@@ -5,7 +5,10 @@ gathers its halves' cut and kept entries, forms the cut's round trip, eliminates
 writes the merged matrix, in one pass over data that stays in the core's L1/L2 cache
 (:mod:`photonics.circuit_merge` explains the algebra and builds the plan these kernels
 read). These are the only implementation of the merge: there is no numpy twin to drift
-apart from them.
+apart from them. The gradient's batched pass lives here too (:func:`keep_blocks` runs the
+same merges and keeps what their adjoint reads; :func:`adjoint_blocks` hands the waves down
+the tree, :mod:`photonics.circuit_gradient` explains the algebra), so it is compiled the
+same way and can never run against a stale copy of the merge.
 
 Compiled with ``cache=True``: the machine code is written once, next to this file in
 ``__pycache__`` or, where the package directory is read-only (a system-wide install),
@@ -271,8 +274,138 @@ def remerge_blocks(T: np.ndarray, tbus: np.ndarray, t_link: np.ndarray, merges: 
             _merge(re_f, im_f, merges[m], pool, t_link, wr_f, wi_f)
 
 
+@nb.njit(**_JIT)
+def _keep(mg: np.ndarray, wr: np.ndarray, wi: np.ndarray, sr: np.ndarray, si: np.ndarray,
+          s_off: int) -> None:
+    """After :func:`_merge`: copy what its adjoint needs from the temporaries to the kept
+    store ``sr``/``si`` (flat, entries x LANES) at ``s_off``: ``A_c = A[cut, cut + kept]``
+    (k x (k + ea)), then ``W = G^-1 [X A_ce, B_t]`` (k x ne), both row-major.
+    """
+    k, ea, eb = mg[K], mg[EA], mg[EB]
+    ne = ea + eb
+    wa, wg = k + ea, k + ne
+    o_g = k * wa + k * k + k * eb  # where _merge keeps the reduced system [I | W]
+    for e in range(k * wa):
+        _copy(sr, si, s_off + e, wr, wi, e)
+    for i in range(k):
+        for c in range(ne):
+            _copy(sr, si, s_off + k * wa + i * ne + c, wr, wi, o_g + i * wg + k + c)
+
+
+@nb.njit(cache=True, **_JIT)
+def keep_blocks(T: np.ndarray, t_link: np.ndarray, merges: np.ndarray, pool: np.ndarray,
+                s_offs: np.ndarray, re: np.ndarray, im: np.ndarray, wr: np.ndarray, wi: np.ndarray,
+                sr: np.ndarray, si: np.ndarray, out_pos: np.ndarray, out: np.ndarray) -> None:
+    """:func:`solve_blocks` that also keeps, per merge, ``A_c`` and ``W`` (:func:`_keep`) in
+    ``sr``/``si`` (groups, kept entries, LANES; block ``b`` in lane ``b % LANES`` of group
+    ``b // LANES``) at ``s_offs``: everything :func:`adjoint_blocks` reads.
+    """
+    every = np.empty(0, dtype=np.int64)
+    re_f, im_f = re.reshape(re.size), im.reshape(im.size)
+    wr_f, wi_f = wr.reshape(wr.size), wi.reshape(wi.size)
+    for g in range(sr.shape[0]):
+        b0 = g * LANES
+        _fill_leaves(re, im, T, b0, every)
+        sr_f, si_f = sr[g].reshape(sr[g].size), si[g].reshape(si[g].size)
+        for m in range(merges.shape[0]):
+            _merge(re_f, im_f, merges[m], pool, t_link, wr_f, wi_f)
+            _keep(merges[m], wr_f, wi_f, sr_f, si_f, s_offs[m])
+        for lane in range(min(LANES, T.shape[0] - b0)):
+            for p in range(out_pos.shape[0]):
+                for q in range(out_pos.shape[1]):
+                    out[b0 + lane, p, q] = complex(re[out_pos[p, q], lane], im[out_pos[p, q], lane])
+
+
+@nb.njit(**_JIT)
+def _split(fr: np.ndarray, fi: np.ndarray, sr: np.ndarray, si: np.ndarray, mg: np.ndarray,
+           pool: np.ndarray, t_link: np.ndarray, s_off: int, fo: np.ndarray, m: int) -> None:
+    """The waves entering a merge's halves from the waves entering the merged node, on
+    LANES blocks: kept ports keep theirs, A's cut gets ``u = W x`` and B's cut
+    ``v = T (A_cc u + A_ce x_A)``. ``fo``: field offsets of the node, A and B (each field
+    is ports x ``m`` excitations, flat entries x LANES); ``A_c`` and ``W`` at ``s_off``.
+    """
+    k, ea, eb, ix = mg[K], mg[EA], mg[EB], mg[IDX]
+    ne, wa = ea + eb, k + mg[EA]
+    ca, cb, ka, kb, lk = ix, ix + k, ix + 2 * k, ix + 2 * k + ea, ix + 2 * k + ea + eb
+    fn, fa, fb = fo[0], fo[1], fo[2]
+    for j in range(ea):
+        for e in range(m):
+            _copy(fr, fi, fa + pool[ka + j] * m + e, fr, fi, fn + j * m + e)
+    for j in range(eb):
+        for e in range(m):
+            _copy(fr, fi, fb + pool[kb + j] * m + e, fr, fi, fn + (ea + j) * m + e)
+    o_w = s_off + k * wa
+    for i in range(k):  # u = W x (inner loops along the excitations)
+        du = fa + pool[ca + i] * m
+        for e in range(m):
+            _fill(fr, fi, du + e, 0.0, 0.0)
+        for c in range(ne):
+            w, src = o_w + i * ne + c, fn + c * m
+            for e in range(m):
+                _mac(fr, fi, du + e, sr, si, w, fr, fi, src + e, 1.0)
+    for i in range(k):  # v = T (A_cc u + A_ce x_A)
+        dv = fb + pool[cb + i] * m
+        for e in range(m):
+            _fill(fr, fi, dv + e, 0.0, 0.0)
+        for q in range(k):
+            a, src = s_off + i * wa + q, fa + pool[ca + q] * m
+            for e in range(m):
+                _mac(fr, fi, dv + e, sr, si, a, fr, fi, src + e, 1.0)
+        for j in range(ea):
+            a, src = s_off + i * wa + k + j, fn + j * m
+            for e in range(m):
+                _mac(fr, fi, dv + e, sr, si, a, fr, fi, src + e, 1.0)
+        ti = t_link[pool[lk + i]]
+        for e in range(m):
+            _scaled(fr, fi, dv + e, fr, fi, dv + e, ti)
+
+
+@nb.njit(cache=True, **_JIT)
+def adjoint_blocks(sr: np.ndarray, si: np.ndarray, merges: np.ndarray, pool: np.ndarray,
+                   t_link: np.ndarray, s_offs: np.ndarray, f_offs: np.ndarray, root_x: np.ndarray,
+                   leaf_off: np.ndarray, n_in: int, fr: np.ndarray, fi: np.ndarray,
+                   z: np.ndarray) -> None:
+    """``z[b, t, 2i + j] = sum_q Fa[2+i, q] Fi[j, q] + Fa[j, q] Fi[2+i, q]`` for every TBU
+    ``t`` of blocks kept by :func:`keep_blocks`: the derivative of a real objective with
+    respect to the TBU's ``T[i, j]``, with ``Fi``/``Fa`` the waves entering its four ports
+    when the root is lit by ``root_x[b]`` (root ports x 2 n_in: the inputs, then the
+    objective's cotangent on the outputs). The waves come down the tree root first
+    (:func:`_split`); ``f_offs`` (n_merges, 3) and ``leaf_off`` are field offsets (already
+    times the excitation count); ``fr``/``fi`` (entries + 4, LANES) are scratch.
+    """
+    m = root_x.shape[2]
+    root = f_offs[merges.shape[0] - 1, 0]
+    acc = fr.shape[0] - 4  # the four sums of one TBU
+    fr_f, fi_f = fr.reshape(fr.size), fi.reshape(fi.size)
+    for g in range(sr.shape[0]):
+        b0 = g * LANES
+        nl = min(LANES, root_x.shape[0] - b0)
+        for p in range(root_x.shape[1]):
+            for e in range(m):
+                for lane in range(LANES):
+                    v = root_x[b0 + lane, p, e] if lane < nl else 0.0j
+                    fr[root + p * m + e, lane], fi[root + p * m + e, lane] = v.real, v.imag
+        sr_f, si_f = sr[g].reshape(sr[g].size), si[g].reshape(si[g].size)
+        for mi in range(merges.shape[0] - 1, -1, -1):
+            _split(fr_f, fi_f, sr_f, si_f, merges[mi], pool, t_link, s_offs[mi], f_offs[mi], m)
+        for t in range(leaf_off.shape[0]):
+            base = leaf_off[t]
+            for i in range(2):
+                for j in range(2):
+                    d = acc + 2 * i + j
+                    _fill(fr_f, fi_f, d, 0.0, 0.0)
+                    for q in range(n_in):
+                        _mac(fr_f, fi_f, d, fr_f, fi_f, base + (2 + i) * m + n_in + q, fr_f, fi_f,
+                             base + j * m + q, 1.0)
+                        _mac(fr_f, fi_f, d, fr_f, fi_f, base + j * m + n_in + q, fr_f, fi_f,
+                             base + (2 + i) * m + q, 1.0)
+                    for lane in range(nl):
+                        z[b0 + lane, t, 2 * i + j] = complex(fr[d, lane], fi[d, lane])
+
+
 def c_entry_points() -> dict:
-    """:func:`solve_blocks` and :func:`remerge_blocks` as C functions over raw pointers and
+    """:func:`solve_blocks`, :func:`remerge_blocks`, :func:`keep_blocks` and
+    :func:`adjoint_blocks` as C functions over raw pointers and
     sizes (numba ``cfunc``s), whose machine code :mod:`photonics.kernel_loader` keeps and
     loads in later processes without importing numba. Arguments: each array as its data
     pointer followed by its dimensions.
@@ -297,4 +430,23 @@ def c_entry_points() -> dict:
                        carray(pool, (n_pool,)), carray(order, (n_order,)), carray(re, (g, size, LANES)),
                        carray(im, (g, size, LANES)), carray(wr, (w_size, LANES)), carray(wi, (w_size, LANES)))
 
-    return {"solve_blocks": solve_c, "remerge_blocks": remerge_c}
+    @cfunc(nt.void(pc, i8, i8, pc, i8, pi, i8, pi, i8, pi, pf, pf, i8, pf, pf, i8, pf, pf, i8, i8, pi, i8,
+                   i8, pc), **_JIT)
+    def keep_c(T, b, n, tl, n_links, mg, m, pool, n_pool, s_offs, re, im, size, wr, wi, w_size,  # noqa: ANN001
+               sr, si, g, s_size, op, p, q, out):  # noqa: ANN001
+        keep_blocks(carray(T, (b, n, 4)), carray(tl, (n_links,)), carray(mg, (m, 9)), carray(pool, (n_pool,)),
+                    carray(s_offs, (m,)), carray(re, (size, LANES)), carray(im, (size, LANES)),
+                    carray(wr, (w_size, LANES)), carray(wi, (w_size, LANES)), carray(sr, (g, s_size, LANES)),
+                    carray(si, (g, s_size, LANES)), carray(op, (p, q)), carray(out, (b, p, q)))
+
+    @cfunc(nt.void(pf, pf, i8, i8, pi, i8, pi, i8, pc, i8, pi, pi, pc, i8, i8, i8, pi, i8, i8, pf, pf, i8,
+                   pc), **_JIT)
+    def adjoint_c(sr, si, g, s_size, mg, m, pool, n_pool, tl, n_links, s_offs, f_offs, rx, b, r, e,  # noqa: ANN001
+                  leaf, n, n_in, fr, fi, f_rows, z):  # noqa: ANN001
+        adjoint_blocks(carray(sr, (g, s_size, LANES)), carray(si, (g, s_size, LANES)), carray(mg, (m, 9)),
+                       carray(pool, (n_pool,)), carray(tl, (n_links,)), carray(s_offs, (m,)),
+                       carray(f_offs, (m, 3)), carray(rx, (b, r, e)), carray(leaf, (n,)), n_in,
+                       carray(fr, (f_rows, LANES)), carray(fi, (f_rows, LANES)), carray(z, (b, n, 4)))
+
+    return {"solve_blocks": solve_c, "remerge_blocks": remerge_c, "keep_blocks": keep_c,
+            "adjoint_blocks": adjoint_c}

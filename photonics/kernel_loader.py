@@ -44,15 +44,15 @@ import numpy as np
 from photonics.merge_layout import LANES, LEAF_SIZE
 
 _SOURCE = Path(__file__).with_name("circuit_kernels.py")
-_NAMES = ("solve_blocks", "remerge_blocks")
+_NAMES = ("solve_blocks", "remerge_blocks", "keep_blocks", "adjoint_blocks")
 _LOCK = threading.Lock()
 _LOADED: dict[str, Callable] = {}
 _KEEP: list = []  # the execution engine and its symbols live as long as the process
 
 
 def kernels() -> dict[str, Callable]:
-    """``{"solve_blocks": fn, "remerge_blocks": fn}``, each called with numpy arrays as
-    :func:`photonics.circuit_kernels.solve_blocks` / ``remerge_blocks`` are.
+    """``{"solve_blocks": fn, "remerge_blocks": fn, "keep_blocks": fn, "adjoint_blocks": fn}``,
+    each called with numpy arrays as the :mod:`photonics.circuit_kernels` function of its name.
     """
     if not _LOADED:
         with _LOCK:
@@ -216,7 +216,11 @@ def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
                                _P)(addresses["solve_blocks"])
     remerge_c = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _P, _I, _P, _I, _P, _I, _P, _I, _P, _P, _I, _I, _P, _P,
                                  _I)(addresses["remerge_blocks"])
-    _KEEP.extend((solve_c, remerge_c))
+    keep_c = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _I, _P, _P, _I, _P, _P,
+                              _I, _I, _P, _I, _I, _P)(addresses["keep_blocks"])
+    adjoint_c = ctypes.CFUNCTYPE(None, _P, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _I, _I, _I, _P, _I,
+                                 _I, _P, _P, _I, _P)(addresses["adjoint_blocks"])
+    _KEEP.extend((solve_c, remerge_c, keep_c, adjoint_c))
 
     def solve_blocks(T, t_link, merges, pool, re, im, wr, wi, out_pos, out) -> None:  # noqa: ANN001
         solve_c(_ptr(T), T.shape[0], T.shape[1], _ptr(t_link), len(t_link), _ptr(merges), len(merges),
@@ -228,4 +232,18 @@ def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
                   len(merges), _ptr(pool), len(pool), _ptr(order), len(order), _ptr(re), _ptr(im),
                   re.shape[0], re.shape[1], _ptr(wr), _ptr(wi), wr.shape[0])
 
-    return {"solve_blocks": solve_blocks, "remerge_blocks": remerge_blocks}
+    def keep_blocks(T, t_link, merges, pool, s_offs, re, im, wr, wi, sr, si, out_pos, out) -> None:  # noqa: ANN001
+        keep_c(_ptr(T), T.shape[0], T.shape[1], _ptr(t_link), len(t_link), _ptr(merges), len(merges),
+               _ptr(pool), len(pool), _ptr(s_offs), _ptr(re), _ptr(im), re.shape[0], _ptr(wr), _ptr(wi),
+               wr.shape[0], _ptr(sr), _ptr(si), sr.shape[0], sr.shape[1], _ptr(out_pos), out_pos.shape[0],
+               out_pos.shape[1], _ptr(out))
+
+    def adjoint_blocks(sr, si, merges, pool, t_link, s_offs, f_offs, root_x, leaf_off, n_in, fr, fi,  # noqa: ANN001
+                       z) -> None:  # noqa: ANN001
+        adjoint_c(_ptr(sr), _ptr(si), sr.shape[0], sr.shape[1], _ptr(merges), len(merges), _ptr(pool),
+                  len(pool), _ptr(t_link), len(t_link), _ptr(s_offs), _ptr(f_offs), _ptr(root_x),
+                  root_x.shape[0], root_x.shape[1], root_x.shape[2], _ptr(leaf_off), len(leaf_off), n_in,
+                  _ptr(fr), _ptr(fi), fr.shape[0], _ptr(z))
+
+    return {"solve_blocks": solve_blocks, "remerge_blocks": remerge_blocks, "keep_blocks": keep_blocks,
+            "adjoint_blocks": adjoint_blocks}

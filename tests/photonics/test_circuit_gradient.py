@@ -97,3 +97,22 @@ def test_value_and_grad_equals_central_differences_of_the_objective(objective):
     assert np.abs(fd - grad).max() <= REL * np.abs(grad).max()
     Y = solve(mesh, state, wl, params, inputs=ins)[:, :, outs]
     np.testing.assert_allclose(loss, objective(Y)[0], rtol=1e-12)
+
+
+def test_batched_gradient_is_the_same_when_the_sweep_is_too_long_to_keep(monkeypatch):
+    """Past KEEP_BYTES the forward merges run again per chunk: same loss and gradient, on a
+    sweep that leaves a partly filled group of lanes (9 wavelengths x 2 states)."""
+    from photonics import circuit_gradient
+
+    mesh = square(2, 3)
+    params, state = _chip(mesh, 13)
+    wl = np.linspace(1540.0, 1560.0, 9)
+    kept = value_and_grad(mesh, state, _fidelity, wl, params, inputs=[0, 1, 2])
+    monkeypatch.setattr(circuit_gradient, "KEEP_BYTES", 0)
+    again = value_and_grad(mesh, state, _fidelity, wl, params, inputs=[0, 1, 2])
+    np.testing.assert_allclose(again[0], kept[0], rtol=1e-13)
+    np.testing.assert_allclose(again[1], kept[1], rtol=1e-12, atol=1e-12 * np.abs(kept[1]).max())
+    t, arm = 4, 1
+    hi = value_and_grad(mesh, _shifted(state, t, arm, STEP), _fidelity, wl, params, inputs=[0, 1, 2])[0]
+    lo = value_and_grad(mesh, _shifted(state, t, arm, -STEP), _fidelity, wl, params, inputs=[0, 1, 2])[0]
+    assert np.abs((hi - lo) / (2 * STEP) - again[1][:, t, arm]).max() <= REL * np.abs(again[1]).max()
