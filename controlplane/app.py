@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from controlplane.errors import ServiceError, error_body
 from controlplane.security import MAX_BODY_BYTES, RATE_BURST, RATE_PER_S, RateLimiter, bearer, token_matches
 from controlplane.service import ControlPlane
+from photonics.errors import LumionError
 
 API = "/api/v1"
 PUBLIC = (f"{API}/health",)
@@ -80,6 +81,14 @@ class FailureRequest(BaseModel):
     policy: Literal["hitless", "fewest-moves"] | None = Field(
         None, description="recovery policy (default: the fabric's, docs/fabric.md)"
     )
+
+
+class ShiftRequest(BaseModel):
+    """A hidden phase fault on a simulated chip's TBU."""
+
+    model_config = ConfigDict(extra="forbid")
+    rad: float = Field(..., ge=-10.0, le=10.0, allow_inf_nan=False,
+                       description="passive phase shift (rad); pi swaps the TBU's bar and cross")
 
 
 # ---------------------------------------------------------------------------------------
@@ -386,3 +395,16 @@ def _simulation_routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
     def revive(name: str) -> dict[str, Any]:
         """Simulated bench only: the accelerator's transmitter emits again."""
         return _act("revive", name)
+
+    @app.post(f"{API}/sim/tbus/{{name}}/shift", tags=["simulation"], dependencies=auth)
+    def shift(name: str, req: ShiftRequest) -> dict[str, Any]:
+        """Simulated bench only: a hidden fault, the TBU's passive phase moves by ``rad`` (the
+        heater map does not know; only light can tell).
+        """
+        try:
+            t = cp.mesh.tbu_index(name)
+        except LumionError as exc:
+            raise ServiceError(str(exc), "not-found") from None
+        sim.chip.shift_phase(t, req.rad)
+        cp.log_event("sim-shift", tbu=cp.mesh.tbu_names[t], rad=req.rad)
+        return {"tbu": cp.mesh.tbu_names[t], "action": "shift", "rad": req.rad}

@@ -6,6 +6,8 @@ The API answers every failure as ``{"error", "kind", "hint"}`` (the keys of the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from photonics.errors import LumionError
 
 # kind -> (HTTP status, what the client should do)
@@ -23,6 +25,12 @@ KINDS: dict[str, tuple[int, str]] = {
         "the chip could not be programmed; check the bench, then retry (the service "
         "reads the chip back before its next write)",
     ),
+    "unverified": (
+        502,
+        "light refused the recovery (the reply's verification names the link, measured vs planned): "
+        "the chip holds what it held before; calibrate the chip again (lumion calibrate) or report "
+        "the suspect TBU failed (POST /api/v1/failures with tbu)",
+    ),
     "auth": (401, "send the token from the service's token file as 'Authorization: Bearer <token>'"),
     "too-large": (413, "send a smaller body (the limit is in docs/controlplane.md)"),
     "rate-limited": (429, "slow down: wait Retry-After seconds, then retry"),
@@ -33,11 +41,12 @@ KINDS: dict[str, tuple[int, str]] = {
 class ServiceError(LumionError):
     """A request the control plane refuses; ``kind`` is a key of :data:`KINDS`."""
 
-    def __init__(self, message: str, kind: str = "input") -> None:
+    def __init__(self, message: str, kind: str = "input", detail: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         if kind not in KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
         self.kind = kind
+        self.detail = dict(detail or {})  # extra keys of the error body (e.g. "verification")
 
     @property
     def status(self) -> int:
@@ -51,7 +60,7 @@ class ServiceError(LumionError):
 
     def to_dict(self) -> dict[str, str]:
         """The JSON error body."""
-        return error_body(str(self), self.kind)
+        return {**error_body(str(self), self.kind), **self.detail}
 
 
 def error_body(message: str, kind: str) -> dict[str, str]:

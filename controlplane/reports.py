@@ -77,8 +77,13 @@ def replay(intent: Mapping[str, Any], event: Mapping[str, Any] | None, job_id: s
             "not-found",
         )
     stages = list(event.get("stages", [])) if event else []
+    light = {k: event[k] for k in ("verified", "verification", "light_attempts", "suspect_tbus")
+             if event and k in event}
     return {
         **recorded,
+        # rolled forward at a restart (no event): the chip's currents were read back, light never looked
+        "verified": "not measured",
+        **light,
         "intent": intent["id"],
         "intent_status": intent["status"],
         "replayed": True,

@@ -30,6 +30,7 @@ from calibration.heater_map import IdealMap
 from controlplane import placement, reports
 from controlplane.crash import Crasher
 from controlplane.errors import ServiceError
+from controlplane.light import RecoveryLight
 from controlplane.store import ABORTED, REVERTED, ROLLED_BACK, ROLLED_FORWARD, Store, StoreError
 from instruments.controller import MEND_TOLERANCE_MA
 from instruments.errors import ChipStateUnknownError, LimitError, WriteAbortedError
@@ -48,12 +49,16 @@ from photonics.fabric import (
     ring_job,
 )
 from photonics.fabric.plan_io import plan_from_dict, plan_to_dict, recovery_to_dict
+from photonics.fabric.verify import Effects, VerificationError, verified_recovery, with_avoided
 
 # Currents are written with 4 decimals of mA (the driver's resolution); the plan of record
 # stores them so, and the chip reads back what was written.
 DECIMALS = 4
 PATTERNS = ("ring", "line", "all-to-all", "links")
 STATUS_SCHEMA = "lumion.status"
+LIGHT_POLICIES = ("repair", "report")
+# A recovery's ``verified``: what light said of every link of the new plan (docs/controlplane.md).
+VERIFIED = {"ok": "by light", "partly measured": "partly", "not measured": "not measured", "off": "off"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,10 @@ class ControlPlane:
             fabric it must be the same one (None: the recorded one).
         crasher: crash injection for tests (default: from ``LUMION_CRASH_AT``).
         timing: the recovery-time model (modelled stages of every recovery).
+        light_policy: what a recovery light rejects gets: ``"repair"`` (route around the
+            suspects, else refuse with the chip restored) or ``"report"`` (commit it, the
+            answer says ``verified: off``). None: repair with a fitted heater map, report
+            with the ideal one (an uncalibrated chip is expected to miss its plan).
     """
 
     def __init__(
@@ -88,6 +97,7 @@ class ControlPlane:
         *,
         crasher: Crasher | None = None,
         timing: TimingModel | None = None,
+        light_policy: str | None = None,
     ) -> None:
         self.store = store
         self.bench = bench
@@ -101,6 +111,11 @@ class ControlPlane:
         self._live: dict[str, dict[str, Any]] = {}
         self.fabric = self._bind(fabric)
         self.heater_map = self._heater_map()
+        self.light = RecoveryLight(bench, self.fabric)
+        self.light_policy = light_policy or ("report" if isinstance(self.heater_map, IdealMap) else "repair")
+        if self.light_policy not in LIGHT_POLICIES:
+            raise ServiceError(f"light policy must be one of {', '.join(LIGHT_POLICIES)}, "
+                               f"not {light_policy!r}")
         self.state: RackState | None = None
         self.reconcile()
 
@@ -278,6 +293,21 @@ class ControlPlane:
 
         ``stages`` (if given) gets the measured write, settle and verify stages appended.
         """
+        intent, plan, chip, timed = self._begin(kind, job_id, plan, program, change)
+        self._commit(intent, kind, plan, program, chip)
+        if stages is not None:
+            stages += timed
+        return intent
+
+    def _begin(
+        self,
+        kind: str,
+        job_id: str | None,
+        plan: JobPlan,
+        program: Mapping[int, float],
+        change: dict[str, Any],
+    ) -> tuple[int, JobPlan, np.ndarray, list[dict[str, Any]]]:
+        """Intent, write, settle, read back: (intent, plan to commit, read-back, stages). Lock held."""
         assert self.state is not None
         previous = self.state.currents
         target = previous.copy()
@@ -307,13 +337,38 @@ class ControlPlane:
             ) from exc
         self.crasher.point("intent", kind)
         chip, timed = self._write_and_check(intent, kind, target, settle=bool(program))
+        return intent, plan, chip, timed
+
+    def _commit(
+        self, intent: int, kind: str, plan: JobPlan, program: Mapping[int, float], chip: np.ndarray
+    ) -> None:
+        """The intent done: plan, currents and state change committed, the snapshot reloaded."""
         self.crasher.point("verified", kind)
         self.store.commit_intent(intent, outcome=f"{len(program)} channels written", currents=chip.tolist())
         self.crasher.point("committed", kind)
-        if stages is not None:
-            stages += timed
         self._load(plan, chip)
-        return intent
+
+    def _abort(self, intent: int, why: str) -> list[dict[str, Any]]:
+        """Light refused the open intent: write the previous currents back, read them, close it
+        ``aborted`` (chip and database then agree on the state before it); the restore stage.
+        """
+        assert self.state is not None
+        t0 = time.time()
+        previous = self.state.currents
+        try:
+            self.controller.set_currents(previous)
+            chip = self._read_chip()
+        except LumionError as exc:
+            self._settle_unknown(intent)
+            raise ServiceError(f"{why}; restoring the previous currents failed ({exc}); reconciled",
+                               "instrument") from exc
+        if not _same(chip, previous, self._tolerance()):
+            self._settle_unknown(intent)
+            n = _differing(chip, previous, self._tolerance())
+            raise ServiceError(f"{why}; the chip does not hold the previous currents after the restore "
+                               f"({n} channels differ); reconciled", "instrument")
+        self.store.close_intent(intent, ABORTED, why[:300])
+        return [{"stage": "restore", "start_s": t0, "end_s": time.time()}]
 
     def _write_and_check(
         self, intent: int, kind: str, target: np.ndarray, settle: bool
@@ -566,7 +621,11 @@ class ControlPlane:
         fabric's recovery policy (``hitless`` or ``fewest-moves``; None: the fabric's default).
         ``detected_s`` (epoch s): when the failure was detected, for the ``detect`` stage.
         Answers the recovery with the keys of ``lumion failover --json`` plus ``job_id``,
-        ``intent``, ``stages`` (measured, epoch s) and ``measured_ms``.
+        ``intent``, ``stages`` (measured, epoch s), ``measured_ms`` and what light said:
+        ``verified`` ("by light", "partly", "not measured", "off"), ``verification`` (every
+        link measured vs planned), ``light_attempts`` and ``suspect_tbus`` (TBUs a repair
+        routed around). Light refusing every attempt answers 502 ``unverified`` with the
+        chip restored (docs/controlplane.md, "Verified by light").
         """
         t_report = time.time()
         names = _failed_names(accelerator, accelerators, tbu, state)
@@ -585,25 +644,23 @@ class ControlPlane:
                 if detected_s is None
                 else [{"stage": "detect", "start_s": float(detected_s), "end_s": t_report}]
             )
-            t0 = time.time()
+            kind = "failover" if names else "tbu"
             try:
-                rec = self._recover(st, failed, tbu, state, policy)
+                done = self._recover_by_light(st, job_id, (failed, tbu, state, policy), kind, stages, names)
+            except VerificationError as exc:  # light refused every attempt; the chip was restored
+                self.log_event("recovery-refused", **report, reason=str(exc)[:300], verification=exc.attempts)
+                raise ServiceError(str(exc), "unverified",
+                                   {"verification": {"status": "refused", "attempts": exc.attempts}}) from exc
             except FabricError as exc:
                 self.log_event("recovery-refused", **report, reason=str(exc)[:300])
                 raise ServiceError(str(exc), "impossible") from exc
-            stages.append({"stage": "compute", "start_s": t0, "end_s": time.time()})
-            change = self._change(st, rec.plan)
-            out = self._recovery_view(st, rec, job_id, change)
-            # the failure's identity and the reply go into the intent: a repeated report is
-            # answered from it, even after a crash that rolled this recovery forward
-            change.update(identity=reports.identity(names, tbu, state), recovery=out)
-            kind = "failover" if names else "tbu"
-            intent = self._reconfigure(kind, job_id, rec.plan, rec.program, change, stages)
+            rec, intent, out, light = done
             out = {
                 **out,
                 "intent": intent,
                 "stages": stages,
-                "measured_ms": {s["stage"]: (s["end_s"] - s["start_s"]) * 1e3 for s in stages},
+                "measured_ms": _stage_ms(stages),
+                **light,
             }
             self.log_event(
                 "recovery",
@@ -617,8 +674,66 @@ class ControlPlane:
                 timing_ms=out["timing_ms"],
                 n_changed_heaters=len(rec.program),
                 rerouted_links=out["rerouted_links"],
+                **light,
             )
             return out
+
+    def _recover_by_light(
+        self,
+        st: RackState,
+        job_id: str | None,
+        failure: tuple[Any, str | None, str, str | None],
+        kind: str,
+        stages: list[dict[str, Any]],
+        names: list[str],
+    ) -> tuple[Any, int, dict[str, Any], dict[str, Any]]:
+        """Compute, program and verify by light a recovery, repairing around suspect TBUs.
+
+        Returns (recovery, committed intent, reply, light keys of the reply: ``verified``,
+        ``verification``, ``light_attempts``, ``suspect_tbus``). Raises FabricError (nothing
+        computable) or VerificationError (light refused every attempt; the chip restored).
+        """
+        failed, tbu, state, policy = failure
+        open_: dict[str, Any] = {}
+
+        def timed(stage: str, fn: Any, *args: Any) -> Any:
+            t0 = time.time()
+            value = fn(*args)
+            stages.append({"stage": stage, "start_s": t0, "end_s": time.time()})
+            return value
+
+        def compute(avoid: Mapping[int, str]) -> Any:
+            return timed("compute", self._recover, replace(st, plan=with_avoided(st.plan, avoid)),
+                         failed, tbu, state, policy)
+
+        def apply(rec: Any) -> None:
+            change = self._change(st, rec.plan)
+            out = self._recovery_view(st, rec, job_id, change)
+            # the failure's identity and the reply go into the intent: a repeated report is
+            # answered from it, even after a crash that rolled this recovery forward
+            change.update(identity=reports.identity(names, tbu, state), recovery=out)
+            intent, plan, chip, written = self._begin(kind, job_id, rec.plan, rec.program, change)
+            stages.extend(written)
+            open_.update(intent=intent, plan=plan, chip=chip, out=out)
+
+        def restore(_rec: Any, why: str) -> None:
+            self.log_event("light-refused", job=job_id, intent=open_["intent"], reason=why[:300])
+            stages.extend(self._abort(open_["intent"], why))
+
+        before = timed("reference", self.light.before, st.plan)
+        def measure(rec: Any, ref: Mapping[int, tuple[str, float]]) -> Any:
+            return timed("light", self.light.checks, st.plan, rec, ref)
+
+        effects = Effects(compute, apply, measure, restore, before)
+        v = verified_recovery(effects, self.mesh.tbu_names, repair=self.light_policy == "repair")
+        self._commit(open_["intent"], kind, open_["plan"], v.recovery.program, open_["chip"])
+        light = {
+            "verified": VERIFIED[v.verification["status"]],
+            "verification": v.verification,
+            "light_attempts": list(v.attempts),
+            "suspect_tbus": [self.mesh.tbu_names[t] for t in v.suspect_tbus],
+        }
+        return v.recovery, open_["intent"], open_["out"], light
 
     def _repeat(
         self, st: RackState, job_id: str | None, names: list[str], tbu: str | None, state: str, source: str
@@ -845,8 +960,17 @@ class ControlPlane:
         return self.store.log_event(kind, fields)
 
     def close(self) -> None:
-        """Close the store (the bench is the caller's)."""
+        """Close the store and the light meter's threads (the bench is the caller's)."""
+        self.light.close()
         self.store.close()
+
+
+def _stage_ms(stages: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Measured ms per stage name (a repaired recovery's repeated stages summed)."""
+    out: dict[str, float] = {}
+    for s in stages:
+        out[s["stage"]] = out.get(s["stage"], 0.0) + (s["end_s"] - s["start_s"]) * 1e3
+    return out
 
 
 def _same(a: np.ndarray, b: Sequence[float] | np.ndarray,

@@ -10,7 +10,7 @@
    written), measure again: every link's received power against its plan (off by more
    than ``photonics.tolerances.ROUTE_TOL_DB`` is not ok: exit 5), every held link's power
    against what it read before the failure (hitless only when none moved by more than
-   :data:`HELD_TOL_DB`), and the recovery's timing breakdown.
+   ``photonics.tolerances.HELD_TOL_DB``), and the recovery's timing breakdown.
 5. Plots: the mesh with routes before and after, the recovery timeline, and (from the
    physics foundation) one hexagonal cell as a ring resonator.
 """
@@ -27,13 +27,7 @@ from typing import Any
 from lab_scripts.common import add_json_flag, print_json, recovery_changes, seed, table
 from lab_scripts.errors import EXIT_UNVERIFIED, CliError, planning
 from lab_scripts.paths import output_folder
-from photonics.tolerances import ROUTE_TOL_DB
-
-# A held link (bit-identical heaters) is hit when its measured power moves by more than this
-# (dB) across the recovery. On the calibrated demo (seed 1) held links move by 0.017 dB at
-# most (the new heaters' heat on them, meter noise; docs/fabric.md); through the ideal map on
-# the fabricated chip by up to 3.6 dB, a hit the plan cannot see.
-HELD_TOL_DB = 0.5
+from photonics.tolerances import HELD_TOL_DB, ROUTE_TOL_DB
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -156,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _verification(links: list[dict[str, Any]], held_change_db: float) -> dict[str, Any]:
     """What light says of the recovery: every link within :data:`ROUTE_TOL_DB` of its plan,
-    every held link within :data:`HELD_TOL_DB` of what it read before (``hitless_by_light``).
+    every held link within ``photonics.tolerances.HELD_TOL_DB`` of what it read before (``hitless_by_light``).
     """
     off = [x["link"] for x in links if x["status"] != "ok"]
     hitless = held_change_db <= HELD_TOL_DB

@@ -93,6 +93,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--map", metavar="MAP.json", help="calibration map of the chip (recorded in the "
                    "database and kept on later starts); default: the recorded one, else the ideal map")
     p.add_argument("--seed", type=seed, default=None, help="chip seed for the simulated bench")
+    p.add_argument("--light", choices=("repair", "report"), default=None,
+                   help="a recovery light rejects (a link more than 3 dB from plan): repair (route around "
+                   "the suspect TBUs, else refuse with 502 and the chip restored) or report (commit it, "
+                   "the reply says verified: off); default: repair with a fitted map, report with the "
+                   "ideal one (docs/controlplane.md, 'Verified by light')")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -317,7 +322,8 @@ def _serve(
     from controlplane.service import ControlPlane
 
     try:
-        cp = ControlPlane(store, bench, fabric)  # reads the chip back and reconciles
+        # reads the chip back and reconciles
+        cp = ControlPlane(store, bench, fabric, light_policy=getattr(args, "light", None))
     except ServiceError as exc:  # the service's kinds, in the CLI's words and exit codes
         kind = {"instrument": "instrument", "impossible": "impossible"}.get(exc.kind, "input")
         raise CliError(str(exc), kind, type(exc).__name__) from exc

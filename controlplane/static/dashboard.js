@@ -12,9 +12,10 @@ const RECOVERY_KINDS = /recover|failover/;   // events whose stages are drawn on
 const SVG_NS = "http://www.w3.org/2000/svg";
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                  "#17becf", "#bcbd22", "#393b79", "#637939", "#843c39", "#7b4173", "#3182bd"];
-const STAGES = ["detect", "compute", "write", "settle", "relock", "verify"];
-const STAGE_COLOURS = {detect: "#d62728", compute: "#1f77b4", write: "#ff7f0e", settle: "#9467bd",
-                       relock: "#8c564b", verify: "#2ca02c"};
+const STAGES = ["detect", "reference", "compute", "write", "settle", "relock", "verify", "light", "restore"];
+const STAGE_COLOURS = {detect: "#d62728", reference: "#17becf", compute: "#1f77b4", write: "#ff7f0e",
+                       settle: "#9467bd", relock: "#8c564b", verify: "#2ca02c", light: "#bcbd22",
+                       restore: "#7f7f7f"};
 const BAD_KINDS = /fail|dark|error|refus|abort|lost|never/;
 
 const state = {token: null, geometry: null, lastEventId: 0, events: [], status: null};
@@ -323,9 +324,20 @@ function fillEvents() {
     const detail = Object.entries(e)                 // instants (*_s, epoch s) are in the time column already
       .filter(([k, v]) => !skip.has(k) && !k.endsWith("_s") && v !== null && typeof v !== "object")
       .map(([k, v]) => `${k}=${typeof v === "number" ? +v.toFixed(3) : v}`).join(" ");
-    li.textContent = `${String(e.time || "").replace("T", " ").slice(0, 19)} ${e.kind} ${detail}`;
+    li.textContent = `${String(e.time || "").replace("T", " ").slice(0, 19)} ${e.kind} ${detail}${lightOf(e)}`;
     ol.appendChild(li);
   }
+}
+
+// What light measured on a recovery's new links (and any link off its plan): measured vs planned dBm.
+// A recovery event carries one verification, a refusal the list of its attempts (the last is shown).
+function lightOf(e) {
+  const v = Array.isArray(e.verification) ? e.verification[e.verification.length - 1] : e.verification;
+  if (!v || !Array.isArray(v.links)) return "";
+  const rows = v.links.filter((r) => r.rerouted || r.status !== "ok").map((r) => r.measured_dbm === null
+    ? `${r.link} not measured`
+    : `${r.link} measured ${fmt(r.measured_dbm, 2)} dBm vs planned ${fmt(r.planned_dbm, 2)} dBm (${r.status})`);
+  return rows.length ? ` · light: ${rows.join("; ")}` : "";
 }
 
 // ---------------------------------------------------------------------------- refresh loop

@@ -173,7 +173,8 @@ def test_job_lifecycle_failover_and_events(svc):
     assert rec["unaffected_routes_unchanged"] is True
     assert "gpu2" not in rec["job"]["accelerators"]
     assert rec["spare"] in rec["job"]["accelerators"]
-    assert {s["stage"] for s in rec["stages"]} == {"compute", "write", "settle", "verify"}
+    stages = {"reference", "compute", "write", "settle", "verify", "light"}  # reference, light: by light
+    assert {s["stage"] for s in rec["stages"]} == stages
     assert all(s["end_s"] >= s["start_s"] for s in rec["stages"])
     # the failed accelerator is out; the spare is taken
     status = c.get("/status").json()
@@ -193,7 +194,8 @@ def test_job_lifecycle_failover_and_events(svc):
     assert all({"id", "time", "t_s", "kind"} <= set(e) for e in events)
     recovery = events[-2]
     assert recovery["job"] == jid
-    assert [s["stage"] for s in recovery["stages"]] == ["compute", "write", "settle", "verify"]
+    order = ["reference", "compute", "write", "settle", "verify", "light"]
+    assert [s["stage"] for s in recovery["stages"]] == order
     assert [e["id"] for e in events] == sorted(e["id"] for e in events)
 
     gone = c.delete(f"/jobs/{jid}")

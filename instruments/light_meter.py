@@ -1,0 +1,244 @@
+"""Measure a plan's links by light with whatever meter a bench has.
+
+Two meters, tried in this order for each link (``src`` -> ``dst`` mesh ports):
+
+* **transceivers**: the accelerator's own module transmits into ``src`` and another module's
+  RX lane sits at ``dst`` (the bench's ``transceiver_ports`` wiring). The receiving lane's
+  DOM RX power is compared with the launch (the transmitting lane's DOM TX power; the
+  fabric's declared lane power when the DOM cannot say or says the laser is dark) less the
+  facets and access waveguides (:data:`OFF_MESH_LOSS_DB`, as the link budget counts them)
+  plus the route's planned mesh transmission. In-band, no extra light, every module read
+  once per pass (modules on different buses concurrently). A receiver's DOM sums every
+  transmitter's light: an idle spare's laser swapped into it by a faulty TBU reads like the
+  planned link (seen: -17.6 dBm on a route whose own light arrived at -41.7 dBm). So a new
+  link (``identify``) is read again with its own transmitter's lane TX-disabled for one
+  read: its own light is the difference (on minus dark, in mW), and that is what is judged.
+* **power meter**: the bench laser switched into ``src`` and the meter head at ``dst`` read;
+  planned = the laser's power plus the route's planned transmission (the simulated meter,
+  like a head at the chip's facet, reads the mesh output). One link at a time.
+
+A link neither reaches is *not measured*, with the reason; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from instruments.errors import InstrumentError
+from photonics.errors import LumionError
+from photonics.physics import PhysicsDefaults
+
+TRANSCEIVERS, POWER_METER = "transceivers", "power meter"
+# Two facets and the access waveguides between a module's fibre and a mesh port, both ends
+# together (dB): what photonics.budget.link_budget counts and the simulated modules apply.
+OFF_MESH_LOSS_DB = 2 * PhysicsDefaults.fiber_to_chip_loss_db + PhysicsDefaults.access_routing_loss_db
+# A transmitting lane whose DOM TX power reads this far (dB) below the fabric's declared launch
+# is taken as dark (a dead laser reads the -70 dBm floor; live lasers scatter +-2 dB around
+# nominal): the plan's declared launch is then the reference, so the dark link is judged off.
+DARK_LAUNCH_DB = 6.0
+VERIFY_NM = 1550.0  # the power meter's wavelength: the band centre, inside every default lane
+FLOOR_DBM = -70.0  # the DOM's floor (SFF-8636/CMIS 0.1 uW LSB): no light of its own reads this
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One link to measure: mesh ports, the plan's mesh transmission (dB, negative) and the
+    declared launch power of its transmitting lane (dBm).
+    """
+
+    src: int
+    dst: int
+    transmission_db: float
+    launch_dbm: float
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one probe read: the meter, planned and measured power (dBm) at that meter, or why not.
+
+    ``dark_dbm``: for a link whose source was confirmed, the receiver's reading with its own
+    transmitter disabled (what other transmitters send it); ``measured_dbm`` is then its own light.
+    """
+
+    meter: str | None
+    planned_dbm: float | None
+    measured_dbm: float | None
+    reason: str = ""
+    dark_dbm: float | None = None
+
+
+def _port(name: Any, mesh: Any) -> int:
+    return int(mesh.port_index(name))
+
+
+class LightMeter:
+    """The meters of one opened bench (an :class:`~instruments.controller.InstrumentBench` or
+    any bench with the same attributes; missing ones mean that meter does not exist).
+    """
+
+    def __init__(self, bench: Any) -> None:
+        self.bench = bench
+        self.mesh = bench.mesh
+        self.modules: Mapping[str, Any] = getattr(bench, "transceivers", None) or {}
+        wiring = getattr(bench, "transceiver_ports", None) or {}
+        self.tx_lane: dict[int, tuple[str, int]] = {}
+        self.rx_lane: dict[int, tuple[str, int]] = {}
+        for name, spec in wiring.items():
+            if name not in self.modules:
+                continue
+            for key, table in (("tx_ports", self.tx_lane), ("rx_ports", self.rx_lane)):
+                for lane, port in enumerate(spec.get(key, []) or []):
+                    if port is not None:
+                        table[_port(port, self.mesh)] = (name, lane)
+        self._laser_dbm: float | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    # -- which meter reaches a link -------------------------------------------------------
+    def meter_for(self, probe: Probe) -> tuple[str | None, str]:
+        """(meter name, '') for the first meter that reaches ``probe``, else (None, why not)."""
+        if probe.src in self.tx_lane and probe.dst in self.rx_lane:
+            return TRANSCEIVERS, ""
+        if self._meter_reaches(probe.src, probe.dst):
+            return POWER_METER, ""
+        names = self.mesh.port_names
+        return None, (f"no transceiver lane transmits into {names[probe.src]} and receives at "
+                      f"{names[probe.dst]}, and no laser switch output and power meter head reach them")
+
+    def _meter_reaches(self, src: int, dst: int) -> bool:
+        """Whether the bench laser reaches ``src`` and a power meter head sits at ``dst``.
+
+        A bench with a wiring table (``switch_outputs``, ``meter_channels``: an
+        InstrumentBench) answers from it; the in-process simulated bench (``laser_power_dbm``,
+        no table) has the laser switch and a head at every port.
+        """
+        b = self.bench
+        if hasattr(b, "switch_outputs") or hasattr(b, "meter_channels"):
+            return (getattr(b, "laser", None) is not None and src in getattr(b, "switch_outputs", {})
+                    and getattr(b, "meter", None) is not None and dst in getattr(b, "meter_channels", {}))
+        return hasattr(b, "laser_power_dbm") and hasattr(b, "read_powers_dbm")
+
+    @property
+    def exists(self) -> bool:
+        """Whether the bench has any meter at all."""
+        b = self.bench
+        if hasattr(b, "switch_outputs") or hasattr(b, "meter_channels"):
+            wired = bool(getattr(b, "switch_outputs", {})) and bool(getattr(b, "meter_channels", {})) \
+                and getattr(b, "laser", None) is not None and getattr(b, "meter", None) is not None
+        else:
+            wired = hasattr(b, "laser_power_dbm") and hasattr(b, "read_powers_dbm")
+        return bool(self.rx_lane) or wired
+
+    # -- measuring ------------------------------------------------------------------------
+    def measure(self, probes: Sequence[Probe], identify: Sequence[int] = ()) -> list[Reading]:
+        """Read every probe once (transceivers in one pass, then the meter link by link).
+
+        ``identify``: indices of probes (new links) whose transceiver reading must be their
+        own transmitter's light (:meth:`_own_light`).
+        """
+        meters = [self.meter_for(p) for p in probes]
+        dom = self._read_modules({m for p, (kind, _) in zip(probes, meters, strict=True)
+                                  if kind == TRANSCEIVERS
+                                  for m in (self.tx_lane[p.src][0], self.rx_lane[p.dst][0])})
+        out = []
+        for p, (kind, why) in zip(probes, meters, strict=True):
+            if kind == TRANSCEIVERS:
+                r = self._by_transceivers(p, dom)
+                out.append(self._own_light(p, r) if len(out) in identify and r.meter else r)
+            elif kind == POWER_METER:
+                out.append(self._by_power_meter(p))
+            else:
+                out.append(Reading(None, None, None, why))
+        return out
+
+    def _read_module(self, name: str) -> tuple[Any, Any, str]:
+        """(TX dBm per lane, RX dBm per lane, error) of one module."""
+        try:
+            m = self.modules[name]
+            return m.tx_power_dbm(), m.rx_power_dbm(), ""
+        except (InstrumentError, OSError, LumionError) as exc:
+            return None, None, f"{name}: {exc}"
+
+    def _read_modules(self, names: set[str]) -> dict[str, tuple[Any, Any, str]]:
+        """Every named module read once; modules on different buses concurrently."""
+        if not names:
+            return {}
+        ordered = sorted(names)
+        if len(ordered) == 1:
+            return {ordered[0]: self._read_module(ordered[0])}
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=min(16, len(self.modules)),
+                                            thread_name_prefix="lumion-light")
+        return dict(zip(ordered, self._pool.map(self._read_module, ordered), strict=True))
+
+    def _by_transceivers(self, p: Probe, dom: Mapping[str, tuple[Any, Any, str]]) -> Reading:
+        tx_name, tx_lane = self.tx_lane[p.src]
+        rx_name, rx_lane = self.rx_lane[p.dst]
+        tx, _, tx_err = dom[tx_name]
+        _, rx, rx_err = dom[rx_name]
+        launch = p.launch_dbm
+        if tx is not None and not tx_err and math.isfinite(tx[tx_lane]) and \
+                tx[tx_lane] >= p.launch_dbm - DARK_LAUNCH_DB:
+            launch = float(tx[tx_lane])
+        planned = launch - OFF_MESH_LOSS_DB + p.transmission_db
+        if rx_err or rx is None or not math.isfinite(rx[rx_lane]):
+            why = rx_err or f"{rx_name} lane {rx_lane} reports no RX power (not advertised or lane not live)"
+            return Reading(None, planned, None, why)
+        return Reading(TRANSCEIVERS, planned, float(rx[rx_lane]))
+
+    def _own_light(self, p: Probe, on: Reading) -> Reading:
+        """``on`` with its measurement replaced by the transmitter's own light: the receiver read
+        again with the transmitting lane disabled, and enabled again whatever happens.
+        """
+        tx_name, tx_lane = self.tx_lane[p.src]
+        rx_name, rx_lane = self.rx_lane[p.dst]
+        tx, rx = self.modules[tx_name], self.modules[rx_name]
+        try:
+            state = tx.tx_disabled()
+            if state is None:
+                return replace(on, meter=None, measured_dbm=None, reason=f"{tx_name} does not advertise TX "
+                               "disable: its light cannot be told from other transmitters' at the receiver")
+            if state[tx_lane]:
+                return replace(on, meter=None, measured_dbm=None,
+                               reason=f"{tx_name} lane {tx_lane} is disabled by the host: it sends no light")
+            tx.set_tx_disable(tx_lane, True)
+            try:
+                dark = float(rx.rx_power_dbm()[rx_lane])
+            finally:
+                tx.set_tx_disable(tx_lane, False)
+        except (InstrumentError, OSError, LumionError, TypeError) as exc:
+            return replace(on, meter=None, measured_dbm=None, reason=f"confirming {tx_name}'s light: {exc}")
+        own_mw = 10 ** (float(on.measured_dbm) / 10) - 10 ** (dark / 10) if math.isfinite(dark) else 0.0
+        own = 10 * math.log10(own_mw) if own_mw > 10 ** (FLOOR_DBM / 10) else FLOOR_DBM
+        return replace(on, measured_dbm=own, dark_dbm=dark)
+
+    def _laser_power_dbm(self) -> float:
+        if self._laser_dbm is None:
+            b = self.bench
+            direct = getattr(b, "laser_power_dbm", None)
+            self._laser_dbm = float(direct if direct is not None else b.laser.power_dbm)
+        return self._laser_dbm
+
+    def _by_power_meter(self, p: Probe) -> Reading:
+        try:
+            planned = self._laser_power_dbm() + p.transmission_db
+            self.bench.select_input(p.src, VERIFY_NM)
+            measured = float(self.bench.read_powers_dbm([p.dst])[0])
+        except (InstrumentError, OSError, LumionError) as exc:
+            return Reading(None, None, None, f"the power meter could not read it: {exc}")
+        return Reading(POWER_METER, planned, measured)
+
+    def close(self) -> None:
+        """Stop the reader threads (the instruments are the bench's)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def probes_for(plan: Any, fabric: Any) -> list[Probe]:
+    """One :class:`Probe` per link of ``plan`` (a :class:`~photonics.fabric.JobPlan`), in order."""
+    return [Probe(lk.route.src, lk.route.dst, lk.transmission_db, fabric.lane(lk.route.src).tx_power_dbm)
+            for lk in plan.links]
