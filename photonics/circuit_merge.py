@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -240,17 +241,31 @@ def _kernels() -> dict:
 _SCRATCH = threading.local()  # per thread: the full solve's arena and every merge's temporaries
 
 
-def _scratch(name: str, rows: int) -> np.ndarray:
-    """The calling thread's float buffer ``name`` of (rows, LANES) (reused: a fresh one
+def _scratch(name: str, rows: int, lanes: int = LANES) -> np.ndarray:
+    """The calling thread's float buffer ``name`` of (rows, lanes) (reused: a fresh one
     costs a page fault per 4 kB on every call). Contents are whatever the last user left.
     """
     bufs = getattr(_SCRATCH, "bufs", None)
     if bufs is None:
         bufs = _SCRATCH.bufs = {}
-    buf = bufs.get(name)
+    buf = bufs.get((name, lanes))
     if buf is None or buf.shape[0] < rows:
-        buf = bufs[name] = np.empty((max(rows, 1), LANES))
+        buf = bufs[(name, lanes)] = np.empty((max(rows, 1), lanes))
     return buf
+
+
+def lanes_for(batch: int) -> int:
+    """Lanes of the kernel build that merges ``batch`` blocks: one block alone runs the
+    one-lane build (the 4-lane build would compute three empty lanes beside it).
+    """
+    return 1 if batch == 1 else LANES
+
+
+def _kernel(name: str, lanes: int) -> Callable:
+    """Kernel ``name`` of the ``lanes``-lane build."""
+    from photonics.kernel_loader import entry_name
+
+    return _kernels()[entry_name(name, lanes)]
 
 
 def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.ndarray,
@@ -259,17 +274,19 @@ def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.n
 
     Returns whether every entry is finite (else the caller falls back to sparse LU).
     """
-    _kernels()["solve_blocks"](
+    lanes = lanes_for(T.shape[0])
+    _kernel("solve_blocks", lanes)(
         np.ascontiguousarray(T, dtype=complex), np.ascontiguousarray(t_link, dtype=complex),
-        plan.merges, plan.pool, _scratch("re", plan.size), _scratch("im", plan.size),
-        _scratch("wr", plan.work_size), _scratch("wi", plan.work_size),
+        plan.merges, plan.pool, _scratch("re", plan.size, lanes), _scratch("im", plan.size, lanes),
+        _scratch("wr", plan.work_size, lanes), _scratch("wi", plan.work_size, lanes),
         np.ascontiguousarray(plan.out_idx[:, inputs]), out)
     return bool(np.isfinite(out.sum()))  # one pass: a NaN or inf anywhere reaches the sum
 
 
 class Arenas(NamedTuple):
     """Every node's matrix for ``batch`` blocks, kept between calls: real and imaginary
-    parts (groups, entries, LANES), block ``b`` in lane ``b % LANES`` of group ``b // LANES``.
+    parts (groups, entries, lanes), block ``b`` in lane ``b % lanes`` of group ``b // lanes``
+    (``lanes``: :func:`lanes_for` the batch).
     """
 
     re: np.ndarray
@@ -279,8 +296,9 @@ class Arenas(NamedTuple):
 
 def new_arenas(plan: MergePlan, batch: int) -> Arenas:
     """Kept arenas for :func:`remerge` (zero: lanes past the batch stay finite)."""
-    groups = -(-batch // LANES)
-    return Arenas(np.zeros((groups, plan.size, LANES)), np.zeros((groups, plan.size, LANES)), batch)
+    lanes = lanes_for(batch)
+    groups = -(-batch // lanes)
+    return Arenas(np.zeros((groups, plan.size, lanes)), np.zeros((groups, plan.size, lanes)), batch)
 
 
 def remerge(plan: MergePlan, arenas: Arenas, T: np.ndarray, tbus: np.ndarray,
@@ -290,10 +308,11 @@ def remerge(plan: MergePlan, arenas: Arenas, T: np.ndarray, tbus: np.ndarray,
     None). Every entry a merge writes is the same as a full solve's.
     """
     order = np.arange(plan.n_merges) if merges is None else np.asarray(merges, dtype=np.int64)
-    _kernels()["remerge_blocks"](
+    lanes = arenas.re.shape[2]
+    _kernel("remerge_blocks", lanes)(
         np.ascontiguousarray(T, dtype=complex), np.ascontiguousarray(tbus, dtype=np.int64),
         np.ascontiguousarray(t_link, dtype=complex), plan.merges, plan.pool, order, arenas.re,
-        arenas.im, _scratch("wr", plan.work_size), _scratch("wi", plan.work_size))
+        arenas.im, _scratch("wr", plan.work_size, lanes), _scratch("wi", plan.work_size, lanes))
 
 
 def _read(arenas: Arenas, idx: np.ndarray) -> np.ndarray:
@@ -303,7 +322,7 @@ def _read(arenas: Arenas, idx: np.ndarray) -> np.ndarray:
         one.real[0] = arenas.re[0, idx, 0]
         one.imag[0] = arenas.im[0, idx, 0]
         return one
-    out = np.empty((arenas.re.shape[0], LANES, *idx.shape), dtype=complex)
+    out = np.empty((arenas.re.shape[0], arenas.re.shape[2], *idx.shape), dtype=complex)
     out.real = np.moveaxis(arenas.re[:, idx], -1, 1)  # (groups, LANES, *idx.shape): exactly the
     out.imag = np.moveaxis(arenas.im[:, idx], -1, 1)  # kernel's parts, as solve_blocks writes them
     return out.reshape(-1, *idx.shape)[: arenas.batch]

@@ -45,14 +45,27 @@ from photonics.merge_layout import LANES, LEAF_SIZE
 
 _SOURCE = Path(__file__).with_name("circuit_kernels.py")
 _NAMES = ("solve_blocks", "remerge_blocks", "keep_blocks", "adjoint_blocks")
+# Lane counts built (photonics.circuit_kernels.build): four blocks side by side, and one
+# (single blocks; the solve and the remerge only).
+_LANE_COUNTS = (LANES, 1)
+_ONE_LANE_NAMES = ("solve_blocks", "remerge_blocks")
+
+
+def entry_name(name: str, lanes: int) -> str:
+    """The key of kernel ``name`` built for ``lanes`` lanes in :func:`kernels`."""
+    return name if lanes == LANES else f"{name}_{lanes}"
+
+
+_ENTRIES = tuple(_NAMES) + tuple(entry_name(name, 1) for name in _ONE_LANE_NAMES)
 _LOCK = threading.Lock()
 _LOADED: dict[str, Callable] = {}
 _KEEP: list = []  # the execution engine and its symbols live as long as the process
 
 
 def kernels() -> dict[str, Callable]:
-    """``{"solve_blocks": fn, "remerge_blocks": fn, "keep_blocks": fn, "adjoint_blocks": fn}``,
-    each called with numpy arrays as the :mod:`photonics.circuit_kernels` function of its name.
+    """``{"solve_blocks": fn, "remerge_blocks": fn, "keep_blocks": fn, "adjoint_blocks": fn}``
+    and the one-lane ``"solve_blocks_1"``, ``"remerge_blocks_1"`` (:func:`entry_name`), each
+    called with numpy arrays as the :mod:`photonics.circuit_kernels` function of its name.
     """
     if not _LOADED:
         with _LOCK:
@@ -78,7 +91,8 @@ def _load_or_build() -> dict[str, Callable]:
     except Exception:  # any failure: numba's dispatcher runs the same kernels
         from photonics import circuit_kernels
 
-        return {name: getattr(circuit_kernels, name) for name in _NAMES}
+        return {entry_name(name, lanes): fn for lanes in _LANE_COUNTS
+                for name, fn in circuit_kernels.KERNELS[lanes].items() if entry_name(name, lanes) in _ENTRIES}
 
 
 def _key(llvmlite_version: str) -> str:
@@ -137,11 +151,12 @@ def _build() -> tuple[bytes, dict[str, str]]:
     held = config.SLP_VECTORIZE
     config.SLP_VECTORIZE = 1  # the lanes of a complex multiply-add become one SIMD instruction
     try:
-        funcs = circuit_kernels.c_entry_points()
+        funcs = {entry_name(name, lanes): fn for lanes in _LANE_COUNTS
+                 for name, fn in circuit_kernels.c_entry_points(lanes).items()}
     finally:
         config.SLP_VECTORIZE = held
-    names = {name: funcs[name].native_name for name in _NAMES}
-    objs = [_object_code(funcs[name]._library) for name in _NAMES]
+    names = {name: funcs[name].native_name for name in _ENTRIES}
+    objs = [_object_code(funcs[name]._library) for name in _ENTRIES]
     header = json.dumps([len(o) for o in objs]).encode()
     return len(header).to_bytes(4, "little") + header + b"".join(objs), names
 
@@ -188,7 +203,7 @@ def _map(data: bytes, names: dict[str, str]) -> dict[str, int]:
     n_header = int.from_bytes(data[:4], "little")
     lo, addresses = 4 + n_header, {}
     cpu, features = ll.get_host_cpu_name(), _features()
-    for name, size in zip(_NAMES, json.loads(data[4:lo]), strict=True):  # an engine each: both
+    for name, size in zip(_ENTRIES, json.loads(data[4:lo]), strict=True):  # an engine each: all
         tm = ll.Target.from_default_triple().create_target_machine(  # carry the shared kernels
             cpu=cpu, features=features, jit=True)
         engine = ll.create_mcjit_compiler(ll.parse_assembly(""), tm)
@@ -211,26 +226,20 @@ def _ptr(a: np.ndarray) -> int:
 
 
 def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
-    """Python callables over the C entry points, with the kernels' argument lists."""
-    solve_c = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _I, _P, _P, _I, _P, _I, _I,
-                               _P)(addresses["solve_blocks"])
-    remerge_c = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _P, _I, _P, _I, _P, _I, _P, _I, _P, _P, _I, _I, _P, _P,
-                                 _I)(addresses["remerge_blocks"])
+    """Python callables over the C entry points (both lane counts), with the kernels' argument
+    lists.
+    """
+    solve_sig = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _I, _P, _P, _I, _P, _I, _I,
+                                 _P)
+    remerge_sig = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _P, _I, _P, _I, _P, _I, _P, _I, _P, _P, _I, _I, _P,
+                                   _P, _I)
+    solve_c, solve1_c = (solve_sig(addresses[entry_name("solve_blocks", n)]) for n in _LANE_COUNTS)
+    remerge_c, remerge1_c = (remerge_sig(addresses[entry_name("remerge_blocks", n)]) for n in _LANE_COUNTS)
     keep_c = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _I, _P, _P, _I, _P, _P,
                               _I, _I, _P, _I, _I, _P)(addresses["keep_blocks"])
     adjoint_c = ctypes.CFUNCTYPE(None, _P, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _I, _I, _I, _P, _I,
                                  _I, _P, _P, _I, _P)(addresses["adjoint_blocks"])
-    _KEEP.extend((solve_c, remerge_c, keep_c, adjoint_c))
-
-    def solve_blocks(T, t_link, merges, pool, re, im, wr, wi, out_pos, out) -> None:  # noqa: ANN001
-        solve_c(_ptr(T), T.shape[0], T.shape[1], _ptr(t_link), len(t_link), _ptr(merges), len(merges),
-                _ptr(pool), len(pool), _ptr(re), _ptr(im), re.shape[0], _ptr(wr), _ptr(wi), wr.shape[0],
-                _ptr(out_pos), out_pos.shape[0], out_pos.shape[1], _ptr(out))
-
-    def remerge_blocks(T, tbus, t_link, merges, pool, order, re, im, wr, wi) -> None:  # noqa: ANN001
-        remerge_c(_ptr(T), T.shape[0], T.shape[1], _ptr(tbus), _ptr(t_link), len(t_link), _ptr(merges),
-                  len(merges), _ptr(pool), len(pool), _ptr(order), len(order), _ptr(re), _ptr(im),
-                  re.shape[0], re.shape[1], _ptr(wr), _ptr(wi), wr.shape[0])
+    _KEEP.extend((solve_c, solve1_c, remerge_c, remerge1_c, keep_c, adjoint_c))
 
     def keep_blocks(T, t_link, merges, pool, s_offs, re, im, wr, wi, sr, si, out_pos, out) -> None:  # noqa: ANN001
         keep_c(_ptr(T), T.shape[0], T.shape[1], _ptr(t_link), len(t_link), _ptr(merges), len(merges),
@@ -245,5 +254,26 @@ def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
                   root_x.shape[0], root_x.shape[1], root_x.shape[2], _ptr(leaf_off), len(leaf_off), n_in,
                   _ptr(fr), _ptr(fi), fr.shape[0], _ptr(z))
 
-    return {"solve_blocks": solve_blocks, "remerge_blocks": remerge_blocks, "keep_blocks": keep_blocks,
-            "adjoint_blocks": adjoint_blocks}
+    return {"solve_blocks": _solve_caller(solve_c), "remerge_blocks": _remerge_caller(remerge_c),
+            "solve_blocks_1": _solve_caller(solve1_c), "remerge_blocks_1": _remerge_caller(remerge1_c),
+            "keep_blocks": keep_blocks, "adjoint_blocks": adjoint_blocks}
+
+
+def _solve_caller(solve_c: Callable) -> Callable:
+    """``solve_blocks(T, t_link, merges, pool, re, im, wr, wi, out_pos, out)`` over ``solve_c``."""
+    def solve_blocks(T, t_link, merges, pool, re, im, wr, wi, out_pos, out) -> None:  # noqa: ANN001
+        solve_c(_ptr(T), T.shape[0], T.shape[1], _ptr(t_link), len(t_link), _ptr(merges), len(merges),
+                _ptr(pool), len(pool), _ptr(re), _ptr(im), re.shape[0], _ptr(wr), _ptr(wi), wr.shape[0],
+                _ptr(out_pos), out_pos.shape[0], out_pos.shape[1], _ptr(out))
+
+    return solve_blocks
+
+
+def _remerge_caller(remerge_c: Callable) -> Callable:
+    """``remerge_blocks(T, tbus, t_link, merges, pool, order, re, im, wr, wi)`` over ``remerge_c``."""
+    def remerge_blocks(T, tbus, t_link, merges, pool, order, re, im, wr, wi) -> None:  # noqa: ANN001
+        remerge_c(_ptr(T), T.shape[0], T.shape[1], _ptr(tbus), _ptr(t_link), len(t_link), _ptr(merges),
+                  len(merges), _ptr(pool), len(pool), _ptr(order), len(order), _ptr(re), _ptr(im),
+                  re.shape[0], re.shape[1], _ptr(wr), _ptr(wi), wr.shape[0])
+
+    return remerge_blocks

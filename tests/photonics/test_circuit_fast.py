@@ -103,3 +103,26 @@ def test_custom_mesh_without_a_plan_falls_back_to_sparse():
     state = MeshState(np.array([0.3, 1.1]), np.array([0.0, 0.4]))
     wl = [1549.0, 1551.0]
     np.testing.assert_array_equal(solve(mesh, state, wl), solve_sparse(mesh, state, wl))
+
+
+@pytest.mark.parametrize("name", ["smartlight", "hex", "tri"])
+def test_one_wavelength_runs_the_one_lane_build_with_the_batch_s_bytes(name):
+    """A single block runs the one-lane build of the merge kernels (issue 28: the 4-lane
+    build computes three empty lanes beside it); it is the same source and the same IEEE
+    operations in the same order, so each wavelength alone gives exactly the bytes it gets
+    inside a batch (the simulated chip's readings and a seeded calibration rely on it).
+    """
+    from photonics.circuit_merge import lanes_for
+
+    assert lanes_for(1) == 1
+    assert lanes_for(5) == 4
+    mesh = MESHES[name]()
+    rng = np.random.default_rng(28)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    state = MeshState.random(mesh, rng, n_states=1)
+    wl = np.array([1540.0, 1549.37, 1550.0, 1555.21, 1560.0])
+    batch = solve(mesh, state, wl, params)
+    for k, w in enumerate(wl):
+        alone = solve(mesh, state, [w], params)
+        assert np.array_equal(alone[:, 0], batch[:, k])
+    assert np.abs(batch - solve_sparse(mesh, state, wl, params)).max() <= 1e-9
