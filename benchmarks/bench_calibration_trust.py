@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import asdict
 
+from calibration.options import Options
 from instruments.sim.trust_campaign import MODES, ChipOutcome, run_campaign, summarise
 
 FIRST_SEED = 9200  # 9000-9002 (the first campaign) and 9100-9101 (its short test) are in tests now
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=6, help="seeds per mode (9200, 9201, ...)")
     p.add_argument("--first-seed", type=int, default=FIRST_SEED)
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    p.add_argument("--no-drift-tracking", action="store_true",
+                   help="calibrate with Options(drift_references=0) (tracking is on by default)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--per-chip", action="store_true",
                    help="after the table, one line per chip: worst heater RMS and what the map named")
@@ -49,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             line = asdict(o) | {"elapsed_s": round(time.perf_counter() - t0)}
             print(json.dumps(line), file=sys.stderr, flush=True)
 
-        outcomes = run_campaign(modes, seeds, on_chip=note)
+        options = Options(drift_references=0) if args.no_drift_tracking else None
+        outcomes = run_campaign(modes, seeds, options, on_chip=note)
     table = summarise(outcomes)
     result = {"seeds": sorted({o.seed for o in outcomes}), "modes": table, "cpu_s": time.process_time() - c0,
               "load_average_1min": round(os.getloadavg()[0], 2),

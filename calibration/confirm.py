@@ -26,11 +26,22 @@ trust campaign, ``tbu:2.3.2``: +0.058 rad through both paths from port 25, withi
 through five others, the map 0.005 rad off the truth). So a TBU light disagrees with on its
 first path is asked again through other paths and judged on the median
 (:func:`combine_paths`), which one misleading path cannot move.
+
+Two paths are no majority: when the mesh offers only two, the second is often the fit's own
+path, which shares whatever biased the fit and so always agrees with the map. The median of
+two is their midpoint, and it confirmed a TBU 0.063 rad off (SmartLight seed 31337 with drift
+tracking on: the fit's path, three cross-state TBUs, biased by -0.058 rad; the other path,
+one cross-state TBU, by -0.010 rad, showed +0.054; midpoint +0.030, "confirmed"). What
+decides between two is the physics of the leak: a TBU in cross cannot null its bar output
+when its couplers are both off 50 % the same way (``(k1 + k2 - 1)^2``, ~-30 dB at this chip's
+couplers), while in bar only their difference leaks (``(k1 - k2)^2``, ~-43 dB). So of two
+paths the one crossing fewer TBUs in cross is believed (:func:`combine_paths`); with as many
+on each, the one that disagrees more stands, and the TBU is re-fitted or named.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -55,6 +66,12 @@ CONFIRM_TOL_RAD = 0.05
 # Below this fringe contrast (amplitude / mean level over every output) the light did not see
 # the TBU's fringe: the path is blocked or the TBU stuck, nothing is confirmed.
 MIN_CONFIRM_CONTRAST = 0.3
+# The largest fringe shift (rad) a light path's own leak is taken to explain: seen 0.055-0.061
+# rad (a ~-30 dB leak through a cross-state TBU, docs/calibration.md "One path can mislead");
+# 0.08 rad is a -28 dB leak. Two paths further apart than this differ by more than a leak:
+# neither is believed over the other (the fit's own path always agrees with its fit, however
+# wrong the fit), so the doubt stands. Below the 0.1 rad line of a TBU that must be named.
+LEAK_SHIFT_RAD = 0.08
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,8 @@ class Confirmation:
         independent_path: the light path avoided every TBU the fit's light crossed.
         src, outputs: the mesh ports used (the first path's, when several were asked).
         path_offsets_rad: each path's own offset when several were asked (rad).
+        cross_hops: TBUs the light path crosses in the cross state (each a possible -30 dB leak
+            onto a second way in: the module docstring); the first path's when several were asked.
     """
 
     tbu: int
@@ -81,6 +100,7 @@ class Confirmation:
     src: int
     outputs: tuple[int, ...]
     path_offsets_rad: tuple[float, ...] = ()
+    cross_hops: int = 0
 
     @property
     def confirmed(self) -> bool:
@@ -155,18 +175,28 @@ def confirm_tbu(bench: Bench, cmap: CalibrationMap, probe: Probe, base: np.ndarr
         thetas.append(theta)
     if len(thetas) < 4:  # three unknowns per output and one reading to judge them
         return Confirmation(probe.tbu, np.nan, np.nan, np.nan, 0.0, independent_path, probe.src,
-                            probe.outputs)
+                            probe.outputs, cross_hops=cross_hops(probe))
     offset, shape, contrast = fringe_offset(np.array(thetas), np.array(rows), np.array(probe.signs))
     seen = contrast >= MIN_CONFIRM_CONTRAST
     return Confirmation(probe.tbu, offset if seen else np.nan, shape if seen else np.nan,
                         float(np.hypot(offset, shape)) if seen else np.nan, contrast, independent_path,
-                        probe.src, probe.outputs)
+                        probe.src, probe.outputs, cross_hops=cross_hops(probe))
+
+
+def cross_hops(probe: Probe) -> int:
+    """TBUs ``probe``'s light crosses in the cross state (the state whose couplers leak most)."""
+    return sum(h.state == "cross" for h in probe.hops)
 
 
 def combine_paths(confirmations: list[Confirmation]) -> Confirmation:
-    """One TBU's verdict from its confirmations through several light paths: the median of
-    their offsets and of their shape errors (rad), so one path whose own leak shifts its
-    fringe (module docstring) neither condemns a right map nor clears a wrong one.
+    """One TBU's verdict from its confirmations through several light paths.
+
+    Three or more: the median of their offsets and of their shape errors (rad), so one path
+    whose own leak shifts its fringe (module docstring) neither condemns a right map nor
+    clears a wrong one. Two: no median outvotes a biased path, so the path crossing fewer
+    TBUs in cross is believed, and with as many on each, or further apart than a leak explains
+    (:data:`LEAK_SHIFT_RAD`), the one that disagrees more (the doubt stands: the TBU is
+    re-fitted, or named). ``path_offsets_rad`` keeps every path's.
 
     Paths that saw no fringe are left out; when none saw one, the first is returned.
     """
@@ -174,6 +204,12 @@ def combine_paths(confirmations: list[Confirmation]) -> Confirmation:
     if len(seen) <= 1:
         return seen[0] if seen else confirmations[0]
     offsets = np.array([c.offset_rad for c in seen])
+    if len(seen) == 2:
+        apart = abs(float(np.angle(np.exp(1j * (offsets[0] - offsets[1])))))
+        fewest = min(c.cross_hops for c in seen)
+        cleanest = [c for c in seen if c.cross_hops == fewest or apart > LEAK_SHIFT_RAD]
+        pick = max(cleanest, key=lambda c: c.disagreement_rad)
+        return replace(pick, path_offsets_rad=tuple(float(x) for x in offsets))
     # offsets near +-pi wrap: take the median about the first path's, then shift back
     ref = offsets[0]
     offset = float(ref + np.median(np.angle(np.exp(1j * (offsets - ref)))))
@@ -181,6 +217,5 @@ def combine_paths(confirmations: list[Confirmation]) -> Confirmation:
     shape = float(np.median([c.shape_rad for c in seen]))
     first = seen[0]
     return Confirmation(first.tbu, offset, shape, float(np.hypot(offset, shape)),
-                        float(np.median([c.contrast for c in seen])),
-                        any(c.independent_path for c in seen), first.src, first.outputs,
-                        tuple(float(x) for x in offsets))
+                        float(np.median([c.contrast for c in seen])), any(c.independent_path for c in seen),
+                        first.src, first.outputs, tuple(float(x) for x in offsets), first.cross_hops)

@@ -52,13 +52,12 @@ class Options:
         loss: robust loss for the fits.
         drift_references: TBUs re-measured at fixed heater states through the run to follow
             the chip's temperature (:mod:`calibration.drift`): a drift seen is compensated in
-            the map or, too fast, refuses the run. 4 is the working value (one reference with
-            a small drift coefficient, a quarter of TBUs have < 0.01 rad/K, hardly sees the
-            drift; all four are that small once in ~250 chips). 0 (the default for now) turns
-            drift tracking off: its readings change the run's noise and timing, and on the
-            stable SmartLight seed 31337 that alone moves a confirmation re-fit of tbu:2.2.2
-            to 0.063 rad off, still confirmed by the median of its paths (reported in issue 26;
-            docs/calibration.md, "Drift during the run").
+            the map or, too fast, refuses the run. 4 (the default) is the working value: one
+            reference with a small drift coefficient (a quarter of TBUs have < 0.01 rad/K)
+            hardly sees the drift; all four are that small once in ~250 chips. It costs ~176
+            operations (~2 %) on SmartLight. 0 turns drift tracking off (``lumion calibrate
+            --no-drift-tracking``): a chip that drifts is then only caught when light disagrees
+            with a quarter of the finished map (docs/calibration.md, "Drift during the run").
         fit_trial_evaluations: a later start of a fringe fit still behind the best after this
             many evaluations is dropped (default :data:`calibration.fit.TRIAL_EVALUATIONS`,
             issue 28: on smartlight seed 7000 the losing starts took 6.1 of 7.5 s of
@@ -83,5 +82,5 @@ class Options:
     wavelength_nm: float = 1550.0
     loss: str = "soft_l1"
     fit_trial_evaluations: int = TRIAL_EVALUATIONS
-    drift_references: int = 0
+    drift_references: int = 4
 

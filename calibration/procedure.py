@@ -737,6 +737,10 @@ def confirm_stage(run: Run) -> CalibrationMap:
     corrected: set[int] = set()
     if run.drift is not None:
         cmap, corrected = compensate_drift(run)
+    if run.options.drift_references > 0 and run.drift_quality.get("reference_rounds", 0) < 2:
+        run.warnings.append("drift not tracked: no reference TBU (one light reaches and leaves without "
+                            "crossing another) was read twice with a fringe in this run, so a drift is "
+                            "seen only when light disagrees with a quarter of the map")
     # A corrected TBU whose second reading does not sit where the correction put it was not
     # moved by drift alone (its first reading was biased by its path): it is re-fitted.
     doubtful = {t for t, c in run.confirmations.items()

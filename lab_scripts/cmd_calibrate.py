@@ -60,6 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify-routes", type=count, default=8,
                    help="routes to program and measure afterwards, with and without crosstalk "
                    "compensation (0 skips)")
+    p.add_argument("--no-drift-tracking", action="store_true",
+                   help="do not re-measure reference TBUs through the run to follow and compensate the "
+                   "chip's temperature drift (on by default, ~2 %% of the operations; docs/calibration.md)")
     p.add_argument("--plot", metavar="DIR", help="write fringe-fit and overview PNGs here")
     p.add_argument("--plot-tbu", default=None, help="TBU whose fringe fits are plotted (default: worst fit)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -130,11 +133,13 @@ def _calibrate_and_report(bench: Any, args: argparse.Namespace, out: Path, ckpt:
     from calibration.procedure import Options, Progress, calibrate
 
     options = Options(points=args.points, refine_points=args.refine_points,
-                      crosstalk_fraction=args.crosstalk_fraction)
+                      crosstalk_fraction=args.crosstalk_fraction,
+                      drift_references=0 if args.no_drift_tracking else Options.drift_references)
     progress = Progress(stream=None if args.quiet or args.json else sys.stderr)
     result = calibrate(bench, options, checkpoint=ckpt, progress=progress, keep_sweeps=plot_dir is not None)
     cmap = result.cmap
     payload = _map_summary(result, bench.mesh, out)
+    payload["drift_tracking"] = options.drift_references > 0
     errors = _judge_against_truth(bench, cmap, payload)
     cmap.save(out)
     ckpt.unlink(missing_ok=True)  # the map is written: a later run starts afresh
@@ -165,6 +170,7 @@ def _map_summary(result: Any, mesh: Any, out: Path) -> dict[str, Any]:
                             for name, rad in cmap.unverified_tbus().items()},
         **{k: cmap.quality[k] for k in ("confirmed_tbus", "confirmed_on_independent_path",
                                         "confirm_max_disagreement_rad") if k in cmap.quality},
+        "drift": cmap.quality.get("drift"),
         "warnings": list(cmap.quality.get("warnings", [])),
     }
 
@@ -216,6 +222,25 @@ def warning_meanings(warnings: list[str]) -> list[str]:
             if any(kind in w for w in warnings)]
 
 
+def drift_line(payload: dict[str, Any]) -> str:
+    """One line: the drift the reference TBUs saw during the run and what was compensated."""
+    d = payload.get("drift")
+    if not payload.get("drift_tracking"):
+        return "drift: not tracked (--no-drift-tracking)"
+    if not d or d["reference_rounds"] < 2:
+        return "drift: not tracked (no reference TBU could be read; see the warnings)"
+    from calibration.drift import DRIFT_SEEN_RAD
+
+    refs = f"reference TBUs {', '.join(d['reference_tbus'])}"
+    cost = f"{d['reference_rounds']} rounds, {d['reference_operations']} operations"
+    if d["drift_seen_rad"] <= DRIFT_SEEN_RAD:
+        return (f"drift: none seen: {refs} moved at most {d['drift_seen_rad']:.3f} rad ({cost}); a map is "
+                f"compensated once one moves {DRIFT_SEEN_RAD} rad")
+    kelvin = "" if d["drift_k_per_min"] is None else f", ~{d['drift_k_per_min']:.1f} K/min"
+    return (f"drift: {d['drift_rad_per_min']:.3f} rad/min{kelvin} at {refs} (largest change "
+            f"{d['drift_seen_rad']:.3f} rad, {cost}); {d['drift_compensated_tbus']} TBUs compensated")
+
+
 def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> None:
     """The report for a reader: cost, fit quality, warnings, truth errors, routes, plots."""
     print(f"calibrated {payload['n_heaters']} heaters of {payload['chip_id']} in {payload['operations']} "
@@ -231,6 +256,7 @@ def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> Non
         print(f"confirmed by light: {payload['confirmed_tbus']} of {payload['n_tbus']} TBUs "
               f"({payload['confirmed_on_independent_path']} through a path other than their fit's)"
               + (f", largest disagreement {worst:.3f} rad" if worst is not None else ""))
+    print(drift_line(payload))
     for name, rad in payload["unverified_tbus"].items():
         seen = ("no fringe through any path" if rad is None
                 else f"light disagrees with its fit by {rad:.3f} rad")

@@ -447,6 +447,23 @@ class VerifiedRoute(Strict):
     transmission_uncompensated_db: Db
 
 
+class CalibrateDrift(Strict):
+    """The chip's drift the reference TBUs saw during a calibration (``calibration.drift``)."""
+
+    reference_tbus: list[TbuName] = Field(description="TBUs read at fixed heater states through the run")
+    reference_rounds: Count = Field(description="rounds of reference readings")
+    reference_operations: Count = Field(description="set-and-read operations the references cost")
+    drift_seen_rad: float = Field(description="largest change of any reference over the run (rad)")
+    drift_rad_per_min: float = Field(description="the fastest reference's average rate (rad/min)")
+    drift_k_per_min: float | None = Field(
+        description="the run's temperature rate, kelvin-equivalent at 0.03 rad/K (K/min); null when "
+        "too few TBUs showed their drift coefficient")
+    drift_compensated_tbus: Count = Field(description="TBUs whose map phase was corrected for the drift")
+    drift_move_after_confirm_rad: float = Field(
+        description="how far the fastest TBUs move while the compensated map is confirmed (rad); over "
+        "0.05 the run is refused")
+
+
 class CalibrateOutput(Strict):
     """``lumion calibrate --json``: the fit and, on the simulated bench, its error against the truth."""
 
@@ -492,6 +509,10 @@ class CalibrateOutput(Strict):
         None, description="of those, confirmed through a light path other than their fit's")
     confirm_max_disagreement_rad: float | None = Field(
         None, description="largest disagreement (rad) between map and light among confirmed TBUs")
+    drift_tracking: bool = Field(
+        description="reference TBUs followed the chip's drift (off: --no-drift-tracking)")
+    drift: CalibrateDrift | None = Field(
+        None, description="the drift seen and compensated; null when not tracked or no reference was read")
     warnings: list[str] = Field(default_factory=list, description="one line per failed TBU or doubtful fit")
 
 

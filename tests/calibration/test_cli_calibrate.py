@@ -27,7 +27,10 @@ def test_calibrate_sim_json_and_plots(tmp_path, capsys):
     xt = sum(crosstalk_readings(len(n), Options()) for n in neighbours)
     assert data["confirmed_tbus"] == 6
     assert data["unverified_tbus"] == {}
-    assert data["operations"] == 6 * 2 * (12 + 16) + xt + 6 * LEVELS  # fits, crosstalk, confirmation
+    refs = data["drift"]["reference_operations"]  # drift tracking is on by default
+    assert data["drift_tracking"]
+    assert refs > 0
+    assert data["operations"] == 6 * 2 * (12 + 16) + xt + 6 * LEVELS + refs  # fits, crosstalk, confirmation
     assert data["phase_rms_error_rad"] < 0.02
     assert data["crosstalk_entries_fitted"] > 0
     assert data["crosstalk_rms_error"] < 0.25
@@ -80,3 +83,29 @@ def test_seed_precedence_config_then_flag(tmp_path):
             assert bench.chip_id.endswith(f"seed{want}")
         finally:
             bench.close()
+
+
+def test_calibrate_tracks_drift_by_default_and_reports_it(tmp_path, capsys):
+    """Issue 26 item 4: drift tracking was off unless a script set Options(drift_references=4),
+    and `lumion calibrate` said nothing of drift. Now it is on, its figures are in --json and in
+    the report, and --no-drift-tracking turns it off."""
+    args = ["calibrate", "--bench", "sim", "--mesh", "hex:1x1", "--seed", "4", "--out",
+            str(tmp_path / "m.json"), "--points", "12", "--refine-points", "16", "--verify-routes", "0"]
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["drift_tracking"] is True
+    drift = data["drift"]
+    assert len(drift["reference_tbus"]) == 4
+    assert drift["reference_rounds"] >= 2
+    assert drift["drift_seen_rad"] < 0.015  # a stable chip: nothing to compensate
+    assert drift["drift_compensated_tbus"] == 0
+    assert main(args) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("drift:")]
+    assert len(line) == 1
+    assert "none seen" in line[0]
+    assert "tbu:" in line[0]
+    assert main([*args, "--no-drift-tracking", "--json"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert off["drift_tracking"] is False
+    assert off["drift"] is None
+    assert "drift" not in json.loads((tmp_path / "m.json").read_text())["quality"]
