@@ -4,8 +4,8 @@ Per seed and rate, a realistic SmartLight-class chip on a frozen wall clock (the
 run) whose temperature rises at the rate from the start is calibrated with default ``Options()``
 and judged against its truth at the end of the run (``instruments.sim.trust_campaign.tbu_errors``:
 a TBU's error is the larger of its offset error and its heaters' setpoint RMS errors). Seeds 9200+:
-no test uses them. Drift is tracked with ``Options(drift_references=4)``; ``--no-tracking`` runs without
-(``drift_references=0``, the default for now: the procedure before issue 26 item 4).
+no test uses them. Drift is tracked (``Options()``: ``drift_references=4``, the default); ``--no-tracking``
+runs without (``drift_references=0``: the procedure before issue 26 item 4).
 
     python benchmarks/bench_calibration_drift.py --seeds 6 --rates 0,1,3,6 [--no-tracking]
 
@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=6)
     p.add_argument("--first-seed", type=int, default=FIRST_SEED)
     p.add_argument("--rates", default="0,1,3,6", help="K/min, comma-separated")
-    p.add_argument("--no-tracking", action="store_true", help="Options(drift_references=0), the default")
+    p.add_argument("--no-tracking", action="store_true", help="Options(drift_references=0): tracking off")
     args = p.parse_args(argv)
-    options = Options(drift_references=0 if args.no_tracking else 4)
+    options = Options(drift_references=0) if args.no_tracking else Options()
     rates = [float(x) for x in args.rates.split(",") if x]
     rows = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
