@@ -51,6 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       "or name")
     what.add_argument("--coupler", type=float, metavar="KAPPA",
                       help="a 2x2 coupler: KAPPA of each input's power crosses over (0..1)")
+    what.add_argument("--filter", metavar="CENTRE_NM:BANDWIDTH_NM",
+                      help="a ring notch filter (the mesh's shortest loop beside a bus): centre and full "
+                      "width at half depth, nm (e.g. 1550:0.02)")
     p.add_argument("--wavelengths", default="1550", metavar="NM|START:STOP:N",
                    help="wavelengths to meet the target at and report (default 1550)")
     p.add_argument("--map", metavar="MAP.json", help="calibration map: the chip model and the TBUs to avoid")
@@ -86,6 +89,19 @@ def parse_splitter(text: str, mesh: Any) -> tuple[int, list[int], list[float]]:
     if len(set(dsts)) != len(dsts) or source in dsts:
         raise UsageError("--splitter: give each output once, none of them the source")
     return source, dsts, ratios
+
+
+def parse_filter(text: str) -> tuple[float, float]:
+    """``CENTRE:BANDWIDTH`` (nm) -> (centre, bandwidth)."""
+    centre, sep, width = text.partition(":")
+    try:
+        c, w = float(centre), float(width)
+    except ValueError:
+        c = w = math.nan
+    if not sep or not (math.isfinite(c) and math.isfinite(w) and c > 0 and w > 0):
+        raise UsageError(f"--filter takes CENTRE_NM:BANDWIDTH_NM, two positive numbers (e.g. 1550:0.02), "
+                         f"not {text!r}")
+    return c, w
 
 
 def load_unitary(text: str) -> Any:
@@ -156,6 +172,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.splitter is not None:
         src, dsts, ratios = parse_splitter(args.splitter, mesh)
         result = synthesis.splitter(mesh, src, dsts, ratios, params, wl, failed)
+    elif args.filter is not None:
+        centre, bandwidth = parse_filter(args.filter)
+        result = synthesis.ring_filter(mesh, centre, bandwidth, params, failed)
     else:
         result = synthesis.coupler(mesh, args.coupler, params, wl, failed)
     written = _write(out, result)
@@ -190,7 +209,15 @@ def _print_text(result: Any, chip_name: str, out: Any, written: str | None, plot
           "steps; "
           f"inputs {', '.join(m.port_names[p] for p in result.inputs)}; "
           f"outputs {', '.join(m.port_names[p] for p in result.outputs)}")
-    if result.kind == "unitary":
+    if result.kind == "filter":
+        f = result.extra["filter"]
+        rows = [(name, f"{r['centre_nm']:.6f}", f"{r['fwhm_nm']:.5f}", f"{r['extinction_db']:.1f}",
+                 f"{r['max_transmission_db']:.2f}")
+                for name, r in (("start", result.start[0]), ("refined", result.achieved[0]))]
+        print(f"loop of {len(f['loop'])} TBUs, coupler {f['coupler']}, free spectral range "
+              f"{f['fsr_nm']:.5f} nm; asked centre {f['centre_nm']} nm, bandwidth {f['bandwidth_nm']} nm")
+        print(table(rows, ["", "centre nm", "bandwidth nm", "extinction dB", "through dB"]))
+    elif result.kind == "unitary":
         rows = [(r["wavelength_nm"], f"{s['fidelity']:.6f}", f"{r['fidelity']:.6f}", r["loss_db"],
                  r["worst_crosstalk_db"])
                 for s, r in zip(result.start, result.achieved, strict=True)]

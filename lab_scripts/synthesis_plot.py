@@ -16,6 +16,8 @@ def synthesis_plot(path: str | Path, result: Any, wavelength_index: int = 0) -> 
     powers, bars of the target and achieved shares per output.
     """
     plt = _pyplot()
+    if result.kind == "filter":
+        return _filter_plot(plt, path, result)
     row = result.achieved[wavelength_index]
     wl = row["wavelength_nm"]
     if result.kind == "unitary":
@@ -58,3 +60,24 @@ def _achieved_matrix(result: Any, wavelength_index: int) -> np.ndarray:
     tr = np.sum(np.conj(result.target) * v)
     scale = np.sqrt((np.abs(v) ** 2).sum() / len(v))
     return v / scale * np.exp(-1j * np.angle(tr)) if scale > 0 else v
+
+
+def _filter_plot(plt: Any, path: str | Path, result: Any) -> Path:
+    """The bus transmission over two free spectral ranges, the asked band shaded."""
+    from photonics.circuit import solve
+
+    f = result.extra["filter"]
+    c, bw, fsr = f["centre_nm"], f["bandwidth_nm"], f["fsr_nm"]
+    wl = np.linspace(c - fsr, c + fsr, 1601)
+    y = solve(result.mesh, result.state, wl, result.params, inputs=list(result.inputs))
+    y = y[0, :, result.outputs[0], 0]
+    row = result.achieved[0]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(wl, 10 * np.log10(np.maximum(np.abs(y) ** 2, 1e-30)), label="achieved (chip model)")
+    ax.axvspan(c - bw / 2, c + bw / 2, color="tab:orange", alpha=0.25, label="asked band")
+    ax.set_xlabel("wavelength (nm)")
+    ax.set_ylabel("bus transmission (dB)")
+    ax.legend()
+    ax.set_title(f"ring filter: centre {row['centre_nm']:.5f} nm, width {row['fwhm_nm'] * 1e3:.1f} pm, "
+                 f"extinction {row['extinction_db']:.1f} dB")
+    return _save(fig, path)

@@ -5,7 +5,9 @@ mesh state, refined on the chip model with the exact gradient of the circuit sol
   a lattice in the mesh (:mod:`.square_lattice`), then gradient refinement of every
   lattice heater (:mod:`.unitary`);
 * :func:`splitter` -- one input to N outputs with given power ratios (:mod:`.splitter`);
-* :func:`coupler` -- a 2x2 coupler with a given coupling, on a square mesh.
+* :func:`coupler` -- a 2x2 coupler with a given coupling, on a square mesh;
+* :func:`ring_filter` -- a notch filter with a given centre and bandwidth: a loop of TBUs
+  (a hexagonal cell on a hex mesh) beside a bus (:mod:`.ring`).
 
 Each returns a :class:`~photonics.synthesis.result.Synthesis` with its report at every
 wavelength asked (:mod:`.report`). The chip model (:func:`chip_model`) is the nominal chip
@@ -35,11 +37,12 @@ from photonics.state import MeshState
 from photonics.synthesis.refine import Refined
 from photonics.synthesis.report import power_report, unitary_report
 from photonics.synthesis.result import PHASE_ONLY, Synthesis
+from photonics.synthesis.ring import COMMON_PHASE, fsr_nm, notch, sweep, synthesize_ring, through_power
 from photonics.synthesis.splitter import check_ratios, synthesize_coupler, synthesize_split
 from photonics.synthesis.unitary import synthesize_unitary
 from photonics.topology import Mesh
 
-__all__ = ["Synthesis", "chip_model", "coupler", "splitter", "unitary"]
+__all__ = ["Synthesis", "chip_model", "coupler", "ring_filter", "splitter", "unitary"]
 
 
 def chip_model(mesh: Mesh, delta_rad: np.ndarray | None = None) -> TBUParams:
@@ -106,6 +109,27 @@ def coupler(mesh: Mesh, kappa: float, params: TBUParams | None = None,
     target = np.array([[1 - kappa, kappa], [kappa, 1 - kappa]])
     return _power_result("coupler", mesh, params, wl, target, lat.inputs, lat.outputs, start, refined, conf,
                          tbus)
+
+
+def ring_filter(mesh: Mesh, centre_nm: float, bandwidth_nm: float, params: TBUParams | None = None,
+                failed: dict[int, str] | None = None) -> Synthesis:
+    """A notch at ``centre_nm`` with full width at half depth ``bandwidth_nm`` on the bus
+    past the mesh's shortest loop; the report (start and achieved) measures one free
+    spectral range around the centre.
+    """
+    params = params or nominal_params(mesh.n_tbus, mesh.n_links)
+    lay, start, state, refined = synthesize_ring(mesh, float(centre_nm), float(bandwidth_nm), params, failed)
+    fsr = fsr_nm(params, lay, float(centre_nm))
+    wl = sweep(float(centre_nm), fsr)
+    reports = [{"wavelength_nm": float(centre_nm), **notch(wl, through_power(mesh, params, s, lay, wl)[0])}
+               for s in (start, state)]
+    tbus = tuple(int(t) for t in lay.loop_tbus) + tuple(h.tbu for h in lay.bus)
+    extra = {"filter": {"centre_nm": float(centre_nm), "bandwidth_nm": float(bandwidth_nm), "fsr_nm": fsr,
+                        "coupler": mesh.tbu_names[lay.coupler],
+                        "loop": [mesh.tbu_names[int(t)] for t in lay.loop_tbus]}}
+    return Synthesis("filter", mesh, np.array([float(centre_nm), float(bandwidth_nm)]), (lay.input_port,),
+                     (lay.output_port,), state, None, [reports[0]], [reports[1]], tbus, refined.steps,
+                     refined.evaluations, COMMON_PHASE, extra, params=params)
 
 
 def _power_result(kind: str, mesh: Mesh, params: TBUParams, wl: np.ndarray, target: np.ndarray,

@@ -8,7 +8,7 @@ from lab_scripts.cli import main
 from lab_scripts.errors import EXIT_INPUT, EXIT_UNVERIFIED
 from photonics.configuration import Configuration
 from photonics.state import MeshState
-from photonics.topology import smartlight, square
+from photonics.topology import hexagonal, smartlight, square
 
 
 def run(capsys, *argv):
@@ -59,6 +59,8 @@ def test_unitary_writes_its_heater_state_and_says_why_no_configuration(capsys, t
     (["--splitter", "1:99=1"], "port 99"),
     (["--splitter", "1:4=1,4=2"], None),
     (["--mesh", "square:3x3", "--unitary", "NOT_UNITARY"], "not unitary"),
+    (["--mesh", "hex:2x2", "--filter", "1550:x"], "CENTRE_NM:BANDWIDTH_NM"),
+    (["--mesh", "hex:2x2", "--filter", "1550:0.1"], "free spectral range"),
 ])
 def test_bad_input_is_one_line(argv, says, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -71,6 +73,25 @@ def test_bad_input_is_one_line(argv, says, capsys, tmp_path, monkeypatch):
         assert says in err
     code, text, _ = run(capsys, "synthesize", *argv, "--json")
     assert json.loads(text)["schema"] == "lumion.error"
+
+
+def test_filter_reports_its_notch_and_writes_its_heater_state(capsys, tmp_path):
+    out, plot = tmp_path / "ring.json", tmp_path / "ring.png"
+    code, text, _ = run(capsys, "synthesize", "--mesh", "hex:2x2", "--filter", "1550:0.035", "--out",
+                        str(out), "--plot", str(plot), "--json")
+    assert code == 0
+    d = json.loads(text)
+    assert d["kind"] == "filter"
+    assert d["out_schema"] == "lumion.state"
+    got = d["achieved"][0]
+    assert abs(got["centre_nm"] - 1550.0) < 1e-4
+    assert abs(got["fwhm_nm"] - 0.035) < 2e-3
+    assert got["extinction_db"] > 20
+    assert len(d["filter"]["loop"]) == 6
+    assert d["not_programmable"]
+    assert "common phase" in d["not_programmable"]
+    MeshState.from_dict(json.loads(out.read_text()), hexagonal(2, 2))
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def _oracle_map(seed, path):

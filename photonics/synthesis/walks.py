@@ -1,0 +1,83 @@
+"""Walks of light through the mesh, TBU by TBU, for layouts that routes cannot express.
+
+A route goes from one mesh port to another; a ring closes on itself and a coupler's four
+arms start and end at one TBU. Both are searched here on the mesh's own links: light that
+enters TBU ``t`` at local port ``p`` leaves at the other end, on the same side in the bar
+state (``p -> 2 + p``, ``2 + p -> p``) or the other side in the cross state; the port it
+leaves by is linked to the next TBU's entry, or is a mesh port. Every search is a
+breadth-first search in TBU hops, so a walk is as short (and as lossy) as the mesh allows.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from photonics.topology import Mesh
+
+BAR, CROSS = 0, 1
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One TBU a walk crosses: entered at global port ``entry``, set to ``arc`` (BAR/CROSS)."""
+
+    tbu: int
+    entry: int
+    arc: int
+
+
+def exit_port(entry: int, arc: int) -> int:
+    """The global port light entering at ``entry`` leaves by, in the state ``arc``."""
+    t, p = divmod(entry, 4)
+    side = p % 2 if arc == BAR else 1 - p % 2
+    return 4 * t + (2 + side if p < 2 else side)
+
+
+def other_side(port: int) -> int:
+    """The TBU's other port at the same end (0 <-> 1, 2 <-> 3)."""
+    return port ^ 1
+
+
+def peers(mesh: Mesh) -> np.ndarray:
+    """Global port -> the port it is linked to (-1 for a mesh port)."""
+    peer = np.full(4 * mesh.n_tbus, -1, dtype=np.int64)
+    peer[mesh.links[:, 0]], peer[mesh.links[:, 1]] = mesh.links[:, 1], mesh.links[:, 0]
+    return peer
+
+
+def walk(mesh: Mesh, peer: np.ndarray, start_exit: int, blocked: set[int],
+         target_entry: int | None = None) -> tuple[list[Hop], int] | None:
+    """The shortest walk from light leaving global port ``start_exit`` to a mesh port (the
+    mesh port's index is returned), or to entering ``target_entry`` when given; TBUs in
+    ``blocked`` are never crossed and no TBU is crossed twice. None when there is none.
+    """
+    port_of = {int(g): i for i, g in enumerate(mesh.port_tbu_ports)}
+    queue: deque[tuple[int, tuple[Hop, ...]]] = deque([(start_exit, ())])
+    seen: set[int] = set()
+    while queue:
+        out, hops = queue.popleft()
+        nxt = int(peer[out])
+        if nxt < 0:
+            if target_entry is None and out in port_of:
+                return list(hops), port_of[out]
+            continue
+        if nxt == target_entry:
+            return list(hops), -1
+        t = nxt // 4
+        if nxt in seen or t in blocked or any(h.tbu == t for h in hops):
+            continue
+        seen.add(nxt)
+        for arc in (BAR, CROSS):
+            queue.append((exit_port(nxt, arc), (*hops, Hop(t, nxt, arc))))
+    return None
+
+
+def arcs_fraction(n_tbus: int, hops: list[Hop]) -> np.ndarray:
+    """Cross fractions (0 elsewhere) setting every hop's TBU to its arc."""
+    r = np.zeros(n_tbus)
+    for h in hops:
+        r[h.tbu] = float(h.arc)
+    return r
