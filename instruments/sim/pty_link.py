@@ -65,6 +65,9 @@ class PtyLink:
         self.drops = 0
         self.bytes_sent = 0
         self.bytes_received = 0
+        # bytes the device has been fed and answered (replies written): a test's oracle
+        # (instruments/sim/pty_oracle.py) compares it with what its client wrote
+        self.bytes_handled = 0
         # the link's own clock: how long a real line would have been busy with what it carried
         # (each byte at the rate the driver set on the pty, each answer after the module's
         # turnaround); a measure independent of the driver's own accounting
@@ -106,6 +109,7 @@ class PtyLink:
                 if replies and self.turnaround_s:
                     time.sleep(self.turnaround_s)
                 self._answer(replies)
+                self.bytes_handled += len(chunk)
                 continue
             buf += chunk
             while b"\n" in buf:
@@ -113,6 +117,7 @@ class PtyLink:
                 if not self._answer([self.device.handle(line.decode("ascii", "replace"))]):
                     buf = b""
                     break
+            self.bytes_handled += len(chunk)
 
     def line_rate(self) -> int:
         """The rate (bit/s) the driver set on the line (pyserial sets it on the pty)."""

@@ -12,21 +12,25 @@ qontrol = pytest.importorskip("qontrol")
 
 from instruments.heater_driver import OFFSET_LIMIT  # noqa: E402
 from instruments.sim.heater_device import HeaterDeviceSim, PtyLink  # noqa: E402
+from instruments.sim.pty_oracle import oracle_serial  # noqa: E402
 
 # The vendor's client reads until response_timeout has passed and the line has been quiet for
 # inter_response_timeout (qontrol.py _issue_command_receive_response): a reply later than that
-# is lost. 0.2 s lost 'ifull?' at load 34 (issue 29), so the timeout is sized for a loaded
-# machine; the cost is that 'nupall?' (reply length unknown) waits it out once per client.
-VENDOR_TIMEOUT_S = 1.0
-
-pytestmark = pytest.mark.slow  # ~1 s of the vendor's wait per client opened
+# is lost, and a command whose reply length it cannot know ('nup=0', 'nupall?', and the
+# clearing read when it opens) waits the whole timeout out. Its ports here are
+# instruments/sim/pty_oracle.py's: before the client looks at the line, every reply the
+# simulated modules owe it has arrived, so no reply is ever late whatever the load, and the
+# timeout is only the silence after the last one. (At 1 s, sized for a loaded machine
+# without the oracle, each client took 3 s: 46 s for this file at load 15; issue 29.)
+VENDOR_TIMEOUT_S = 0.05
 
 
 @pytest.fixture
-def chain(small_chip):
+def chain(small_chip, monkeypatch):
     """Three modules of mixed types, as a lab's daisy chain may be."""
     dev = HeaterDeviceSim(small_chip, modules=["Q8iv", "Q8b", "Q8iv"])
     link = PtyLink(dev)
+    monkeypatch.setattr(qontrol.serial, "Serial", oracle_serial(link))
     yield dev, link
     link.close()
 
