@@ -30,10 +30,10 @@ from calibration.heater_map import IdealMap
 from controlplane import placement, reports
 from controlplane.crash import Crasher
 from controlplane.errors import ServiceError
-from controlplane.light import RecoveryLight
 from controlplane.store import ABORTED, REVERTED, ROLLED_BACK, ROLLED_FORWARD, Store, StoreError
 from instruments.controller import MEND_TOLERANCE_MA
 from instruments.errors import ChipStateUnknownError, LimitError, WriteAbortedError
+from instruments.light_meter import PlanLight
 from photonics.configuration import mesh_fingerprint, mesh_label
 from photonics.errors import LumionError
 from photonics.fabric import (
@@ -111,7 +111,7 @@ class ControlPlane:
         self._live: dict[str, dict[str, Any]] = {}
         self.fabric = self._bind(fabric)
         self.heater_map = self._heater_map()
-        self.light = RecoveryLight(bench, self.fabric)
+        self.light = PlanLight(bench, self.fabric)
         self.light_policy = light_policy or ("report" if isinstance(self.heater_map, IdealMap) else "repair")
         if self.light_policy not in LIGHT_POLICIES:
             raise ServiceError(f"light policy must be one of {', '.join(LIGHT_POLICIES)}, "

@@ -30,6 +30,7 @@ from typing import Any
 
 from instruments.errors import InstrumentError
 from photonics.errors import LumionError
+from photonics.fabric.verify import LinkLight
 from photonics.physics import PhysicsDefaults
 
 TRANSCEIVERS, POWER_METER = "transceivers", "power meter"
@@ -242,3 +243,43 @@ def probes_for(plan: Any, fabric: Any) -> list[Probe]:
     """One :class:`Probe` per link of ``plan`` (a :class:`~photonics.fabric.JobPlan`), in order."""
     return [Probe(lk.route.src, lk.route.dst, lk.transmission_db, fabric.lane(lk.route.src).tx_power_dbm)
             for lk in plan.links]
+
+
+class PlanLight:
+    """A bench's meters as a recovery uses them (the control plane and ``lumion failover --bench``):
+    the running links read once before it writes (the held links' reference), every link of
+    the new plan after the settle, judged by :mod:`photonics.fabric.verify`.
+    """
+
+    def __init__(self, bench: Any, fabric: Any) -> None:
+        self.fabric = fabric
+        self.meter = LightMeter(bench)
+
+    def read(self, plan: Any) -> list[Reading]:
+        """One reading per link of ``plan`` (a JobPlan), in link order."""
+        return self.meter.measure(probes_for(plan, self.fabric))
+
+    def before(self, plan: Any) -> dict[int, tuple[str, float]]:
+        """The running links' readings before a recovery: link index -> (meter, dBm)."""
+        return {i: (r.meter, r.measured_dbm) for i, r in enumerate(self.read(plan))
+                if r.meter is not None and r.measured_dbm is not None}
+
+    def checks(self, before_plan: Any, rec: Any, before: Mapping[int, tuple[str, float]]) -> list[LinkLight]:
+        """Every link of ``rec.plan`` measured now, each held link with its reading before."""
+        links = rec.plan.links
+        old = before_plan.links
+        held = [i not in rec.rerouted and i < len(old) and old[i].route == lk.route
+                for i, lk in enumerate(links)]
+        new = [i for i, h in enumerate(held) if not h]
+        # a new link's reading must be its own transmitter's light (LightMeter._own_light)
+        readings = self.meter.measure(probes_for(rec.plan, self.fabric), new)
+        out = []
+        for i, (lk, r) in enumerate(zip(links, readings, strict=True)):
+            ref = before.get(i) if held[i] else None
+            out.append(LinkLight(i, f"{lk.link[0]}->{lk.link[1]}", not held[i], r.meter, r.planned_dbm,
+                                 r.measured_dbm, ref[1] if ref and ref[0] == r.meter else None, r.reason))
+        return out
+
+    def close(self) -> None:
+        """Stop the meter's reader threads."""
+        self.meter.close()

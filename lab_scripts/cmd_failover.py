@@ -3,16 +3,21 @@
 It acts on a running plan (``--plan``, a ``lumion.plan`` file) or places the default ring
 first, applies each failure in order, and writes the new plan (``--out``). A failure that
 cannot be recovered is refused (exit 3) and the plan written holds every earlier recovery.
+With ``--bench`` each recovery is programmed and verified by light
+(:mod:`lab_scripts.failover_light`): one light refuses after its repairs exits 5 with the
+chip and ``--out`` back at the plan before it; without a bench every recovery says
+``verified: "not measured"``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import add_json_flag, print_json, recovery_changes, table
-from lab_scripts.errors import CliError, explain, planning, reading
+from lab_scripts.common import add_json_flag, print_json, recovery_changes, seed, table
+from lab_scripts.errors import EXIT_UNVERIFIED, CliError, explain, opening, planning, reading
 from lab_scripts.paths import JSON_SUFFIXES, PLOT_SUFFIXES, output_file, sibling
 from photonics.atomic import save_figure
 
@@ -67,6 +72,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="calibration map (lumion calibrate): heater currents from its fit, and the TBUs it "
                    "records as failed or unverified are never routed through, in the placement and in "
                    "every recovery (checked against the fabric's mesh as `lumion route --map` does)")
+    p.add_argument("--bench", metavar="FILE.toml",
+                   help="program the plan and every recovery on this bench (a bench config, or sim for "
+                   "a simulated one) and verify each by light: every link measured against its planned "
+                   "received power (3 dB), held links against their reading before (0.5 dB); a link "
+                   "off is repaired around the TBUs light blames or refused (exit 5, the chip put back)")
+    p.add_argument("--seed", type=seed, default=None, help="chip seed for a simulated --bench")
+    p.add_argument("--light", choices=("repair", "report"), default="repair",
+                   help="with --bench, a recovery light rejects is repaired or refused (repair, default) "
+                   "or kept and reported verified: off, exit 5 (report)")
     p.add_argument("--park-freed", action="store_true",
                    help="park the TBUs the old links no longer use (more heater writes)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the mesh after the last recovery; a "
@@ -213,20 +227,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         with planning(FabricError):  # the fabric is valid: a refusal is a ring it cannot carry
             plan = place_job(fabric, ring_job(fabric.workers, "ring"), heater_map=hmap)
-    reports, rec = [], None
-    for k, event in enumerate(events):
-        try:
-            rec = _apply(fabric, plan, event, args, hmap)
-        except FabricError as exc:
-            kept = ""
-            if out_path is not None:
-                save_plan(plan, fabric, out_path)
-                kept = (f"; {out_path} holds the plan as it ran before this failure "
-                        f"({len(plan.recoveries)} recoveries so far)")
-            raise CliError(f"failure {k + 1} of {len(events)} ({_describe(event, args)}) refused: "
-                           f"{explain(exc)}{kept}", "impossible", type(exc).__name__) from exc
-        reports.append(rec.to_dict(mesh))
-        plan = rec.plan
+    run_ = _bench_run(args, fabric, plan)
+    try:
+        placed = run_.place(plan) if run_ is not None else None
+        reports, rec, plan = _recoveries(fabric, plan, events, args, hmap, run_, out_path)
+    finally:
+        if run_ is not None:
+            run_.close()
     if out_path is not None:
         save_plan(plan, fabric, out_path)
     plots = []
@@ -235,17 +242,94 @@ def run(args: argparse.Namespace) -> int:
         plots.append(str(draw_plan(plot, mesh, plan, f"the job after {', '.join(victims)} failed and the "
                                               "fabric recovered it", rec.rerouted, fabric)))
         plots.append(str(timeline_plot(sibling(plot, "timeline"), reports, "recovery timeline")))
+    code = EXIT_UNVERIFIED if any(r["verified"] == "off" for r in reports) else 0
     if args.json:
         payload: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, **(reports[-1] if reports else {})}
         if not reports:  # nothing failed: the placed (or loaded) plan's job and links
             payload.update({"job": plan.job.to_dict(), "links": [lk.to_dict(mesh) for lk in plan.links]})
         payload.update({"fabric": fabric.name, "failovers": reports, "plot": plots,
                         "plan": str(out_path) if out_path is not None else None,
-                        "worst_margin_db": plan.worst_margin_db})
+                        "worst_margin_db": plan.worst_margin_db, "placement_verification": placed})
         print_json(payload)
-        return 0
+        return code
     _print_text(reports, plan, out_path, plots)
-    return 0
+    if code:
+        print("lumion failover: light says a link is off its plan after the recovery (verification above); "
+              "calibrate the chip (lumion calibrate) and give --map", file=sys.stderr)
+    return code
+
+
+def _bench_run(args: argparse.Namespace, fabric: Any, plan: Any) -> Any:
+    """The opened bench of ``--bench`` (None without): checked against the fabric and the plan."""
+    if args.bench is None:
+        return None
+    from instruments.config import load_config, open_bench
+    from lab_scripts.failover_light import BenchRun
+    from photonics.configuration import mesh_fingerprint, mesh_label
+    from photonics.fabric import TimingModel
+
+    if plan.heater_unit == "rad":
+        raise CliError("--bench: the plan holds heater phases (rad), made without a heater map; place the "
+                       "job again without --plan (or with --map)", "input", "PlanError")
+    source = None if args.bench == "sim" else args.bench
+    with reading("bench config", source):
+        cfg = load_config(source)
+    cfg = {**cfg, "mesh": fabric.mesh_spec or cfg.get("mesh", "smartlight")} if source is None else cfg
+    with opening(f"bench {args.bench}"):
+        bench = open_bench(cfg, seed=args.seed)
+    if mesh_fingerprint(bench.mesh) != mesh_fingerprint(fabric.mesh):
+        bench.close()
+        raise CliError(f"--bench: the bench's chip is {mesh_label(bench.mesh)}, the fabric is cabled to "
+                       f"{mesh_label(fabric.mesh)}; give the bench of this fabric's chip", "input",
+                       "BenchError")
+    return BenchRun(bench, fabric, TimingModel().settle_ms() / 1e3, repair=args.light == "repair")
+
+
+def _recoveries(fabric: Any, plan: Any, events: list[tuple[str, Any]], args: argparse.Namespace, hmap: Any,
+                run_: Any, out_path: Path | None) -> tuple[list[dict[str, Any]], Any, Any]:
+    """Apply every failure in order (programmed and verified by light with a bench):
+    (each recovery's report, the last recovery, the plan after them).
+    """
+    from lab_scripts.failover_light import unmeasured
+    from photonics.fabric import FabricError, save_plan
+    from photonics.fabric.verify import VerificationError
+
+    reports: list[dict[str, Any]] = []
+    rec = None
+    for k, event in enumerate(events):
+        try:
+            if run_ is None:
+                rec = _apply(fabric, plan, event, args, hmap)
+                light = unmeasured(rec)
+            else:
+                rec, light = run_.recover(plan, lambda p, e=event: _apply(fabric, p, e, args, hmap))
+        except FabricError as exc:
+            kept = ""
+            if out_path is not None:
+                save_plan(plan, fabric, out_path)
+                kept = (f"; {out_path} holds the plan as it ran before this failure "
+                        f"({len(plan.recoveries)} recoveries so far)")
+            kind = "unverified" if isinstance(exc, VerificationError) else "impossible"
+            raise CliError(f"failure {k + 1} of {len(events)} ({_describe(event, args)}) refused: "
+                           f"{explain(exc)}{kept}", kind, type(exc).__name__) from exc
+        reports.append({**rec.to_dict(fabric.mesh), **light})
+        plan = rec.plan
+    return reports, rec, plan
+
+
+def _print_light(r: dict[str, Any]) -> None:
+    """What light said of one recovery: verified, and each new (or off) link measured vs planned."""
+    v = r["verification"]
+    if r["verified"] == "not measured":
+        print(f"verified by light: not measured ({v['links'][0]['reason'] if v['links'] else 'no links'})")
+        return
+    around = f"; routed around suspect TBUs {', '.join(r['suspect_tbus'])}" if r["suspect_tbus"] else ""
+    print(f"verified by light: {r['verified']} (tolerance {v['tolerance_db']:g} dB, held "
+          f"{v['held_tolerance_db']:g} dB; {len(r['light_attempts'])} attempt(s){around})")
+    rows = [x for x in v["links"] if x["rerouted"] or x["status"] != "ok"]
+    print(table([(x["link"], x["meter"] or "", x["planned_dbm"], x["measured_dbm"], x["difference_db"],
+                  x["status"]) for x in rows],
+                ["link", "meter", "planned dBm", "measured dBm", "diff dB", "status"]))
 
 
 def _print_text(reports: list[dict[str, Any]], plan: Any, out_path: Path | None, plots: list[str]) -> None:
@@ -260,6 +344,7 @@ def _print_text(reports: list[dict[str, Any]], plan: Any, out_path: Path | None,
               f"{', '.join(r['rerouted_links']) or 'nothing'}; {changes}; {how}")
         stages = ("detect", "compute", "write", "settle", "relock", "verify", "total")
         print(table([(s, t[s]) for s in stages], ["stage", "ms"]))
+        _print_light(r)
     print(table([(lk.link[0] + "->" + lk.link[1], len(lk.route.hops), lk.loss_db, lk.acr_db, lk.margin_db)
                  for lk in plan.links], ["link", "TBUs", "loss dB", "ACR dB", "margin dB"]))
     for path in ([str(out_path)] if out_path is not None else []) + plots:

@@ -73,6 +73,8 @@ KINDS: dict[str, Kind] = {
                                           "pip install 'lumion[all]')"),
     "bug": Kind(EXIT_BUG, f"this is a bug: please report it to {REPORT_TO} with the command line "
                           f"and the traceback {DEBUG_ENV}=1 prints"),
+    "unverified": Kind(EXIT_UNVERIFIED, "light says the chip does not do what the heater map planned; "
+                                        "calibrate the chip again (lumion calibrate) and give the new --map"),
     "interrupted": Kind(EXIT_INTERRUPTED, "run the command again to start over or resume"),
 }
 

@@ -326,6 +326,46 @@ class MovedLink(Strict):
     new_route: dict[str, Any] = Field(description="its route after")
 
 
+class LightLink(Strict):
+    """One link of a recovered plan as planned and as measured (dBm at the meter that read it)."""
+
+    link: str = Field(description="<tx accelerator>-><rx accelerator>")
+    rerouted: bool = Field(description="a new link (its own transmitter's light is what is judged)")
+    meter: Literal["transceivers", "power meter"] | None = Field(description="null: not measured")
+    planned_dbm: float | None
+    measured_dbm: float | None
+    difference_db: float | None = Field(description="measured minus planned")
+    before_dbm: float | None = Field(description="a held link's reading before the recovery")
+    change_db: float | None = Field(description="a held link's change across the recovery")
+    status: Literal["ok", "off", "hit", "not measured"] = Field(
+        description="off: more than tolerance_db from plan; hit: held, moved more than held_tolerance_db")
+    off_before: bool = Field(description="a held link already off its plan before the recovery")
+    reason: str = Field(description="why it was not measured ('' when it was)")
+
+
+class LightVerification(Strict):
+    """What light said of every link of a plan (photonics.fabric.verify.summary)."""
+
+    status: Literal["ok", "off", "not measured", "partly measured"]
+    tolerance_db: Db = Field(description="photonics.tolerances.ROUTE_TOL_DB")
+    held_tolerance_db: Db = Field(description="photonics.tolerances.HELD_TOL_DB")
+    meters: list[str]
+    links_off: list[str]
+    not_measured: list[str]
+    hitless_by_light: bool | None = Field(description="null when no held link was measured")
+    held_change_db: float | None
+    links: list[LightLink]
+
+
+class LightAttempt(LightVerification):
+    """One attempt of the verify stage: the TBUs it avoided and, when refused, what light blamed."""
+
+    attempt: Count
+    avoided: list[TbuName]
+    suspect_tbus: list[TbuName] | None = None
+    refusal: str | None = None
+
+
 class Recovery(Strict):
     """One failover: the spare chosen, what changed, the links and the timing."""
 
@@ -345,6 +385,11 @@ class Recovery(Strict):
     links: list[FailoverLink]
     timing_ms: TimingMs
     candidates: list[Candidate]
+    verified: Literal["by light", "partly", "not measured", "off"] | None = Field(
+        None, description="what light said of the recovery (lumion failover; absent in lumion demo's)")
+    verification: LightAttempt | LightVerification | None = None
+    light_attempts: list[LightAttempt] | None = Field(None, description="each attempt of the verify stage")
+    suspect_tbus: list[TbuName] | None = Field(None, description="TBUs a repair routed around")
 
 
 class FailoverOutput(Recovery):
@@ -357,6 +402,8 @@ class FailoverOutput(Recovery):
     plot: list[Path] = Field(description="the mesh after the last recovery and the recovery timeline")
     plan: Path | None = Field(description="the lumion.plan file written by --out, or null")
     worst_margin_db: Db
+    placement_verification: LightVerification | None = Field(
+        description="the placed (or loaded) plan's links read on --bench before any failure; null without")
 
 
 class Matching(Strict):

@@ -35,6 +35,10 @@ from photonics.tolerances import HELD_TOL_DB, ROUTE_TOL_DB
 # after two is wrong in more places than re-routing should guess at (calibrate it again).
 MAX_ATTEMPTS = 3
 
+# Suspects named in a refusal's one line (all of them are in the attempt's suspect_tbus): a
+# dark route blames every TBU no lit link clears, often a dozen, which would bury the link.
+SHOWN_SUSPECTS = 4
+
 OK, OFF, NOT_MEASURED, HIT = "ok", "off", "not measured", "hit"
 
 
@@ -236,8 +240,8 @@ def verified_recovery(effects: Effects, tbu_names: Sequence[str],
         except FabricError as exc:
             if not attempts:
                 raise
-            raise VerificationError(f"{attempts[-1]['refusal']}; re-routing around "
-                                    f"{_names(avoid, tbu_names)} cannot close: {exc}", attempts) from None
+            raise VerificationError(f"{attempts[-1]['refusal']}; re-routing around the {len(avoid)} suspect "
+                                    f"TBUs cannot close: {exc}", attempts) from None
         effects.apply(rec)
         checks = effects.measure(rec, effects.before)
         bad = blocking(checks)
@@ -265,7 +269,9 @@ def refusal_line(bad: Sequence[LinkLight], blamed: Sequence[int], tbu_names: Seq
     first = bad[0]
     what = "re-routed link" if first.rerouted else "held link (fine before this recovery)"
     more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-    blame = f"; suspect TBUs {', '.join(tbu_names[t] for t in blamed)}" if blamed else ""
+    named = ", ".join(tbu_names[t] for t in blamed[:SHOWN_SUSPECTS])
+    extra = f" and {len(blamed) - SHOWN_SUSPECTS} more" if len(blamed) > SHOWN_SUSPECTS else ""
+    blame = f"; suspect TBUs {named}{extra}" if blamed else ""
     return (f"light verification failed: {what} {first.describe()}, beyond the {ROUTE_TOL_DB:g} dB "
             f"tolerance{more}{blame}")
 

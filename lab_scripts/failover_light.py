@@ -1,0 +1,93 @@
+"""``lumion failover --bench``: program each recovery on a bench and verify it by light.
+
+The placed (or loaded) plan is written whole and its links read (the held links' reference);
+each failure's recovery writes only its changed heaters, waits the thermal settle and reads
+every link again. :func:`photonics.fabric.verify.verified_recovery` judges them (3 dB from
+plan: off; a held link moving more than 0.5 dB: hit), repairs around the TBUs light blames
+(the chip put back first; at most 3 attempts) and refuses what it cannot repair: the chip
+then holds the plan before that failure (docs/fabric.md, "Verified by light"). Without a
+bench every recovery says ``verified: "not measured"``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from photonics.fabric.verify import Effects, not_measured, summary, verified_recovery, with_avoided
+
+NO_BENCH = "no bench: give --bench (a bench config, or sim) to measure the links by light"
+# What a recovery's ``verified`` says, from its verification status (as the control plane's).
+VERIFIED = {"ok": "by light", "partly measured": "partly", "not measured": "not measured", "off": "off"}
+
+
+def unmeasured(rec: Any) -> dict[str, Any]:
+    """The light keys of a recovery made without a bench."""
+    links = [f"{a}->{b}" for a, b in rec.plan.job.links]
+    return {"verified": "not measured", "verification": not_measured(links, rec.rerouted, NO_BENCH),
+            "light_attempts": [], "suspect_tbus": []}
+
+
+class BenchRun:
+    """The bench a ``lumion failover --bench`` run programs, its currents and its meters."""
+
+    def __init__(self, bench: Any, fabric: Any, settle_s: float, repair: bool) -> None:
+        from instruments.light_meter import PlanLight
+
+        self.bench, self.fabric, self.settle_s, self.repair = bench, fabric, settle_s, repair
+        self.light = PlanLight(bench, fabric)
+        self.currents = np.zeros(bench.mesh.n_heaters)
+        self.reference: dict[int, tuple[str, float]] = {}
+
+    def place(self, plan: Any) -> dict[str, Any]:
+        """Write ``plan``'s currents whole, settle, read its links: the placement's verification."""
+        self._write(np.asarray(plan.heater, float))
+        readings = self.light.read(plan)
+        self.reference = {i: (r.meter, r.measured_dbm) for i, r in enumerate(readings)
+                          if r.meter is not None and r.measured_dbm is not None}
+        from photonics.fabric.verify import LinkLight
+
+        return summary([LinkLight(i, f"{lk.link[0]}->{lk.link[1]}", True, r.meter, r.planned_dbm,
+                                  r.measured_dbm, reason=r.reason)
+                        for i, (lk, r) in enumerate(zip(plan.links, readings, strict=True))])
+
+    def recover(self, plan: Any, compute: Callable[[Any], Any]) -> tuple[Any, dict[str, Any]]:
+        """One failure: (the recovery light accepted, its light keys). VerificationError when light
+        refuses every attempt (the chip then holds ``plan`` again).
+        """
+        start = self.currents.copy()
+
+        def apply(rec: Any) -> None:
+            written = start.copy()
+            for ch, value in rec.program.items():
+                written[int(ch)] = value
+            self._write(written)
+
+        def restore(_rec: Any, _why: str) -> None:
+            self._write(start)
+
+        def measure(rec: Any, ref: Mapping[int, tuple[str, float]]) -> Any:
+            return self.light.checks(plan, rec, ref)
+
+        effects = Effects(lambda avoid: compute(with_avoided(plan, avoid)), apply, measure, restore,
+                          self.reference)
+        v = verified_recovery(effects, self.bench.mesh.tbu_names, repair=self.repair)
+        self.reference = {i: (row["meter"], row["measured_dbm"]) for i, row in
+                          enumerate(v.verification["links"]) if row["measured_dbm"] is not None}
+        return v.recovery, {"verified": VERIFIED[v.verification["status"]], "verification": v.verification,
+                            "light_attempts": list(v.attempts),
+                            "suspect_tbus": [self.bench.mesh.tbu_names[t] for t in v.suspect_tbus]}
+
+    def _write(self, currents: np.ndarray) -> None:
+        """Set every heater current (mA; the driver writes only the changed ones) and settle."""
+        self.bench.set_currents(currents)
+        self.currents = np.asarray(currents, float).copy()
+        time.sleep(self.settle_s)
+
+    def close(self) -> None:
+        """Stop the meter's threads and close the bench."""
+        self.light.close()
+        self.bench.close()

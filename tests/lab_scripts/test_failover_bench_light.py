@@ -1,0 +1,78 @@
+"""``lumion failover --bench`` programs each recovery and verifies it by light (issue 26 item 6).
+
+A map a full pi wrong about one TBU on the spare's new route (the chip moved after its
+calibration): the plan looks right, the light goes elsewhere. Without light the command
+reported the recovery a success (it had no --bench at all); now it measures every link,
+routes around the TBU light blames, and says so. A chip it cannot repair around is refused
+with exit 5, naming the link with measured vs planned power, the plan before the failure kept.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+
+from instruments.sim.chip import Chip
+from lab_scripts.cli import main
+from lab_scripts.schemas import validate
+from photonics.tolerances import ROUTE_TOL_DB
+from photonics.topology import smartlight
+from tests.controlplane.rack import oracle_map
+
+
+def _run(capsys, *args: str) -> tuple[int, dict]:
+    code = main(["failover", "--fail", "gpu2", "--json", *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _tbus(plan: dict, links: list[str]) -> set[str]:
+    return {hop["tbu"] for lk in plan["links"] if lk["link"] in links for hop in lk["route"]["tbus"]}
+
+
+def test_a_map_pi_wrong_on_the_spares_route_is_repaired_around_by_light(tmp_path, capsys):
+    mesh = smartlight()
+    good = oracle_map(Chip(mesh, 0))  # the bench's sim chip is seed 0
+    good.save(tmp_path / "good.json")
+    code, first = _run(capsys, "--map", str(tmp_path / "good.json"), "--out", str(tmp_path / "p.json"))
+    assert code == 0
+    assert first["verified"] == "not measured"  # no bench: said so, never "ok"
+    plan = json.loads((tmp_path / "p.json").read_text())
+    held = [lk["link"] for lk in plan["links"] if lk["link"] not in first["rerouted_links"]]
+    edge = {mesh.tbu_names[int(g) // 4] for g in mesh.port_tbu_ports}
+    name = sorted(_tbus(plan, first["rerouted_links"]) - _tbus(plan, held) - edge)[0]
+    t = mesh.tbu_names.index(name)
+    delta = good.delta.copy()
+    delta[t] = np.mod(delta[t] + np.pi, 2 * np.pi)  # the map says bar where the chip is cross
+    replace(good, delta=delta).save(tmp_path / "wrong.json")
+
+    code, out = _run(capsys, "--map", str(tmp_path / "wrong.json"), "--bench", "sim")
+
+    assert code == 0, out
+    validate(out, "lumion.failover")
+    first_try = out["light_attempts"][0]
+    assert first_try["status"] == "off"
+    assert name in first_try["suspect_tbus"]
+    off = [x for x in first_try["links"] if x["status"] == "off"]
+    assert off
+    assert all(x["rerouted"] and x["difference_db"] < -ROUTE_TOL_DB for x in off)
+    assert out["verified"] == "by light"
+    assert name in out["suspect_tbus"]
+    assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in out["verification"]["links"])
+    assert out["placement_verification"]["status"] == "ok"
+
+
+def test_light_it_cannot_repair_exits_5_and_keeps_the_plan_before(tmp_path, capsys):
+    # the ideal map on the fabricated simulated chip: the new routes carry their light elsewhere
+    out_plan = tmp_path / "plan.json"
+    code = main(["failover", "--fail", "gpu2", "--json", "--bench", "sim", "--out", str(out_plan)])
+    captured = capsys.readouterr()
+    assert code == 5
+    err = json.loads(captured.out)
+    assert err["kind"] == "unverified"
+    assert "measured" in err["error"]
+    assert "planned" in err["error"]
+    kept = json.loads(out_plan.read_text())
+    assert kept["recoveries"] == []  # the plan as it ran before the refused failure
+    assert "gpu2" in kept["job"]["accelerators"]
