@@ -1,0 +1,132 @@
+"""The fabric's verify stage (photonics.fabric.verify): judging links by light, blaming TBUs,
+and the bounded repair loop over injected effects."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from photonics.fabric import FabricError
+from photonics.fabric.verify import (
+    MAX_ATTEMPTS,
+    Effects,
+    LinkLight,
+    VerificationError,
+    blocking,
+    summary,
+    suspects,
+    to_avoid,
+    verified_recovery,
+)
+from photonics.tolerances import HELD_TOL_DB, ROUTE_TOL_DB
+
+
+def _link(i, rerouted, planned, measured, before=None, meter="transceivers"):
+    return LinkLight(i, f"a{i}->b{i}", rerouted, meter if measured is not None else None, planned, measured,
+                     before, "" if measured is not None else "no meter")
+
+
+def test_statuses_follow_the_tolerances():
+    assert _link(0, True, -10.0, -10.0 - ROUTE_TOL_DB + 0.01).status == "ok"
+    assert _link(0, True, -10.0, -10.0 - ROUTE_TOL_DB - 0.01).status == "off"
+    assert _link(0, True, -10.0, math.nan).status == "off"  # a NaN reading is never ok
+    assert _link(0, False, -10.0, -10.0, before=-10.0 + HELD_TOL_DB + 0.01).status == "hit"
+    assert _link(0, False, -10.0, -10.0, before=-10.0 + HELD_TOL_DB - 0.01).status == "ok"
+    assert _link(0, True, -10.0, None).status == "not measured"
+
+
+def test_a_held_link_already_off_before_does_not_block_but_is_reported_off():
+    held_off = _link(0, False, -10.0, -20.0, before=-20.0)
+    broke = _link(1, False, -10.0, -20.0, before=-10.0)
+    assert held_off.off_before
+    assert blocking([held_off, broke]) == [broke]
+    s = summary([held_off, _link(2, True, -10.0, -10.1)])
+    assert s["status"] == "off"
+    assert s["links_off"] == ["a0->b0"]
+
+
+def test_summary_never_says_ok_for_what_was_not_measured():
+    assert summary([_link(0, True, -10.0, None)])["status"] == "not measured"
+    assert summary([_link(0, True, -10.0, None), _link(1, True, -10.0, -10.0)])["status"] == "partly measured"
+    assert summary([_link(1, True, -10.0, -10.0)])["status"] == "ok"
+
+
+def test_suspects_are_cleared_by_lit_links_and_held_routes_and_ends_come_last():
+    routes = [(1, 2, 3, 4), (4, 5, 6), (7, 8, 9)]  # link 0 off (new), 1 ok (new), 2 held
+    checks = [_link(0, True, -10.0, -40.0), _link(1, True, -10.0, -10.0),
+              _link(2, False, -10.0, -10.0, -10.0)]
+    assert suspects(checks, routes) == (1, 2, 3)  # 4 carries the lit link 1
+    assert to_avoid((1, 2, 3), checks, routes, {}) == (2, 3)  # 1 is link 0's own port TBU
+    assert to_avoid((1, 2, 3), checks, routes, {2: "dead", 3: "dead"}) == (1,)
+
+
+def _rec(routes, rerouted):
+    links = tuple(SimpleNamespace(route=SimpleNamespace(tbus=r)) for r in routes)
+    return SimpleNamespace(plan=SimpleNamespace(links=links), rerouted=rerouted)
+
+
+class World:
+    """A chip whose TBU 5 is bad: a new route through it reads 40 dB low."""
+
+    def __init__(self, bad=(5,), reroute=((1, 5, 6, 2), (1, 7, 8, 2), (1, 9, 10, 2))):
+        self.bad, self.reroute = set(bad), list(reroute)
+        self.log: list[str] = []
+
+    def compute(self, avoid):
+        for r in self.reroute:
+            if not set(r) & set(avoid):
+                self.log.append(f"compute avoiding {sorted(avoid)}")
+                return _rec([r, (20, 21)], (0,))
+        raise FabricError("no route closes")
+
+    def apply(self, rec):
+        self.log.append(f"apply {rec.plan.links[0].route.tbus}")
+
+    def measure(self, rec, _before):
+        r = rec.plan.links[0].route.tbus
+        new = _link(0, True, -10.0, -50.0 if set(r) & self.bad else -10.1)
+        return [new, _link(1, False, -10.0, -10.0, -10.0)]
+
+    def restore(self, rec, why):
+        self.log.append(f"restore {rec.plan.links[0].route.tbus}")
+
+    def effects(self):
+        return Effects(self.compute, self.apply, self.measure, self.restore)
+
+
+def test_a_bad_tbu_is_repaired_around_after_the_chip_is_put_back():
+    w = World()
+    v = verified_recovery(w.effects(), [f"tbu:{k}" for k in range(30)])
+    assert v.verification["status"] == "ok"
+    assert set(v.suspect_tbus) == {5, 6}  # interior of the rejected route; ends 1 and 2 kept
+    assert w.log == ["compute avoiding []", "apply (1, 5, 6, 2)", "restore (1, 5, 6, 2)",
+                     "compute avoiding [5, 6]", "apply (1, 7, 8, 2)"]
+    assert [a["status"] for a in v.attempts] == ["off", "ok"]
+    assert "measured -50.00 dBm, planned -10.00 dBm" in v.attempts[0]["refusal"]
+
+
+def test_light_that_never_agrees_is_refused_after_the_bounded_attempts_with_the_chip_put_back():
+    w = World(bad=(5, 7, 9, 10, 1, 2), reroute=[(1, 5, 6, 2), (1, 7, 8, 2), (1, 9, 10, 2), (1, 11, 12, 2)])
+    with pytest.raises(VerificationError) as err:
+        verified_recovery(w.effects(), [f"tbu:{k}" for k in range(30)])
+    assert len(err.value.attempts) == MAX_ATTEMPTS
+    assert w.log.count("restore (1, 5, 6, 2)") == 1
+    applied = sum(line.startswith("apply") for line in w.log)
+    assert applied == sum(line.startswith("restore") for line in w.log)  # every attempt put back
+    assert "a0->b0 measured -50.00 dBm, planned -10.00 dBm" in str(err.value)
+
+
+def test_report_mode_keeps_the_first_recovery_and_says_off():
+    w = World()
+    v = verified_recovery(w.effects(), [f"tbu:{k}" for k in range(30)], repair=False)
+    assert v.verification["status"] == "off"
+    assert not any(line.startswith("restore") for line in w.log)
+
+
+def test_the_first_computation_failing_is_the_plain_fabric_refusal():
+    w = World(reroute=[])
+    with pytest.raises(FabricError) as err:
+        verified_recovery(w.effects(), ["tbu:0"])
+    assert not isinstance(err.value, VerificationError)
