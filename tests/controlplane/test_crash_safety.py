@@ -39,7 +39,11 @@ from tests.controlplane.conftest import ROOT, START_TIMEOUT_S, Service
 
 # Trials per run: enough that the 4 reconciliation outcomes all occur for failovers (asserted)
 # in a test run; the soak runs 100 or more (benchmarks/bench_crash_soak.py sets this variable).
-TRIALS = int(os.environ.get("LUMION_CRASH_TRIALS", "40"))
+# Seed 19's first 20 trials arm every crash step, the timer three times, and placing and
+# deleting too six times (issue 29: 40 trials of seed 14 took 136 s at load ~40, and their
+# first 24 never armed "intent").
+TRIALS = int(os.environ.get("LUMION_CRASH_TRIALS", "20"))
+SEED = 19
 STEPS = ("intent", "write:1", "write:2", "write:3", "written", "verified", "committed", "timer")
 # The outcome the next start must find for the recovery's intent, per crash step. A
 # write:K past the program's last command never fires: the recovery completes ("done").
@@ -215,7 +219,7 @@ def test_kill9_during_recoveries_then_restart(bench, zygote, tmp_path):
     sim, config = bench
     fabric = default_fabric()
     db = tmp_path / "cp.db"
-    rng = random.Random(14)
+    rng = random.Random(SEED)
     outcomes: Counter[tuple[str, str]] = Counter()
     previous = None  # (crash step, last intent id before the trial's first request)
     for trial in range(TRIALS):
