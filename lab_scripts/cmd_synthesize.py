@@ -28,11 +28,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         "synthesize",
-        help="program a unitary, a power splitter or a tunable coupler (refined on the chip model)",
+        help="program a unitary, a power splitter, a tunable coupler or a ring filter (refined on the chip "
+        "model)",
         description="Find the mesh state that realises a linear function: --unitary (square meshes: Clements "
         "start, then gradient refinement of every lattice heater), --splitter SRC:DST=RATIO,... (any mesh) "
         "or "
-        "--coupler KAPPA (square meshes). The chip model is nominal, or a seeded fabricated chip "
+        "--coupler KAPPA (any mesh) or --filter CENTRE:BANDWIDTH (a ring notch; any mesh with a loop)."
+        " The chip model is nominal, or a seeded fabricated chip "
         "(--fabricated), or the chip a calibration map describes (--map: its differential phases; its failed "
         "and unverified TBUs avoided). Reports fidelity, loss, shares, insertion loss and worst crosstalk at "
         "every wavelength. --out writes the configuration `lumion program` takes (a unitary: the heater "

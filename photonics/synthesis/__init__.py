@@ -5,7 +5,8 @@ mesh state, refined on the chip model with the exact gradient of the circuit sol
   a lattice in the mesh (:mod:`.square_lattice`), then gradient refinement of every
   lattice heater (:mod:`.unitary`);
 * :func:`splitter` -- one input to N outputs with given power ratios (:mod:`.splitter`);
-* :func:`coupler` -- a 2x2 coupler with a given coupling, on a square mesh;
+* :func:`coupler` -- a 2x2 coupler with a given coupling (a square mesh's 2-mode lattice, or
+  one TBU walked out to four mesh ports on any other mesh);
 * :func:`ring_filter` -- a notch filter with a given centre and bandwidth: a loop of TBUs
   (a hexagonal cell on a hex mesh) beside a bus (:mod:`.ring`).
 
@@ -38,7 +39,12 @@ from photonics.synthesis.refine import Refined
 from photonics.synthesis.report import power_report, unitary_report
 from photonics.synthesis.result import PHASE_ONLY, Synthesis
 from photonics.synthesis.ring import COMMON_PHASE, fsr_nm, notch, sweep, synthesize_ring, through_power
-from photonics.synthesis.splitter import check_ratios, synthesize_coupler, synthesize_split
+from photonics.synthesis.splitter import (
+    check_ratios,
+    synthesize_coupler,
+    synthesize_split,
+    synthesize_walk_coupler,
+)
 from photonics.synthesis.unitary import synthesize_unitary
 from photonics.topology import Mesh
 
@@ -100,15 +106,17 @@ def splitter(mesh: Mesh, src: int, dsts: Sequence[int], ratios: Sequence[float],
 def coupler(mesh: Mesh, kappa: float, params: TBUParams | None = None,
             wavelengths_nm: Sequence[float] | np.ndarray = (1550.0,),
             failed: dict[int, str] | None = None) -> Synthesis:
-    """A 2x2 coupler on a square mesh: ``kappa`` of each input's power goes to the other
-    output, ``1 - kappa`` straight on (inputs on the west edge, outputs on the east).
+    """A 2x2 coupler: ``kappa`` of each input's power goes to the other output, ``1 - kappa``
+    straight on. On a square mesh the 2-mode lattice (inputs on the west edge, outputs on the
+    east); on any other mesh one TBU with its four ports walked out to mesh ports.
     """
     params = params or nominal_params(mesh.n_tbus, mesh.n_links)
     wl = _wl(wavelengths_nm)
-    start, refined, conf, tbus, lat = synthesize_coupler(mesh, float(kappa), params, wl, failed or {})
+    build = synthesize_coupler if mesh.kind == "square" else synthesize_walk_coupler
+    start, refined, conf, tbus, lat = build(mesh, float(kappa), params, wl, failed or {})
     target = np.array([[1 - kappa, kappa], [kappa, 1 - kappa]])
-    return _power_result("coupler", mesh, params, wl, target, lat.inputs, lat.outputs, start, refined, conf,
-                         tbus)
+    return _power_result("coupler", mesh, params, wl, target, tuple(lat.inputs), tuple(lat.outputs), start,
+                         refined, conf, tbus)
 
 
 def ring_filter(mesh: Mesh, centre_nm: float, bandwidth_nm: float, params: TBUParams | None = None,

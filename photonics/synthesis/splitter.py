@@ -25,6 +25,7 @@ from photonics.synthesis.refine import Refined, refine
 from photonics.synthesis.result import fractions_of
 from photonics.synthesis.square_lattice import Lattice, square_lattice
 from photonics.synthesis.unitary import check_failed, start_fractions
+from photonics.synthesis.walks import CouplerLayout, coupler_layout
 from photonics.topology import Mesh
 
 SNAP = 1e-6  # a refined bar or cross this close to 0 or 1 is written as bar or cross: 1e-6 of the
@@ -67,6 +68,36 @@ def synthesize_split(mesh: Mesh, src: int, dsts: list[int], shares: np.ndarray, 
     return start, refined, conf, tbus
 
 
+def synthesize_walk_coupler(mesh: Mesh, kappa: float, params: TBUParams, wavelengths_nm: np.ndarray,
+                            failed: dict[int, str]
+                            ) -> tuple[MeshState, Refined, Configuration, np.ndarray, CouplerLayout]:
+    """A 2x2 coupler on any mesh (hex, smartlight, triangular): one TBU at ``kappa`` whose
+    four ports are walked out to four mesh ports (:func:`photonics.synthesis.walks.
+    coupler_layout`), every TBU on the walks in its bar or cross state; then the coupler's and
+    the walks' heaters refined to the shares at every wavelength, as for the splitter. Light
+    meets only at the coupler, so only differential phases matter: a configuration holds it.
+    """
+    _check_kappa(kappa)
+    lay = coupler_layout(mesh, failed)
+    r = Configuration.parked(mesh).cross_fraction.copy()
+    for arm in lay.arms:
+        r[[h.tbu for h in arm]] = [float(h.arc) for h in arm]
+    r[lay.tbu] = kappa
+    conf0 = Configuration(r, (), {"synthesized": "coupler"}, mesh=mesh)
+    start = conf0.heater_state(params.offset_top, params.offset_bot)
+    target = np.array([[1 - kappa, kappa], [kappa, 1 - kappa]])
+    tbus = lay.tbus
+    refined = refine(mesh, params, start, tbus, power_mismatch(target, LOSS_WEIGHT), wavelengths_nm,
+                     np.array(lay.inputs), np.array(lay.outputs))
+    conf = _refined_configuration(mesh, params, conf0, refined, tbus, (), {"synthesized": "coupler"})
+    return start, refined, conf, tbus, lay
+
+
+def _check_kappa(kappa: float) -> None:
+    if not 0 <= kappa <= 1:
+        raise StateError(f"the coupling must lie in [0, 1] (0: each input straight on), not {kappa}")
+
+
 def synthesize_coupler(mesh: Mesh, kappa: float, params: TBUParams, wavelengths_nm: np.ndarray,
                        failed: dict[int, str]
                        ) -> tuple[MeshState, Refined, Configuration, np.ndarray, Lattice]:
@@ -75,8 +106,7 @@ def synthesize_coupler(mesh: Mesh, kappa: float, params: TBUParams, wavelengths_
     its first block at ``kappa`` and every later block passing each mode on (no interference
     between blocks, so only differential phases matter and a configuration holds it).
     """
-    if not 0 <= kappa <= 1:
-        raise StateError(f"the coupling must lie in [0, 1] (0: each input straight on), not {kappa}")
+    _check_kappa(kappa)
     lat = square_lattice(mesh, 2)
     check_failed(mesh, lat, failed)
     u = np.array([[np.sqrt(1 - kappa), 1j * np.sqrt(kappa)], [1j * np.sqrt(kappa), np.sqrt(1 - kappa)]])

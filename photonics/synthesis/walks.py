@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from photonics.errors import StateError
 from photonics.topology import Mesh
 
 BAR, CROSS = 0, 1
@@ -81,3 +82,51 @@ def arcs_fraction(n_tbus: int, hops: list[Hop]) -> np.ndarray:
     for h in hops:
         r[h.tbu] = float(h.arc)
     return r
+
+
+@dataclass(frozen=True)
+class CouplerLayout:
+    """A 2x2 coupler at TBU ``tbu``: mesh ports ``inputs`` reach its entries ``tbu``-port 0
+    and 1 (by the walks ``arms[0]``, ``arms[1]``), its exits 2 and 3 reach ``outputs``
+    (``arms[2]``, ``arms[3]``); in the bar state input k leaves by output k.
+    """
+
+    tbu: int
+    inputs: tuple[int, int]
+    outputs: tuple[int, int]
+    arms: tuple[tuple[Hop, ...], ...]
+
+    @property
+    def tbus(self) -> np.ndarray:
+        """The coupler, then every arm's TBUs."""
+        return np.array([self.tbu, *(h.tbu for arm in self.arms for h in arm)], dtype=np.int64)
+
+
+def coupler_layout(mesh: Mesh, failed: dict[int, str] | None = None) -> CouplerLayout:
+    """The TBU whose four ports reach four distinct mesh ports by disjoint walks: output walks
+    of equal length first, then the fewest TBUs on the walks, then the lowest index; failed
+    TBUs are never used.
+    """
+    peer, bad = peers(mesh), set(failed or {})
+    best = None
+    for x in range(mesh.n_tbus):
+        if x in bad:
+            continue
+        used, arms, ends = bad | {x}, [], []
+        for port in range(4):  # walked outward from the coupler: reciprocity makes an input's
+            w = walk(mesh, peer, 4 * x + port, used)  # walk the same TBUs in the same states
+            if w is None:
+                break
+            arms.append(tuple(w[0]))
+            ends.append(w[1])
+            used = used | {h.tbu for h in w[0]}
+        if len(arms) < 4 or len(set(ends)) < 4:
+            continue
+        key = (abs(len(arms[2]) - len(arms[3])), sum(len(a) for a in arms), x)  # output arms of
+        # unequal loss would skew the shares of the two inputs apart: no kappa meets both
+        if best is None or key < best[0]:
+            best = (key, CouplerLayout(x, (ends[0], ends[1]), (ends[2], ends[3]), tuple(arms)))
+    if best is None:
+        raise StateError(f"no TBU of this {mesh.kind} mesh reaches four mesh ports by separate walks"
+                         + (" around its failed TBUs" if bad else ""))
+    return best[1]

@@ -12,7 +12,7 @@ from photonics.physics import PhysicsDefaults, fabricated_params, nominal_params
 from photonics.synthesis.clements import Block, decompose, lattice_columns, reconstruct
 from photonics.synthesis.square_lattice import square_lattice
 from photonics.synthesis.unitary import start_fractions
-from photonics.topology import smartlight, square
+from photonics.topology import hexagonal, smartlight, square
 
 FIDELITY = 0.999  # what a refined unitary must reach on the chip model it was refined on
 
@@ -109,6 +109,22 @@ def test_coupler_meets_its_coupling(kappa):
     target = np.array([[1 - kappa, kappa], [kappa, 1 - kappa]])
     for row in s.achieved:
         np.testing.assert_allclose(row["shares"], target, atol=2e-3)
+
+
+@pytest.mark.parametrize("mesh", [hexagonal(3, 3), smartlight()], ids=["hex3x3", "smartlight"])
+@pytest.mark.parametrize("kappa", [0.3, 0.5])
+def test_coupler_on_a_mesh_without_a_lattice_meets_its_coupling_through_its_configuration(mesh, kappa):
+    """Non-square meshes: one TBU walked out to four ports, refined on a fabricated chip; the
+    configuration it writes, programmed through the chip's own differential phases, gives the
+    same shares (only differential phases matter)."""
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(77))
+    s = synthesis.coupler(mesh, kappa, params)
+    target = np.array([[1 - kappa, kappa], [kappa, 1 - kappa]])
+    np.testing.assert_allclose(s.achieved[0]["shares"], target, atol=1e-3)
+    assert len(set(s.inputs) | set(s.outputs)) == 4
+    state = s.configuration.heater_state(params.offset_top, params.offset_bot)
+    p = np.abs(solve(mesh, state, [1550.0], params, inputs=list(s.inputs))[0, 0][list(s.outputs)]) ** 2
+    np.testing.assert_allclose(p / p.sum(axis=0), target, atol=1e-3)
 
 
 def test_bad_targets_are_refused():
