@@ -62,6 +62,15 @@ VERIFIED = {"ok": "by light", "partly measured": "partly", "not measured": "not 
 
 
 @dataclass(frozen=True)
+class _Placed:
+    """A placement as the light check takes it: the new plan, its program, the new links' indices."""
+
+    plan: JobPlan
+    program: dict[int, float]
+    rerouted: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class RackState:
     """An immutable snapshot of the committed state (replaced whole after every commit)."""
 
@@ -440,28 +449,40 @@ class ControlPlane:
                     self.log_event("job-refused", job=job_id, reason=str(exc)[:300])
                 raise
             job = _make_job(pattern, members, links, name or job_id)
-            t0 = time.time()
+            new = tuple(range(len(state.plan.links), len(state.plan.links) + len(job.links)))
+
+            def compute(avoid: Mapping[int, str]) -> _Placed:
+                plan, program = placement.place(self.fabric, with_avoided(state.plan, avoid), job,
+                                                self.heater_map)
+                return _Placed(plan, program, new)
+
+            def prepare(_placed: _Placed) -> tuple[dict[str, Any], None]:
+                return {
+                    "create_jobs": [{"id": job_id, "job": job.to_dict()}],
+                    "allocate": dict.fromkeys(job.accelerators, job_id),
+                }, None
+
+            stages: list[dict[str, Any]] = []
             try:
-                plan, program = placement.place(self.fabric, state.plan, job, self.heater_map)
+                placed, intent, _, light = self._by_light(state, "place", job_id, compute, prepare, stages)
+            except VerificationError as exc:  # light refused every attempt; the chip was restored
+                self.log_event("job-refused", job=job_id, reason=str(exc)[:300], verification=exc.attempts)
+                raise ServiceError(str(exc), "unverified",
+                                   {"verification": {"status": "refused", "attempts": exc.attempts}}) from exc
             except FabricError as exc:
                 self.log_event("job-refused", job=job_id, reason=str(exc)[:300])
                 raise ServiceError(str(exc), "impossible") from exc
-            stages = [{"stage": "compute", "start_s": t0, "end_s": time.time()}]
-            change = {
-                "create_jobs": [{"id": job_id, "job": job.to_dict()}],
-                "allocate": dict.fromkeys(job.accelerators, job_id),
-            }
-            intent = self._reconfigure("place", job_id, plan, program, change, stages)
             self.log_event(
                 "job-placed",
                 job=job_id,
                 intent=intent,
                 accelerators=list(job.accelerators),
                 pattern=job.topology,
-                n_changed_heaters=len(program),
+                n_changed_heaters=len(placed.program),
                 stages=stages,
+                **light,
             )
-            return self.job(job_id)
+            return {**self.job(job_id), **light}
 
     def _members(
         self,
@@ -694,6 +715,35 @@ class ControlPlane:
         computable) or VerificationError (light refused every attempt; the chip restored).
         """
         failed, tbu, state, policy = failure
+
+        def compute(avoid: Mapping[int, str]) -> Any:
+            return self._recover(replace(st, plan=with_avoided(st.plan, avoid)), failed, tbu, state, policy)
+
+        def prepare(rec: Any) -> tuple[dict[str, Any], Any]:
+            change = self._change(st, rec.plan)
+            out = self._recovery_view(st, rec, job_id, change)
+            # the failure's identity and the reply go into the intent: a repeated report is
+            # answered from it, even after a crash that rolled this recovery forward
+            change.update(identity=reports.identity(names, tbu, state), recovery=out)
+            return change, out
+
+        return self._by_light(st, kind, job_id, compute, prepare, stages)
+
+    def _by_light(
+        self,
+        st: RackState,
+        kind: str,
+        job_id: str | None,
+        compute: Any,
+        prepare: Any,
+        stages: list[dict[str, Any]],
+    ) -> tuple[Any, int, Any, dict[str, Any]]:
+        """Program what ``compute(avoid)`` gives (``.plan``, ``.program``, ``.rerouted``: the new
+        links) and verify it by light (photonics.fabric.verify: repair, or refuse with the chip
+        restored). ``prepare(rec)``: (the intent's state change, anything the caller wants back).
+
+        Returns (what was committed, its intent, prepare's second value, the reply's light keys).
+        """
         open_: dict[str, Any] = {}
 
         def timed(stage: str, fn: Any, *args: Any) -> Any:
@@ -702,29 +752,21 @@ class ControlPlane:
             stages.append({"stage": stage, "start_s": t0, "end_s": time.time()})
             return value
 
-        def compute(avoid: Mapping[int, str]) -> Any:
-            return timed("compute", self._recover, replace(st, plan=with_avoided(st.plan, avoid)),
-                         failed, tbu, state, policy)
-
         def apply(rec: Any) -> None:
-            change = self._change(st, rec.plan)
-            out = self._recovery_view(st, rec, job_id, change)
-            # the failure's identity and the reply go into the intent: a repeated report is
-            # answered from it, even after a crash that rolled this recovery forward
-            change.update(identity=reports.identity(names, tbu, state), recovery=out)
+            change, extra = prepare(rec)
             intent, plan, chip, written = self._begin(kind, job_id, rec.plan, rec.program, change)
             stages.extend(written)
-            open_.update(intent=intent, plan=plan, chip=chip, out=out)
+            open_.update(intent=intent, plan=plan, chip=chip, extra=extra)
 
         def restore(_rec: Any, why: str) -> None:
             self.log_event("light-refused", job=job_id, intent=open_["intent"], reason=why[:300])
             stages.extend(self._abort(open_["intent"], why))
 
-        before = timed("reference", self.light.before, st.plan)
         def measure(rec: Any, ref: Mapping[int, tuple[str, float]]) -> Any:
             return timed("light", self.light.checks, st.plan, rec, ref)
 
-        effects = Effects(compute, apply, measure, restore, before)
+        before = timed("reference", self.light.before, st.plan)
+        effects = Effects(lambda avoid: timed("compute", compute, avoid), apply, measure, restore, before)
         v = verified_recovery(effects, self.mesh.tbu_names, repair=self.light_policy == "repair")
         self._commit(open_["intent"], kind, open_["plan"], v.recovery.program, open_["chip"])
         light = {
@@ -733,7 +775,7 @@ class ControlPlane:
             "light_attempts": list(v.attempts),
             "suspect_tbus": [self.mesh.tbu_names[t] for t in v.suspect_tbus],
         }
-        return v.recovery, open_["intent"], open_["out"], light
+        return v.recovery, open_["intent"], open_["extra"], light
 
     def _repeat(
         self, st: RackState, job_id: str | None, names: list[str], tbu: str | None, state: str, source: str

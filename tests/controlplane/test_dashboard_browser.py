@@ -168,8 +168,8 @@ def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_pa
         ),
         what="the recovery on the timeline",
     )
-    assert recovery[:2] == ["detect", "compute"]
-    assert {"write", "verify"} <= set(recovery)
+    assert recovery[:3] == ["detect", "reference", "compute"]  # reference: the held links read by light
+    assert {"write", "verify", "light"} <= set(recovery)
     (rec,) = rack.events("recovery")
     spare = rec["spare"]
     moved = wait_for(lambda: (r := _routes(browser)) and f"gpu1->{spare}" in r and r, what="the moved routes")
@@ -182,6 +182,10 @@ def test_dashboard_shows_routes_and_a_telemetry_recovery(served, browser, tmp_pa
     assert _count(browser, "#accelerators-layer path.acc-mark.failed") >= 1
     kinds = _js(browser, "return [...document.querySelectorAll('#events li')].map(l => l.dataset.kind)")
     assert {"accelerator-dark", "recovery"} <= set(kinds)
+    line = _js(browser, "return document.querySelector('#events li[data-kind=recovery]').textContent")
+    assert "verified=by light" in line  # what light said, and each new link measured vs planned
+    assert f"gpu1->{spare} measured" in line
+    assert "dBm vs planned" in line
     wait_for(
         lambda: (
             "dark (LOS)"

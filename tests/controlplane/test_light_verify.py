@@ -188,3 +188,29 @@ def test_the_api_refuses_what_light_rejects_with_502_and_measured_vs_planned(ser
     events = c.get("/events").json()["events"]
     assert events[-1]["kind"] == "recovery-refused"
     assert events[-1]["verification"] == body["verification"]["attempts"]
+
+
+def test_a_placement_through_a_hidden_pi_fault_is_repaired_around(tmp_path):
+    from controlplane import placement
+    from photonics.fabric import ring_job
+
+    r = Rack(tmp_path / "cp.db")
+    try:
+        cp = r.cp
+        members = [f"gpu{k}" for k in range(8)]
+        plan, _ = placement.place(r.fabric, cp.state.plan, ring_job(members, "job-1"), cp.heater_map)
+        routes = [lk.route.tbus for lk in plan.links]
+        bad = next(int(t) for i, rt in enumerate(routes) for t in rt[1:-1]  # on one route only
+                   if not any(t in other for j, other in enumerate(routes) if j != i))
+        r.sim.chip.shift_phase(bad, math.pi)
+
+        out = cp.place_job(accelerators=members, pattern="ring")
+
+        assert out["light_attempts"][0]["status"] == "off"
+        assert out["verified"] == "by light"
+        assert r.fabric.mesh.tbu_names[bad] in out["suspect_tbus"]
+        assert all(bad not in lk.route.tbus for lk in cp.state.plan.links)
+        assert all(abs(d) <= ROUTE_TOL_DB for d in _measured_vs_planned(r))
+        assert r.events("job-placed")[-1]["verified"] == "by light"
+    finally:
+        r.close()
