@@ -36,7 +36,7 @@ def hop_for(tbu: int, entry: int, exit_: int) -> Hop:
 UNKNOWN_COST = 10.0  # a TBU at an unknown split: passable (it is a fixed linear element) but dear
 
 
-def feed_path(peer: np.ndarray, target: int, allowed: set[int], banned: set[int],
+def feed_path(peer: np.ndarray | list[int], target: int, allowed: set[int], banned: set[int],
               passable: bool = False) -> tuple[int, list[Hop]] | None:
     """Cheapest way to bring light from a mesh port into global TBU port ``target``.
 
@@ -50,7 +50,7 @@ def feed_path(peer: np.ndarray, target: int, allowed: set[int], banned: set[int]
     return _search(peer, target, allowed, banned, passable, forward=False)
 
 
-def drain_path(peer: np.ndarray, source: int, allowed: set[int], banned: set[int],
+def drain_path(peer: np.ndarray | list[int], source: int, allowed: set[int], banned: set[int],
                passable: bool = False) -> tuple[int, list[Hop]] | None:
     """Cheapest way for light leaving global TBU port ``source`` to reach a mesh port.
 
@@ -59,7 +59,7 @@ def drain_path(peer: np.ndarray, source: int, allowed: set[int], banned: set[int
     return _search(peer, source, allowed, banned, passable, forward=True)
 
 
-def _search(peer: np.ndarray, start: int, allowed: set[int], banned: set[int], passable: bool,
+def _search(peer: np.ndarray | list[int], start: int, allowed: set[int], banned: set[int], passable: bool,
             forward: bool) -> tuple[int, list[Hop]] | None:
     """Dijkstra over TBUs (each used once) from a TBU port out to a mesh port.
 
@@ -135,7 +135,9 @@ def plan_probe(mesh: Mesh, tbu: int, allowed: set[int], peer: np.ndarray | None 
     :func:`feed_path`), never through ``banned`` ones (failed, or suspected of blocking
     light). Returns None when no input or no output can be reached.
     """
-    peer = mesh.peer() if peer is None else peer
+    # A list: the searches index it one port at a time, where a numpy array's scalar
+    # indexing costs several times a list's (a calibration plans ~3,000 probes).
+    peer = (mesh.peer() if peer is None else peer).tolist()
     banned = set(banned)
     allowed = set(allowed) - banned
     best: Probe | None = None
