@@ -45,6 +45,10 @@ VERIFY_NM = 1550.0  # the power meter's wavelength: the band centre, inside ever
 FLOOR_DBM = -70.0  # the DOM's floor (SFF-8636/CMIS 0.1 uW LSB): no light of its own reads this
 
 
+class _LeftDisabledError(InstrumentError):
+    """A transmitter lane disabled for a dark read could not be enabled again."""
+
+
 @dataclass(frozen=True)
 class Probe:
     """One link to measure: mesh ports, the plan's mesh transmission (dB, negative) and the
@@ -209,12 +213,24 @@ class LightMeter:
             try:
                 dark = float(rx.rx_power_dbm()[rx_lane])
             finally:
-                tx.set_tx_disable(tx_lane, False)
+                self._enable_again(tx, tx_name, tx_lane)
+        except _LeftDisabledError as exc:
+            return replace(on, meter=None, measured_dbm=None, reason=str(exc))
         except (InstrumentError, OSError, LumionError, TypeError) as exc:
             return replace(on, meter=None, measured_dbm=None, reason=f"confirming {tx_name}'s light: {exc}")
         own_mw = 10 ** (float(on.measured_dbm) / 10) - 10 ** (dark / 10) if math.isfinite(dark) else 0.0
         own = 10 * math.log10(own_mw) if own_mw > 10 ** (FLOOR_DBM / 10) else FLOOR_DBM
         return replace(on, measured_dbm=own, dark_dbm=dark)
+
+    @staticmethod
+    def _enable_again(tx: Any, name: str, lane: int) -> None:
+        """Enable the lane disabled for the dark read; _LeftDisabledError (naming it) when that fails."""
+        try:
+            tx.set_tx_disable(lane, False)
+        except (InstrumentError, OSError, LumionError) as exc:
+            raise _LeftDisabledError(f"{name} lane {lane} could not be enabled again after its dark read "
+                                     f"({exc}): its transmitter may be off; enable it (TX disable) and "
+                                     "report again") from exc
 
     def _laser_power_dbm(self) -> float:
         if self._laser_dbm is None:
