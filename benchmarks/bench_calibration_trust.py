@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 COLUMNS = ["chips", "refused", "injected", "named_correctly", "wrongly_named", "named_unreachable",
            "unverified", "silent_over_0_1_rad", "heater_rms_median_rad", "heater_rms_worst_rad",
            "chips_meeting_0_02_rad_per_heater", "operations_median", "operations_max", "routes",
-           "routes_within"]
+           "routes_within", "routes_impossible", "routes_unprogrammable"]
 
 
 def print_table(table: dict) -> None:
@@ -89,7 +89,8 @@ def print_chips(outcomes: list[ChipOutcome]) -> None:
         worst = max(o.heater_rms_rad) if o.heater_rms_rad else float("nan")
         extra = {k: v for k, v in (("wrong", o.wrongly_named), ("unreachable", o.named_unreachable),
                                    ("unverified", {n: round(r, 3) for n, r in o.unverified.items()}),
-                                   ("silent", o.silent), ("refused", o.refused)) if v}
+                                   ("silent", o.silent), ("refused", o.refused),
+                                   ("unprogrammable", o.route_refusals)) if v}
         print(f"    {o.mode} {o.seed}: worst heater {worst:.4f} rad, injected {o.injected or '-'}, "
               f"named {o.named}{''.join(f', {k} {v}' for k, v in extra.items())}")
 

@@ -67,6 +67,13 @@ class CalibrationError(LumionError):
     """A calibration map or procedure cannot be used: wrong chip, bad file, failed fit."""
 
 
+class CalibrationRefusedError(CalibrationError):
+    """The chip was measured, but light says no map of it can be trusted as it is now (it
+    drifted during the run, moved under the map, or its crosstalk is not what the model
+    describes): not a bad input, a chip to stabilise or check before calibrating again.
+    """
+
+
 # Physically plausible coefficients (docs/calibration.md, "The map file"). The nominal heater
 # has rho2 = 0.60 rad/mA^2 and eta = 2.4 rad/mW; these bounds are ~30x wider than any
 # fabrication spread, so only a damaged or absurd map trips them.
@@ -237,8 +244,8 @@ class CalibrationMap:
         """Raise :class:`CalibrationError` when the map must not program a chip."""
         refusal = self.quality.get("crosstalk_refusal")
         if refusal:
-            raise CalibrationError(f"calibration map for {self.chip_id} is refused: {refusal}; check the "
-                                   "chip and recalibrate (`lumion calibrate`)")
+            raise CalibrationRefusedError(f"calibration map for {self.chip_id} is refused: {refusal}; "
+                                          "check the chip and recalibrate (`lumion calibrate`)")
 
     # -- the model --------------------------------------------------------------------
     def self_phases(self, current_ma: np.ndarray) -> np.ndarray:

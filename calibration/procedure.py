@@ -16,9 +16,13 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    parked in cross, which in a hexagonal mesh sends stray light straight out to the edge
    instead of round loops. Sweep the top heater (bottom at 0 mA), then the bottom heater,
    and fit both sweeps jointly (:func:`calibration.fit.fit_tbu`).
+   A fit that fails through a TBU whose own fit was made through uncalibrated TBUs blames
+   that TBU first, as it blames an uncalibrated one (a dead TBU's leak seen through an
+   unknown split can pass for a fringe).
 2. **Refine.** Once every TBU is known, the whole chip can be parked, so each TBU is swept
    again (in bootstrap order) in a clean surrounding (no uncalibrated TBU scattering light
-   back into the measured outputs); this fit replaces the bootstrap fit.
+   back into the measured outputs); this fit replaces the bootstrap fit. A refinement that
+   fails through a TBU not refined yet is tried again through a path avoiding it.
 2b. **Recheck.** Every fit records the TBUs its light crossed. A TBU is measured again when
    one of those changed materially after it was measured (a re-fit moved its split by more
    than ``recheck_tol_rad``), or once when its own fit is poor, through paths avoiding the
@@ -34,7 +38,9 @@ light only goes where we can predict it through TBUs already calibrated. The pro
 2d. **Refine again.** A TBU no calibrated path reached during the refinement (a suspect
    blocked every one) kept its bootstrap fit, made through unknown TBUs (one such fit was
    a full pi off, seed 424242). Once the suspects are diagnosed, those TBUs are refined
-   and rechecked like the rest.
+   and rechecked like the rest (a failed refinement is diagnosed). One that no calibrated
+   path reaches even then (its neighbours on one side are broken) is recorded "dead": its
+   fit can be neither refined nor confirmed, and no route can cross it.
 3. **Crosstalk.** Each TBU (the victim) is held at quadrature through its fitted curve,
    where a shift of its differential phase changes its outputs to first order, while every
    heater of its neighbouring TBUs is driven in turn by whole turns of its fitted effect,
@@ -69,6 +75,7 @@ import numpy as np
 
 from calibration.assemble import build_map
 from calibration.bench import Bench, settle
+from calibration.budget import BudgetedBench
 from calibration.checkpoint import (
     CHECKPOINT_SCHEMA,
     CHECKPOINT_VERSION,
@@ -111,7 +118,7 @@ from calibration.health import (
     record_warnings,
 )
 from calibration.heater_map import UnreachableError, invert_cubic
-from calibration.map import CalibrationError, CalibrationMap
+from calibration.map import CalibrationError, CalibrationMap, CalibrationRefusedError
 from calibration.model import heater_positions, neighbour_heaters
 from calibration.options import NOMINAL_GAMMA_PER_MA, NOMINAL_R0_KOHM, Options
 from calibration.paths import Probe, plan_probe, probe_rank
@@ -288,6 +295,10 @@ class Run:
                                             self.options.crosstalk_cutoff_tbu)
         self.t0 = time.monotonic()
         self.ops0 = self.bench.operations
+        budget = self.options.max_operations
+        limit = None if budget is None else budget - self.ops_before + self.ops0
+        self.doing = "in the electrical check"  # what is measured now (words, for the budget's refusal)
+        self.bench = BudgetedBench(self.bench, limit, budget, lambda: self.doing)
         self.seq = max((r.seq for r in self.records.values()), default=0)
         # Operations kept back for the confirmation stage (one set of levels per TBU): the
         # budget may trim crosstalk, never the check that names what light disagrees with.
@@ -318,6 +329,8 @@ class Run:
 
     def notify(self, stage: str, tbu: int) -> None:
         """Call the ``on_tbu`` hook before a TBU is measured."""
+        self.doing = (f"while measuring {self.mesh.tbu_names[tbu]} ({stage} stage, "
+                      f"{len(self.records)} TBUs fitted)")
         if self.on_tbu:
             self.on_tbu(stage, tbu)
 
@@ -362,6 +375,7 @@ class Run:
         hot = {str(j): float(base[j]) for j in self.neighbours[probe.tbu] if base[j] > 0}
         self.seq += 1
         rec = TBURecord.from_fit(fit, probe, stage, hot, self.seq)
+        rec.through_unknown = any(h.tbu not in self.records for h in probe.hops)
         if prior is not None and not rec.differs_from(prior, opts.recheck_tol_rad):
             rec.changed = prior.changed
         if keep_better and prior is not None and rec.rms_residual >= prior.rms_residual:
@@ -405,6 +419,7 @@ class Run:
         elif not now and self.bench.operations - self.drift_at_ops < REFERENCE_INTERVAL_OPS:
             return
         ops0 = self.bench.operations
+        self.doing = "while reading the drift references"
         patterns = log.patterns or [None] * len(log.references)
         readings = [read_reference(self.bench, r, self.options.wavelength_nm, self.options.settle_s, p)
                     for r, p in zip(log.references, patterns, strict=True)]
@@ -484,8 +499,13 @@ def bootstrap(run: Run) -> None:
         verdict, _ = run.measure_tbu(best, "bootstrap", run.options.points, None)
         if verdict is not None:
             # An uncalibrated TBU on the path can block the light (dark) or mix both of the
-            # TBU's outputs into one reading (flat): blame the path first.
-            unknown = {h.tbu for h in best.hops if h.tbu not in allowed}
+            # TBU's outputs into one reading (flat): blame the path first. So can one whose
+            # own fit was made through uncalibrated TBUs: a dead TBU's leak seen through an
+            # unknown split can pass for a fringe (trust campaign dead_interior 9203: the
+            # dead tbu:0.0.1 fitted so, then its healthy neighbours went dark through it
+            # and were named dead in its place).
+            unknown = {h.tbu for h in best.hops
+                       if h.tbu not in allowed or run.records[h.tbu].through_unknown}
             if unknown:
                 avoid.setdefault(best.tbu, set()).update(unknown)
             else:
@@ -538,23 +558,56 @@ def refine(run: Run) -> None:
 
     A TBU's shortest path mostly crosses TBUs bootstrapped before it, which are then
     already refined (index order left 2-3x more for the rechecks). A refinement that fails
-    drops the bootstrap fit: the TBU becomes a suspect for :func:`diagnose`.
+    through calibrated TBUs all refined drops the bootstrap fit: the TBU becomes a suspect
+    for :func:`diagnose`. One that fails through a TBU still holding its bootstrap fit (made
+    through unknown TBUs: a dead TBU's -60 dB leak can pass for a fringe there) blames that
+    TBU first, like the bootstrap: the TBU is refined again later through a path avoiding it
+    (:func:`refine_one`), and becomes a suspect only when no such path is left.
     """
     if run.options.refine_points <= 0:
         return
     records = run.records
     todo = sorted((t for t in records if records[t].stage == "bootstrap"), key=lambda t: records[t].seq)
-    for n, t in enumerate(todo, 1):
-        probe = plan_probe(run.mesh, t, run.working() - {t}, run.peer, banned=set(run.failed))
-        if probe is None:  # no calibrated path left (a suspect blocks it): keep the bootstrap fit
-            continue
-        verdict, _ = run.measure_tbu(probe, "refine", run.options.refine_points, records[t])
-        if verdict is not None:
-            # Through calibrated TBUs only, a failed fit condemns the bootstrap fit (made with
-            # unknown TBUs around: a dead TBU's -60 dB leak can still show a fringe there).
-            records.pop(t)
-            run.suspects[t] = verdict
-        run.progress.update("refine", n, len(todo), run.ops(), run.t0)
+    avoid: dict[int, set[int]] = {}  # per TBU: unrefined TBUs a failed refinement of it crossed
+    total, done = len(todo), 0
+    while todo:
+        retry = []
+        for t in todo:
+            if refine_one(run, t, avoid.setdefault(t, set())) == "retry":
+                retry.append(t)
+            else:
+                done += 1
+                run.progress.update("refine", done, total, run.ops(), run.t0)
+        todo = retry  # each retry avoids one more TBU than the last: the loop ends
+
+
+def refine_one(run: Run, t: int, avoid: set[int]) -> str:
+    """Refine TBU ``t`` through a path of calibrated TBUs avoiding ``avoid`` (grown here).
+
+    Returns "refined", "kept" (no path at all: the bootstrap fit stays, for
+    :func:`refine_again`), "suspect" (failed through refined TBUs, or no path avoiding the
+    blamed ones is left) or "retry" (failed through unrefined TBUs, now in ``avoid``).
+    """
+    records = run.records
+    probe = plan_probe(run.mesh, t, run.working() - {t} - avoid, run.peer, banned=set(run.failed) | avoid)
+    if probe is None:
+        if not avoid:  # no calibrated path left (a suspect blocks it): keep the bootstrap fit
+            return "kept"
+        records.pop(t)  # every path left crosses a TBU it failed through
+        run.suspects[t] = "dark"
+        return "suspect"
+    verdict, _ = run.measure_tbu(probe, "refine", run.options.refine_points, records[t])
+    if verdict is None:
+        return "refined"
+    unrefined = {h.tbu for h in probe.hops if h.tbu in records and records[h.tbu].stage == "bootstrap"} - {t}
+    if unrefined:
+        avoid |= unrefined
+        return "retry"
+    # Through refined TBUs only, a failed fit condemns the bootstrap fit (made with unknown
+    # TBUs around: a dead TBU's -60 dB leak can still show a fringe there).
+    records.pop(t)
+    run.suspects[t] = verdict
+    return "suspect"
 
 
 def refine_again(run: Run) -> None:
@@ -567,6 +620,23 @@ def refine_again(run: Run) -> None:
         return
     refine(run)
     recheck(run)
+    diagnose(run)  # a refinement that failed now made a suspect
+    unreachable_fits(run)
+
+
+def unreachable_fits(run: Run) -> None:
+    """Fail the TBUs still holding a bootstrap-only fit after :func:`refine_again`: no light
+    path of calibrated TBUs reaches them (their neighbours on one side are broken), so their
+    fit, made through unknown (broken) TBUs, can be neither refined nor confirmed, and no route
+    can cross them. Recorded "dead" (never driven, routed around) with a warning saying why;
+    keeping such a fit left a heater that cannot reach pi in the map (trust campaign
+    dead_adjacent 9201: the map could program no configuration).
+    """
+    if run.options.refine_points <= 0:  # no refinement asked for: every fit is a bootstrap fit
+        return
+    for t in sorted(t for t, r in run.records.items() if r.stage == "bootstrap"):
+        run.fail(t, "dead", "no light path of calibrated TBUs reaches it (its neighbours on one side are "
+                 "broken): its bootstrap fit, made through them, can be neither refined nor confirmed")
 
 
 def upstream_changed(records: dict[int, TBURecord], t: int) -> bool:
@@ -710,6 +780,13 @@ def confirm_one(run: Run, cmap: CalibrationMap, t: int, doubtful: set[int]) -> C
     return combine_paths(paths)
 
 
+def refit_cost(options: Options) -> int:
+    """Operations a confirmation re-fit may take: both heaters' sweeps, then light through up
+    to :data:`CONFIRM_PATHS` paths at :data:`~calibration.confirm.LEVELS` levels.
+    """
+    return 2 * max(options.refine_points, options.points) + CONFIRM_PATHS * LEVELS
+
+
 def refit_doubtful(run: Run, t: int, doubtful: set[int]) -> None:
     """Fit ``t`` again through a path avoiding the doubtful TBUs and, where it can, its old path."""
     old = run.records[t]
@@ -746,20 +823,27 @@ def confirm_stage(run: Run) -> CalibrationMap:
     doubtful = {t for t, c in run.confirmations.items()
                 if not c.confirmed or (t in corrected and not abs(c.offset_rad) <= CORRECTION_HELD_RAD)}
     refuse_if_moved(run, doubtful)
+    unaffordable: set[int] = set()  # doubtful TBUs the operation budget left no re-fit for
     for _ in range(CONFIRM_ROUNDS):
         if not doubtful:
             break
+        refitted = set()
         for t in sorted(doubtful):
-            refit_doubtful(run, t, doubtful)
+            if run.fits_budget(refit_cost(run.options)):
+                refit_doubtful(run, t, doubtful)
+                refitted.add(t)
+        unaffordable |= doubtful - refitted
         cmap = assemble(run)
-        for t in sorted(doubtful):
+        for t in sorted(refitted):
             run.confirmations[t] = confirm_one(run, cmap, t, doubtful)
         doubtful = {t for t in doubtful if not run.confirmations[t].confirmed}
     run.unverified = {t: run.confirmations[t].disagreement_rad for t in sorted(doubtful)}
     for t, rad in run.unverified.items():
         seen = "no fringe through any path" if not np.isfinite(rad) else f"{rad:.3f} rad"
+        spent = (f"; not re-fitted: the budget of {run.options.max_operations} operations was spent"
+                 if t in unaffordable else "")
         run.warnings.append(f"{run.mesh.tbu_names[t]}: unverified: light disagrees with its fit "
-                            f"({seen}; tolerance {CONFIRM_TOL_RAD} rad); routing avoids it")
+                            f"({seen}; tolerance {CONFIRM_TOL_RAD} rad{spent}); routing avoids it")
     return assemble(run)
 
 
@@ -809,7 +893,7 @@ def refuse_if_drifting(run: Run) -> None:
     move = run.drift_quality.get("drift_move_after_confirm_rad", 0.0)
     if move <= MAX_MOVE_AFTER_CONFIRM_RAD:
         return
-    raise CalibrationError(
+    raise CalibrationRefusedError(
         f"calibration of {run.bench.chip_id} refused: the chip drifted {drift_seen(run)} (kelvin-equivalent "
         f"at {DESIGN_DRIFT_RAD_PER_K} rad/K) during the run, so fast that its TBUs would move up to "
         f"{move:.2f} rad while the map is confirmed (more than {MAX_MOVE_AFTER_CONFIRM_RAD} rad); stabilise "
@@ -828,7 +912,7 @@ def refuse_if_moved(run: Run, doubtful: set[int]) -> None:
     rms = float(np.sqrt(np.mean(offsets**2))) if offsets.size else float("nan")
     worst = float(np.max(np.abs(offsets))) if offsets.size else float("nan")
     seen = f"; drift seen: {drift_seen(run)}" if drift_seen(run) else ""
-    raise CalibrationError(
+    raise CalibrationRefusedError(
         f"calibration of {run.bench.chip_id} refused: light disagrees with {len(doubtful)} of "
         f"{len(run.confirmations)} TBUs of the finished map (phases moved by {rms:.3f} rad RMS, up to "
         f"{worst:.3f} rad, since they were fitted{seen}"
@@ -914,6 +998,9 @@ def calibrate(
 
     Raises:
         CalibrationError: some TBU cannot be reached by light through calibrated TBUs.
+        CalibrationRefusedError: light says the chip moved under the map (drift too fast to
+            compensate, or light disagreeing with too much of the finished map); the
+            checkpoint is removed, so the next run starts afresh.
     """
     options = options or Options()
     progress = progress or Progress()
@@ -927,6 +1014,20 @@ def calibrate(
     failed = load_checkpoint_failed(ckpt) if ckpt else {}
     run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before,
               failed)
+    try:
+        return run_stages(run)
+    except CalibrationRefusedError as exc:
+        if ckpt is None or not ckpt.exists():
+            raise
+        # Its fits are what light refused (taken while the chip moved): resumed at another
+        # temperature they would be believed again. The next run starts afresh.
+        ckpt.unlink()
+        raise type(exc)(f"{exc} (from scratch: this run's checkpoint {ckpt} was removed)") from exc
+
+
+def run_stages(run: Run) -> Result:
+    """Every stage of :func:`calibrate` on ``run``, in order; the run's result."""
+    options = run.options
     electrical_stage(run)
     if options.drift_references > 0:
         run.drift = DriftLog()

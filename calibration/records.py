@@ -33,6 +33,10 @@ class TBURecord:
     hops: list[int] = field(default_factory=list)
     seq: int = 0
     changed: int = 0
+    # The fit's light crossed TBUs not calibrated then (a bootstrap fit through unknown
+    # splits): a dead TBU's -60 dB leak can pass for a fringe there, so a failure seen
+    # through this TBU blames it first (calibration.procedure.bootstrap).
+    through_unknown: bool = False
 
     @classmethod
     def from_fit(cls, fit: TBUFit, probe: Probe, stage: str,

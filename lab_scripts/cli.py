@@ -123,8 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lumion",
         description="LUMION bench software: model, route, calibrate, program and lay out "
         "a programmable photonic MZI mesh. Exit codes: 0 ok, 2 bad input, 3 impossible "
-        "request, 4 instrument fault, 64 usage, 69 optional package missing, 70 internal bug "
-        "(docs/cli.md).",
+        "request, 4 instrument fault, 5 unverified (calibrate, program, demo), 6 calibration "
+        "refused, 64 usage, 69 optional package missing, 70 internal bug (docs/cli.md).",
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -41,6 +41,10 @@ EXIT_INSTRUMENT = 4
 # `lumion calibrate` wrote its map, but light did not confirm some TBUs (named "unverified" in
 # the map and the report): not a success a script may take for one, not an error either.
 EXIT_UNVERIFIED = 5
+# `lumion calibrate` measured the chip but refused to vouch for a map of it (calibration.map
+# .CalibrationRefusedError: it drifted too fast, light disagrees with too much of the map, or its
+# crosstalk is not what the model describes): the input was fine, the chip is not ready.
+EXIT_REFUSED = 6
 EXIT_USAGE = 64
 EXIT_UNAVAILABLE = 69  # sysexits EX_UNAVAILABLE: an optional package this command needs is missing
 EXIT_BUG = 70
@@ -67,6 +71,10 @@ KINDS: dict[str, Kind] = {
     "input": Kind(EXIT_INPUT, "fix the file, path or value named above (file formats: docs/schemas.md)"),
     "impossible": Kind(EXIT_IMPOSSIBLE, "the request is well-formed but cannot be met; relax it "
                                         "(other ports or accelerators, fewer links, wider limits)"),
+    "refused": Kind(EXIT_REFUSED, "no map of this chip can be trusted as it is now, so there is none to "
+                                  "program: do what the line says (let its temperature settle, check the "
+                                  "TEC and the chip), then run lumion calibrate again, which starts afresh "
+                                  "(docs/calibration.md)"),
     "instrument": Kind(EXIT_INSTRUMENT, "check the instrument is on and connected and that the bench "
                                         "config's address is right (docs/instruments.md)"),
     "unavailable": Kind(EXIT_UNAVAILABLE, "install the extra named above (or everything: "
@@ -193,6 +201,8 @@ def classify(exc: BaseException) -> str:
         return "usage"
     if isinstance(exc, BenchConfigError):
         return "input"
+    if type(exc).__name__ == "CalibrationRefusedError":  # by name: calibration is not imported for --help
+        return "refused"
     if isinstance(exc, LimitError | RoutingError | BudgetError) or type(exc).__name__ == "UnreachableError":
         return "impossible"
     if isinstance(exc, InstrumentError) or type(exc).__name__ == "BenchLimitError":

@@ -19,7 +19,9 @@ against the hidden truth (issue 26, docs/calibration.md "Trust campaign"):
 * per-heater self-phase RMS error of the named-healthy heaters, operations;
 * **routes**: :data:`ROUTES` port pairs routed with the map (``failed_tbus()`` avoided),
   programmed through it and measured: within tolerance when the measured transmission is no
-  more than :data:`ROUTE_TOL_DB` below the planned one.
+  more than :data:`ROUTE_TOL_DB` below the planned one; **routes impossible**: pairs the
+  failed TBUs cut apart (no route, refused by routing); **unprogrammable**: planned routes
+  the map refused to set (its reason kept per chip), counted as planned and not within.
 
 A run the procedure refuses (``CalibrationError``: e.g. light disagreeing with too much of
 the map) is reported as refused: it names the problem, so it is not silent.
@@ -78,6 +80,8 @@ class ChipOutcome:
     routes_within: int = 0
     refused: str | None = None
     named_unreachable: list[str] = field(default_factory=list)
+    routes_impossible: int = 0
+    route_refusals: list[str] = field(default_factory=list)
 
 
 def unreachable_tbus(mesh: Mesh, injected: dict[int, str]) -> set[int]:
@@ -175,25 +179,37 @@ def tbu_errors(cmap: CalibrationMap, chip: Chip) -> tuple[np.ndarray, np.ndarray
     return np.maximum(np.abs(err["delta_error_rad"]), setpoint), err["per_heater_rms_rad"]
 
 
-def route_check(bench: DirectBench, cmap: CalibrationMap, rng: np.random.Generator) -> tuple[int, int]:
-    """(routes planned, routes measured within :data:`ROUTE_TOL_DB` of plan) for :data:`ROUTES`
-    random port pairs routed around the map's failed and unverified TBUs.
+def route_check(bench: DirectBench, cmap: CalibrationMap, rng: np.random.Generator
+                ) -> tuple[int, int, int, list[str]]:
+    """(routes planned, routes measured within :data:`ROUTE_TOL_DB` of plan, port pairs no
+    route joins around the map's failed and unverified TBUs, why planned routes could not be
+    programmed) for :data:`ROUTES` random port pairs.
+
+    Neither a pair the failed TBUs cut apart nor a route the map cannot program is a crash:
+    the first is a refusal (counted), the second a planned route not within tolerance, with
+    the map's one-line reason kept.
     """
     from photonics.routing import route_many
 
     mesh = bench.mesh
-    planned = within = 0
+    planned = within = impossible = 0
+    refusals: list[str] = []
     for _ in range(ROUTES):
         src, dst = (int(x) for x in rng.choice(mesh.n_ports, size=2, replace=False))
         try:
             plan = route_many(mesh, [(src, dst)], failed=cmap.failed_tbus(), check_budget=False)
         except LumionError:  # no way around the failed TBUs: refused, not mis-routed
+            impossible += 1
             continue
         r = plan.routes[0]
         planned += 1
-        reading = measure_route(bench, cmap, r.route)
+        try:
+            reading = measure_route(bench, cmap, r.route)
+        except LumionError as exc:  # the map cannot set the route (e.g. a heater short of pi)
+            refusals.append(f"{mesh.port_names[src]}->{mesh.port_names[dst]}: {exc}")
+            continue
         within += reading.transmission_db >= r.check.transmission_db - ROUTE_TOL_DB
-    return planned, within
+    return planned, within, impossible, refusals
 
 
 def run_chip(mode: str, seed: int, options: Options | None = None, mesh: Mesh | None = None) -> ChipOutcome:
@@ -214,10 +230,11 @@ def run_chip(mode: str, seed: int, options: Options | None = None, mesh: Mesh | 
     silent = [names[t] for t in range(chip.mesh.n_tbus)
               if t not in cmap.failed and (t in injected or off[t] > OFF_RAD)]
     healthy = [h for h in range(chip.mesh.n_heaters) if h // 2 not in cmap.failed]
-    planned, within = route_check(bench, cmap, np.random.default_rng([seed, 7]))
+    planned, within, impossible, refusals = route_check(bench, cmap, np.random.default_rng([seed, 7]))
     return ChipOutcome(mode, seed, inj, named, wrong, silent, cmap.unverified_tbus(),
                        [float(heater_rms[h]) for h in healthy], result.operations, planned, within,
-                       named_unreachable=[names[t] for t in sorted(cut_off) if t in cmap.failed])
+                       named_unreachable=[names[t] for t in sorted(cut_off) if t in cmap.failed],
+                       routes_impossible=impossible, route_refusals=refusals)
 
 
 def summarise(outcomes: list[ChipOutcome]) -> dict[str, Any]:
@@ -242,6 +259,8 @@ def summarise(outcomes: list[ChipOutcome]) -> dict[str, Any]:
             "operations_median": float(np.median([o.operations for o in done])) if done else None,
             "operations_max": max((o.operations for o in done), default=None),
             "routes": sum(o.routes for o in done), "routes_within": sum(o.routes_within for o in done),
+            "routes_impossible": sum(o.routes_impossible for o in done),
+            "routes_unprogrammable": sum(len(o.route_refusals) for o in done),
         }
     return out
 

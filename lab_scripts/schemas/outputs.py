@@ -37,11 +37,13 @@ class ErrorOutput(Strict):
     schema_name: Literal["lumion.error"] = Field(alias="schema")
     version: Literal[1]
     error: str = Field(description="what went wrong, one line")
-    kind: Literal["usage", "input", "impossible", "instrument", "unavailable", "bug", "interrupted"]
+    kind: Literal["usage", "input", "impossible", "instrument", "unverified", "refused", "unavailable",
+                  "bug", "interrupted"]
     hint: str = Field(description="what to do, one sentence")
     type: str = Field(description="the exception class the failure came from")
     exit_code: int = Field(description="the process exit status (2 input, 3 impossible, 4 instrument, "
-                                       "64 usage, 69 unavailable, 70 bug, 130 interrupted)")
+                                       "5 unverified, 6 refused, 64 usage, 69 unavailable, 70 bug, "
+                                       "130 interrupted)")
     command: str = Field(description="lumion or lumion COMMAND")
 
 
