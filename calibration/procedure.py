@@ -123,6 +123,7 @@ from calibration.model import heater_positions, neighbour_heaters
 from calibration.options import NOMINAL_GAMMA_PER_MA, NOMINAL_R0_KOHM, Options
 from calibration.paths import Probe, plan_probe, probe_rank
 from calibration.records import CrosstalkRecord, TBURecord, base_currents, tbu_currents, victim_currents
+from calibration.resume import RESUME_MOVED_RAD, resumed_move
 from photonics.physics import PhysicsDefaults
 
 # Disjoint light paths a suspect TBU is tried through before it is called dead: one blocked
@@ -287,6 +288,10 @@ class Run:
     fitted_s: dict[int, float] = field(default_factory=dict)
     confirmed_s: dict[int, float] = field(default_factory=dict)
     drift_quality: dict[str, Any] = field(default_factory=dict)
+    # The bench's operation count when the run began (None: now); a resumed run's light check
+    # of its checkpoint (calibration.resume) comes before the Run and counts as its own.
+    ops_start: int | None = None
+    resume_check_ops: int = 0
 
     def __post_init__(self) -> None:
         self.mesh = self.bench.mesh
@@ -294,7 +299,7 @@ class Run:
         self.neighbours = neighbour_heaters(heater_positions(self.mesh.tbu_xy),
                                             self.options.crosstalk_cutoff_tbu)
         self.t0 = time.monotonic()
-        self.ops0 = self.bench.operations
+        self.ops0 = self.bench.operations if self.ops_start is None else self.ops_start
         budget = self.options.max_operations
         limit = None if budget is None else budget - self.ops_before + self.ops0
         self.doing = "in the electrical check"  # what is measured now (words, for the budget's refusal)
@@ -938,6 +943,7 @@ def run_quality(run: Run) -> dict[str, Any]:
 
     return {
         "resumed_operations": run.ops_before,
+        "resume_check_operations": run.resume_check_ops,
         "operations": run.ops(),
         "duration_s": run.elapsed(),
         "fit_rms_residual": rms([r.rms_residual for r in records.values()]),
@@ -1008,12 +1014,19 @@ def calibrate(
     records, ops_before, dur_before = (load_checkpoint(ckpt, bench.chip_id, bench.mesh) if ckpt
                                        else ({}, 0, 0.0))
     xrecords = load_checkpoint_crosstalk(ckpt) if ckpt else {}
+    failed = load_checkpoint_failed(ckpt) if ckpt else {}
+    ops_start = bench.operations
     if records:
         progress.note(f"resuming from {ckpt}: {len(records)} TBUs fitted, {len(xrecords)} crosstalk "
                       f"victims measured, {ops_before} operations done (delete it to start over)")
-    failed = load_checkpoint_failed(ckpt) if ckpt else {}
+        moved = resumed_move(bench, records, options)
+        if moved is not None and moved[0] > RESUME_MOVED_RAD:
+            progress.note(f"not resuming {ckpt}: light shows its TBUs moved {moved[0]:.3f} rad (median of "
+                          f"{moved[1]}) since they were fitted, more than {RESUME_MOVED_RAD} rad: the chip's "
+                          "temperature or conditions changed; starting afresh")
+            records, xrecords, failed, ops_before, dur_before = {}, {}, {}, 0, 0.0
     run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before,
-              failed)
+              failed, ops_start=ops_start, resume_check_ops=bench.operations - ops_start)
     try:
         return run_stages(run)
     except CalibrationRefusedError as exc:

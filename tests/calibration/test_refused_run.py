@@ -48,8 +48,7 @@ def test_lumion_calibrate_exits_refused_with_a_hint_that_says_what_to_do(tmp_pat
 
     monkeypatch.setattr(cmd, "open_bench", bench)
     out = tmp_path / "map.json"
-    # --points 12 --refine-points 16 as FAST; the command's Options keep crosstalk and no drift
-    # tracking: the chip is refused because light disagrees with most of the finished map
+    # --points 12 --refine-points 16 as FAST; the command's Options also measure crosstalk
     code = main(["calibrate", "--bench", "sim", "--out", str(out), "--points", "12", "--refine-points", "16",
                  "--verify-routes", "0", "--json", "--quiet"])
     captured = capsys.readouterr()
