@@ -85,6 +85,7 @@ def test_seed_precedence_config_then_flag(tmp_path):
             bench.close()
 
 
+@pytest.mark.slow  # 17 s in the quick suite at load 12-27 (issue 29)
 def test_calibrate_tracks_drift_by_default_and_reports_it(tmp_path, capsys):
     """Issue 26 item 4: drift tracking was off unless a script set Options(drift_references=4),
     and `lumion calibrate` said nothing of drift. Now it is on, its figures are in --json and in

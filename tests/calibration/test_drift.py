@@ -72,6 +72,7 @@ def test_offsets_within_the_fits_own_error_are_not_touched():
 
 
 # -- calibrations ---------------------------------------------------------------------------
+@pytest.mark.slow  # 42 s in the quick suite at load 12-27 (issue 29)
 def test_a_chip_drifting_too_fast_is_refused_in_one_line_naming_the_drift_rate():
     """Old code refused this run only as 'light disagrees with N of M TBUs' (no rate, nothing
     about drift seen); now the references measure it and the line says how fast."""
@@ -87,6 +88,7 @@ def test_a_chip_drifting_too_fast_is_refused_in_one_line_naming_the_drift_rate()
     assert "stabilise its temperature" in line
 
 
+@pytest.mark.slow  # 22 s in the quick suite at load 12-27 (issue 29)
 def test_a_stable_chip_is_not_refused_nor_compensated_and_its_map_matches_one_without_tracking():
     chip = drifting_chip(hexagonal(2, 2), 7, 0.0)
     tracked = run(chip).cmap
@@ -103,6 +105,7 @@ def test_a_stable_chip_is_not_refused_nor_compensated_and_its_map_matches_one_wi
     assert np.max(np.abs(wrap(tracked.delta - plain.delta))) < 0.02
 
 
+@pytest.mark.slow  # 21 s in the quick suite at load 12-27 (issue 29)
 def test_drift_tracking_is_deterministic():
     a = run(drifting_chip(hexagonal(2, 2), 7, 5.0)).cmap
     b = run(drifting_chip(hexagonal(2, 2), 7, 5.0)).cmap

@@ -52,6 +52,7 @@ def test_capacity_grid_pairs_each_baseline_with_the_same_fabric_trace():
                        seed=0)
 
 
+@pytest.mark.slow  # 18 s in the quick suite at load 12-27 (issue 29)
 def test_capacity_rows_summarise_with_intervals():
     tasks = capacity_tasks(meshes=["smartlight"], workloads=["rings"], baselines=["ring"], traces=2, jobs=4,
                            seed=3)
@@ -64,6 +65,7 @@ def test_capacity_rows_summarise_with_intervals():
     assert group["fabric"]["fragmentation"]["half_width"] is not None
 
 
+@pytest.mark.slow  # 61 s in the quick suite at load 12-27 (issue 29)
 def test_availability_sweep_reports_each_point_with_intervals():
     tasks = availability_tasks(traces=2, jobs=3, seed=5, mtbfs=[30.0, float("inf")],
                                recoveries=["requeue", "wait"])
@@ -82,6 +84,7 @@ def test_availability_sweep_reports_each_point_with_intervals():
         availability_tasks(traces=1, jobs=1, seed=0, recoveries=["pray"])
 
 
+@pytest.mark.slow  # 12 s in the quick suite at load 12-27 (issue 29)
 def test_cli_capacity_json(capsys, tmp_path):
     code = main(["campaign", "--kind", "capacity", "--traces", "2", "--jobs", "3", "--seed", "2",
                  "--workload", "rings", "--baseline", "ring,torus:4x4", "--plot", str(tmp_path / "c.png"),

@@ -152,6 +152,7 @@ def test_without_a_meter_the_answer_says_not_measured(rack, monkeypatch):
     assert all(r["reason"] for r in v["links"])
 
 
+@pytest.mark.slow  # 32 s in the quick suite at load 12-27 (issue 29)
 def test_the_api_refuses_what_light_rejects_with_502_and_measured_vs_planned(service_factory, tmp_path):
     from instruments.sim.chip import Chip
     from photonics.fabric import default_fabric

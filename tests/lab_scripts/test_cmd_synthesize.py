@@ -75,6 +75,7 @@ def test_bad_input_is_one_line(argv, says, capsys, tmp_path, monkeypatch):
     assert json.loads(text)["schema"] == "lumion.error"
 
 
+@pytest.mark.slow  # 11 s in the quick suite at load 12-27 (issue 29)
 def test_filter_reports_its_notch_and_writes_its_heater_state(capsys, tmp_path):
     out, plot = tmp_path / "ring.json", tmp_path / "ring.png"
     code, text, _ = run(capsys, "synthesize", "--mesh", "hex:2x2", "--filter", "1550:0.035", "--out",

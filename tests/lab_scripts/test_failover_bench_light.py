@@ -13,6 +13,7 @@ import json
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from instruments.sim.chip import Chip
 from lab_scripts.cli import main
@@ -31,6 +32,7 @@ def _tbus(plan: dict, links: list[str]) -> set[str]:
     return {hop["tbu"] for lk in plan["links"] if lk["link"] in links for hop in lk["route"]["tbus"]}
 
 
+@pytest.mark.slow  # 12 s in the quick suite at load 12-27 (issue 29)
 def test_a_map_pi_wrong_on_the_spares_route_is_repaired_around_by_light(tmp_path, capsys):
     mesh = smartlight()
     good = oracle_map(Chip(mesh, 0))  # the bench's sim chip is seed 0

@@ -58,6 +58,7 @@ def test_reconfiguration_is_paid_between_rounds():
     assert moved > 5.0  # two heater pairs written, settled, and the receivers re-lock
 
 
+@pytest.mark.slow  # 16 s in the quick suite at load 12-27 (issue 29)
 def test_every_slice_runs_at_most_at_the_ideal_rate():
     for pattern in ("ring", "line", "all-to-all"):
         for n in (2, 4, 6, 8):
@@ -75,6 +76,7 @@ def test_every_slice_runs_at_most_at_the_ideal_rate():
     assert rate(ideal_comm_ms("ring", 8, 2, MODEL), "ring", 8, 2, MODEL) == 1.0
 
 
+@pytest.mark.slow  # 14 s in the quick suite at load 12-27 (issue 29)
 def test_the_fabric_lays_an_all_to_all_the_cheaper_way():
     job = TraceJob("a", 0.0, 8, "all-to-all", 1.0)
     switching = FabricAllocator(RACK)  # no step model: matching rounds only, re-programmed every round
@@ -149,6 +151,7 @@ def test_a_requeued_job_keeps_its_checkpoint_and_moves_off_the_failed_accelerato
     assert rec.lost_work_acc_h < 4 * 1.0 * rec.requeues + 1e-9  # at most one checkpoint interval per failure
 
 
+@pytest.mark.slow  # 15 s in the quick suite at load 12-27 (issue 29)
 def test_same_seed_same_result_with_the_step_model_and_requeue():
     trace = synthetic_trace(8, seed=2)
     fm = FailureModel(mtbf_h=40.0)

@@ -28,6 +28,7 @@ def test_the_layout_is_a_closed_loop_through_the_coupler_with_a_bus_to_two_ports
     assert not {h.tbu for h in lay.bus} & set(lay.loop_tbus.tolist())
 
 
+@pytest.mark.slow  # 10 s in the quick suite at load 12-27 (issue 29)
 @pytest.mark.parametrize("fabricated", [False, True], ids=["nominal", "fabricated"])
 def test_the_notch_lands_on_the_centre_with_the_bandwidth(fabricated):
     mesh = hexagonal(2, 2)
