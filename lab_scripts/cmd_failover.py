@@ -252,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
                         "worst_margin_db": plan.worst_margin_db, "placement_verification": placed})
         print_json(payload)
         return code
-    _print_text(reports, plan, out_path, plots)
+    _print_text(reports, plan, out_path, plots, "calibrated" if args.map is not None else "ideal")
     if code:
         print("lumion failover: light says a link is off its plan after the recovery (verification above); "
               "calibrate the chip (lumion calibrate) and give --map", file=sys.stderr)
@@ -332,14 +332,18 @@ def _print_light(r: dict[str, Any]) -> None:
                 ["link", "meter", "planned dBm", "measured dBm", "diff dB", "status"]))
 
 
-def _print_text(reports: list[dict[str, Any]], plan: Any, out_path: Path | None, plots: list[str]) -> None:
-    """The human-readable report: each recovery, its timing, then the links as they run."""
+def _print_text(reports: list[dict[str, Any]], plan: Any, out_path: Path | None, plots: list[str],
+                map_name: str) -> None:
+    """The human-readable report: each recovery, its timing, then the links as they run.
+
+    ``map_name`` is what the currents were computed through: "calibrated" with ``--map``, else "ideal".
+    """
     for r in reports:
         t = r["timing_ms"]
         moved = ", ".join(m["link"] for m in r["moved_links"])
         how = "hitless" if r["hitless"] else f"NOT hitless: moved {moved}"
         changes = recovery_changes(len(r["changed_tbus"]), len(r["changed_heaters"]), r["heater_unit"],
-                                   "ideal")
+                                   map_name)
         print(f"{r['failed']} failed -> {_outcome(r)}: re-routed "
               f"{', '.join(r['rerouted_links']) or 'nothing'}; {changes}; {how}")
         stages = ("detect", "compute", "write", "settle", "relock", "verify", "total")

@@ -60,3 +60,14 @@ def test_failover_map_with_a_plan_in_phases_is_refused_in_one_line(tmp_path, cap
     assert code == 2
     assert len(err) == 1
     assert "--map" in err[0]
+
+
+def test_failover_text_names_the_map_the_currents_came_through(tmp_path, capsys):
+    """The report said "ideal map" even when --map gave a calibrated one."""
+    oracle_map(Chip(load_mesh("smartlight"), 0)).save(tmp_path / "map.json")
+    assert main(["failover", "--fail", "gpu2"]) == 0
+    assert "ideal map" in capsys.readouterr().out
+    assert main(["failover", "--fail", "gpu2", "--map", str(tmp_path / "map.json")]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated map" in out
+    assert "ideal map" not in out
