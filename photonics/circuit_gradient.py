@@ -90,6 +90,9 @@ def gradient_plan(mesh: Mesh) -> GradientPlan:
     plan = merge_plan(mesh)
     if plan is None:
         raise StateError("this mesh has no merge plan (a TBU looped onto itself): no gradient")
+    if plan.n_merges == 0:  # the kernels find the root's waves at the last merge's node
+        raise StateError("a mesh of one TBU has no merge to take the gradient through: use "
+                         "photonics.circuit.arm_transfers' derivative directly")
     k, ea, eb = (plan.merges[:, c] for c in (5, 6, 7))
     ne = ea + eb
     w_sizes = k * ne

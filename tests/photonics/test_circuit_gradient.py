@@ -116,3 +116,17 @@ def test_batched_gradient_is_the_same_when_the_sweep_is_too_long_to_keep(monkeyp
     hi = value_and_grad(mesh, _shifted(state, t, arm, STEP), _fidelity, wl, params, inputs=[0, 1, 2])[0]
     lo = value_and_grad(mesh, _shifted(state, t, arm, -STEP), _fidelity, wl, params, inputs=[0, 1, 2])[0]
     assert np.abs((hi - lo) / (2 * STEP) - again[1][:, t, arm]).max() <= REL * np.abs(again[1]).max()
+
+
+def test_a_one_tbu_mesh_is_refused_rather_than_read_past_the_merge_table():
+    """No merge: the kernels would read the root's waves from a merge row that does not exist."""
+    from photonics.errors import StateError
+    from photonics.topology import Mesh
+
+    mesh = Mesh("custom", 0, 0, ("tbu:0.0.0",), np.array([[[0.0, 0.0], [1.0, 0.0]]]),
+                np.zeros((0, 2), dtype=np.int64), np.array([0, 1, 2, 3]),
+                ("port:1", "port:2", "port:3", "port:4"))
+    with pytest.raises(StateError, match="one TBU"):
+        value_and_grad(mesh, MeshState.uniform(mesh, "bar"), _weighted_power)
+    with pytest.raises(StateError, match="one TBU"):
+        jacobian(mesh, MeshState.uniform(mesh, "bar"))
