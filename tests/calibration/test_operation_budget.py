@@ -21,6 +21,7 @@ def bench() -> DirectBench:
     return DirectBench(Chip(hexagonal(2, 2), 7, clock=lambda: 0.0))
 
 
+@pytest.mark.slow  # 12 s in the quick suite at load 10-18 (issue 29)
 def test_a_run_that_needs_more_than_its_budget_is_refused_naming_it_and_never_exceeds_it(tmp_path):
     b = bench()
     ckpt = tmp_path / "map.json.ckpt"
@@ -35,6 +36,7 @@ def test_a_run_that_needs_more_than_its_budget_is_refused_naming_it_and_never_ex
     assert not ckpt.exists()
 
 
+@pytest.mark.slow  # 23 s in the quick suite at load 10-18 (issue 29)
 def test_a_run_within_its_budget_is_unchanged_by_it():
     free = calibrate(bench(), Options(**FAST, max_operations=None), progress=Progress(stream=None))
     capped = calibrate(bench(), Options(**FAST, max_operations=free.operations),

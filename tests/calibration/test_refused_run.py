@@ -28,6 +28,7 @@ def drifting_bench(k_per_min: float = 60.0) -> DirectBench:
     return DirectBench(chip)
 
 
+@pytest.mark.slow  # 19 s in the quick suite at load 10-18 (issue 29)
 def test_a_refused_run_removes_its_checkpoint_and_says_so(tmp_path):
     ckpt = tmp_path / "map.json.ckpt"
     with pytest.raises(CalibrationRefusedError) as info:
@@ -39,6 +40,7 @@ def test_a_refused_run_removes_its_checkpoint_and_says_so(tmp_path):
     assert f"this run's checkpoint {ckpt} was removed" in line
 
 
+@pytest.mark.slow  # 23 s in the quick suite at load 10-18 (issue 29)
 def test_lumion_calibrate_exits_refused_with_a_hint_that_says_what_to_do(tmp_path, capsys, monkeypatch):
     import lab_scripts.cmd_calibrate as cmd
 

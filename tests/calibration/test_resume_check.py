@@ -46,6 +46,7 @@ def chip_at(kelvin: float) -> Chip:
     return chip
 
 
+@pytest.mark.slow  # 25 s in the quick suite at load 10-18 (issue 29)
 def test_a_checkpoint_resumed_at_another_temperature_starts_afresh(tmp_path):
     ckpt, records = interrupted_checkpoint(tmp_path)
     chip = chip_at(4.0)  # 4 K warmer than when the checkpoint was written
@@ -61,6 +62,7 @@ def test_a_checkpoint_resumed_at_another_temperature_starts_afresh(tmp_path):
     assert max(off[t] for t in range(MESH.n_tbus) if t not in result.cmap.failed) < OFF_RAD
 
 
+@pytest.mark.slow  # 13 s in the quick suite at load 10-18 (issue 29)
 def test_a_checkpoint_resumed_on_the_same_chip_is_resumed(tmp_path):
     ckpt, records = interrupted_checkpoint(tmp_path)
     moved, _ = resumed_move(DirectBench(chip_at(0.0)), records, FAST)
