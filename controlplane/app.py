@@ -355,6 +355,11 @@ def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
         """Put a failed accelerator back in service (replaced or fixed)."""
         return cp.repair(name)
 
+    @app.post(f"{API}/tbus/{{tbu}}/clear", tags=["failures"], dependencies=auth)
+    def clear_suspect(tbu: str) -> dict[str, Any]:
+        """Clear a suspect TBU (light blamed it during a repair): routing may use it again."""
+        return cp.clear_suspect(tbu)
+
     @app.get(f"{API}/events", tags=["rack"], dependencies=auth)
     def events(
         since: int = Query(0, ge=0, le=MAX_EVENT_ID, description="return events with id > since"),

@@ -79,6 +79,7 @@ class RackState:
     meta: dict[str, dict[str, Any]]  # job id -> created, updated
     currents: np.ndarray  # mA, per heater, as committed
     failed: tuple[str, ...]
+    suspects: tuple[str, ...] = ()  # TBU names light blamed: routed around until cleared, not failed
 
 
 class ControlPlane:
@@ -258,7 +259,9 @@ class ControlPlane:
             )
         failed = tuple(self.store.failed_accelerators(self.chip_id))
         plan = replace(plan, failed_accelerators=failed)
-        self.state = RackState(plan, jobs, meta, np.asarray(currents, float)[: self.mesh.n_heaters], failed)
+        suspects = tuple(r["tbu"] for r in self.store.suspect_tbus(self.chip_id))
+        self.state = RackState(plan, jobs, meta, np.asarray(currents, float)[: self.mesh.n_heaters], failed,
+                               suspects)
 
     def _tolerance(self) -> np.ndarray:
         """Per heater (mA): how far a read-back may be from what the channel holds.
@@ -727,7 +730,7 @@ class ControlPlane:
             change.update(identity=reports.identity(names, tbu, state), recovery=out)
             return change, out
 
-        return self._by_light(st, kind, job_id, compute, prepare, stages)
+        return self._by_light(st, kind, job_id, compute, prepare, stages, reported_tbu=tbu)
 
     def _by_light(
         self,
@@ -737,14 +740,26 @@ class ControlPlane:
         compute: Any,
         prepare: Any,
         stages: list[dict[str, Any]],
+        reported_tbu: str | None = None,
     ) -> tuple[Any, int, Any, dict[str, Any]]:
         """Program what ``compute(avoid)`` gives (``.plan``, ``.program``, ``.rerouted``: the new
         links) and verify it by light (photonics.fabric.verify: repair, or refuse with the chip
         restored). ``prepare(rec)``: (the intent's state change, anything the caller wants back).
 
         Returns (what was committed, its intent, prepare's second value, the reply's light keys).
+        The TBUs this call's repairs avoided become **suspects** (table ``suspect_tbus``,
+        events ``tbu-suspected``), not failures: the committed plan does not record them, and
+        every later computation avoids them (``st.suspects``) until an operator clears them.
+        ``reported_tbu``: a TBU reported failed is no longer a suspect (its failure replaces it).
         """
         open_: dict[str, Any] = {}
+        known = {self.mesh.tbu_index(n): "dead" for n in st.suspects if n != reported_tbu}
+        blamed: dict[int, str] = {}  # what the current attempt's repair avoids
+
+        def with_suspects(avoid: Mapping[int, str]) -> Any:
+            blamed.clear()
+            blamed.update(avoid)
+            return compute({**known, **avoid})
 
         def timed(stage: str, fn: Any, *args: Any) -> Any:
             t0 = time.time()
@@ -754,7 +769,11 @@ class ControlPlane:
 
         def apply(rec: Any) -> None:
             change, extra = prepare(rec)
-            intent, plan, chip, written = self._begin(kind, job_id, rec.plan, rec.program, change)
+            new = [self.mesh.tbu_names[t] for t in blamed if t not in st.plan.failed_tbus]
+            change = {**change, "suspect": new,
+                      "unsuspect": [reported_tbu] if reported_tbu in st.suspects else []}
+            plan = _without_suspects(rec.plan, st.plan.failed_tbus, {**known, **blamed})
+            intent, plan, chip, written = self._begin(kind, job_id, plan, rec.program, change)
             stages.extend(written)
             open_.update(intent=intent, plan=plan, chip=chip, extra=extra)
 
@@ -766,9 +785,11 @@ class ControlPlane:
             return timed("light", self.light.checks, st.plan, rec, ref)
 
         before = timed("reference", self.light.before, st.plan)
-        effects = Effects(lambda avoid: timed("compute", compute, avoid), apply, measure, restore, before)
+        effects = Effects(lambda avoid: timed("compute", with_suspects, avoid), apply, measure, restore,
+                          before)
         v = verified_recovery(effects, self.mesh.tbu_names, repair=self.light_policy == "repair")
         self._commit(open_["intent"], kind, open_["plan"], v.recovery.program, open_["chip"])
+        self._log_suspects(job_id, open_["intent"], v.attempts, st)
         light = {
             "verified": VERIFIED[v.verification["status"]],
             "verification": v.verification,
@@ -776,6 +797,35 @@ class ControlPlane:
             "suspect_tbus": [self.mesh.tbu_names[t] for t in v.suspect_tbus],
         }
         return v.recovery, open_["intent"], open_["extra"], light
+
+    def _log_suspects(self, job_id: str | None, intent: int, attempts: Sequence[Mapping[str, Any]],
+                      st: RackState) -> None:
+        """One ``tbu-suspected`` event per TBU the committed recovery made a suspect (with the
+        refusal that blamed it); call after the commit.
+        """
+        new = [n for n in self._state().suspects if n not in st.suspects]
+        for name in new:
+            why = next((a["refusal"] for a in attempts if name in a.get("suspect_tbus", ())), "")
+            self.log_event("tbu-suspected", job=job_id, intent=intent, tbu=name, reason=why[:300])
+
+    def clear_suspect(self, tbu: str) -> dict[str, Any]:
+        """Clear a suspect TBU: routing may use it again (it was checked, or the fault is fixed).
+
+        Nothing is written to the chip (no route crosses a suspect). Idempotent: a TBU that is
+        not a suspect answers ``changed`` false (no event); 404 for a name the mesh does not have.
+        """
+        with self._lock:
+            st = self._state()
+            try:
+                self.mesh.tbu_index(tbu)
+            except LumionError as exc:
+                raise ServiceError(str(exc), "not-found") from exc
+            if tbu not in st.suspects:
+                return {"tbu": tbu, "suspect": False, "changed": False}
+            self.store.clear_suspect(self.chip_id, tbu)
+            self._load(st.plan, st.currents)
+            self.log_event("tbu-cleared", tbu=tbu)
+            return {"tbu": tbu, "suspect": False, "changed": True}
 
     def _repeat(
         self, st: RackState, job_id: str | None, names: list[str], tbu: str | None, state: str, source: str
@@ -959,6 +1009,7 @@ class ControlPlane:
                     "total_current_ma": float(st.currents.sum()),
                     "open_intents": [it["id"] for it in self.store.open_intents(self.chip_id)],
                     "failed_tbus": {mesh.tbu_names[t]: h for t, h in sorted(st.plan.failed_tbus.items())},
+                    "suspect_tbus": self.store.suspect_tbus(self.chip_id),
                 }
             ],
             "fabrics": [
@@ -1026,6 +1077,16 @@ def _differing(a: np.ndarray, b: Sequence[float] | np.ndarray,
     a, b = np.asarray(a, float), np.asarray(b, float)
     n = min(len(a), len(b))
     return int(np.count_nonzero(np.abs(a[:n] - b[:n]) > np.broadcast_to(tol, (max(n, np.size(tol)),))[:n]))
+
+
+def _without_suspects(plan: JobPlan, failed: Mapping[int, str], avoided: Mapping[int, str]) -> JobPlan:
+    """``plan`` with the TBUs routing only avoided as suspects taken out of its failed TBUs.
+
+    ``failed``: the failures recorded before (a stuck TBU light also blamed keeps its state).
+    """
+    kept = {t: h for t, h in plan.failed_tbus.items() if t not in avoided}
+    kept.update({t: failed[t] for t in avoided if t in failed})
+    return replace(plan, failed_tbus=kept)
 
 
 def _failed_names(

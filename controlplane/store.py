@@ -10,6 +10,8 @@ number of the last one applied):
 * ``allocations``: accelerator -> job, **primary key (chip, accelerator)**: an accelerator,
   spare or not, can belong to one job only, whatever the code above does;
 * ``failed_accelerators``: accelerators out of service until repaired;
+* ``suspect_tbus``: TBUs light blamed during a repaired recovery or placement (routed
+  around like failed ones, but not recorded failed: an operator clears them);
 * ``plans``: the chip's plan of record (``lumion.plan`` JSON, every job's links);
 * ``currents``: the heater currents last committed per chip (what the chip must hold);
 * ``intents``: one row per reconfiguration (previous and target currents, the new plan,
@@ -190,6 +192,16 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     """,
     # 2: the hash chain over the event log, and no INSERT over an existing event
     _chain_events,
+    # 3: suspects (light blamed them; avoided until cleared, never recorded dead)
+    """
+    CREATE TABLE suspect_tbus (
+        chip_id TEXT NOT NULL REFERENCES chips(chip_id),
+        tbu TEXT NOT NULL,
+        since TEXT NOT NULL,
+        intent_id INTEGER,
+        PRIMARY KEY (chip_id, tbu)
+    );
+    """,
 )
 
 
@@ -388,6 +400,19 @@ class Store:
         )
         return [r["accelerator"] for r in rows]
 
+    def suspect_tbus(self, chip_id: str) -> list[dict[str, Any]]:
+        """Suspect TBUs of ``chip_id`` (``{"tbu", "since", "intent"}``), in the order light blamed them."""
+        rows = self.query(
+            "SELECT tbu, since, intent_id FROM suspect_tbus WHERE chip_id=? ORDER BY rowid", (chip_id,)
+        )
+        return [{"tbu": r["tbu"], "since": r["since"], "intent": r["intent_id"]} for r in rows]
+
+    def clear_suspect(self, chip_id: str, tbu: str) -> bool:
+        """Clear a suspect TBU (routing may use it again); False if it was not a suspect."""
+        with self.transaction() as db:
+            gone = db.execute("DELETE FROM suspect_tbus WHERE chip_id=? AND tbu=?", (chip_id, tbu)).rowcount
+        return bool(gone)
+
     def next_job_id(self) -> str:
         """An id no job has had (``job-<n>``)."""
         rows = self.query("SELECT COALESCE(MAX(seq), 0) FROM jobs")
@@ -485,6 +510,11 @@ class Store:
                 db.execute("DELETE FROM allocations WHERE chip_id=? AND accelerator=?", (chip, acc))
             for acc in change.get("fail", []):
                 db.execute("INSERT OR IGNORE INTO failed_accelerators VALUES (?, ?, ?)", (chip, acc, t))
+            for tbu in change.get("suspect", []):
+                db.execute("INSERT OR IGNORE INTO suspect_tbus VALUES (?, ?, ?, ?)",
+                           (chip, tbu, t, intent_id))
+            for tbu in change.get("unsuspect", []):  # reported failed: a failure now, no longer a suspect
+                db.execute("DELETE FROM suspect_tbus WHERE chip_id=? AND tbu=?", (chip, tbu))
             db.execute(
                 "UPDATE intents SET status=?, finished=?, outcome=? WHERE id=?",
                 (status, t, outcome, intent_id),

@@ -32,6 +32,7 @@ ENDPOINTS = [
     ("get", "/events"),
     ("post", "/failures"),
     ("post", "/accelerators/gpu0/repair"),
+    ("post", "/tbus/tbu:0.0.0/clear"),
     ("post", "/sim/accelerators/gpu0/kill"),
     ("post", "/sim/accelerators/gpu0/revive"),
 ]
@@ -84,7 +85,7 @@ def test_openapi_lists_every_endpoint(svc):
     doc = httpx.get(f"{svc.info['url']}/openapi.json").json()
     paths = doc["paths"]
     for method, path in [("get", "/health"), *ENDPOINTS]:
-        template = path.replace("job-1", "{job_id}").replace("gpu0", "{name}")
+        template = path.replace("job-1", "{job_id}").replace("gpu0", "{name}").replace("tbu:0.0.0", "{tbu}")
         assert method in paths[f"/api/v1{template}"], template
     assert "JobRequest" in doc["components"]["schemas"]
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
@@ -104,6 +105,10 @@ def test_validation_errors_are_one_json_object(svc):
     _error(c.post("/failures", json={"tbu": "tbu:0.0.0", "state": "melted"}), 422, "input")
     _error(c.get("/events", params={"since": -1}), 422, "input")
     _error(c.get("/nosuch"), 404, "not-found")
+    _error(c.post("/tbus/tbu:99.0.0/clear"), 404, "not-found")
+    cleared = c.post("/tbus/tbu:0.0.0/clear")  # not a suspect: nothing to clear, said so
+    assert cleared.status_code == 200, cleared.text
+    assert cleared.json() == {"tbu": "tbu:0.0.0", "suspect": False, "changed": False}
 
 
 def test_a_method_the_path_does_not_accept_is_405_naming_the_allowed_ones(svc):

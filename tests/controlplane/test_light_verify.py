@@ -91,7 +91,8 @@ def test_a_hidden_pi_fault_on_the_spares_route_is_repaired_around(rack):
     assert name in out["suspect_tbus"]
     plan = rack.cp.state.plan
     assert all(bad not in lk.route.tbus for lk in plan.links)
-    assert plan.failed_tbus.get(bad) == "dead"  # recorded: later placements avoid it too
+    assert bad not in plan.failed_tbus  # a suspect, not a failure (it may be innocent)
+    assert rack.cp.state.suspects == tuple(out["suspect_tbus"])  # later placements avoid it too
     # independent of the service's own claim: every committed link carries its planned light
     assert all(abs(d) <= ROUTE_TOL_DB for d in _measured_vs_planned(rack))
     # the refused attempt was undone before the repair: one aborted intent, one committed
@@ -99,6 +100,37 @@ def test_a_hidden_pi_fault_on_the_spares_route_is_repaired_around(rack):
     assert len(refused) == 1
     assert name in refused[0]["reason"]
     assert rack.cp.store.open_intents(rack.cp.chip_id) == []
+
+
+def test_suspects_are_not_dead_persist_and_an_operator_clears_them(rack):
+    rec = _plan_for(rack, "gpu2")
+    bad = _interior_tbu_only_on_rerouted(rack, rec)
+    name = rack.fabric.mesh.tbu_names[bad]
+    rack.sim.chip.shift_phase(bad, math.pi)
+    out = rack.cp.report_failure(None, accelerator="gpu2")
+    suspects = out["suspect_tbus"]
+    assert name in suspects
+
+    status = rack.cp.status()["chips"][0]
+    assert status["failed_tbus"] == {}  # nothing was reported failed
+    assert [s["tbu"] for s in status["suspect_tbus"]] == suspects
+    events = rack.events("tbu-suspected")
+    assert [e["tbu"] for e in events] == suspects
+    assert all("light verification failed" in e["reason"] for e in events)
+    assert all(e["intent"] == out["intent"] for e in events)
+    # persisted in the database the service reopens on a restart
+    assert [s["tbu"] for s in rack.cp.store.suspect_tbus(rack.cp.chip_id)] == suspects
+
+    with pytest.raises(ServiceError) as unknown:
+        rack.cp.clear_suspect("tbu:99.99.9")
+    assert unknown.value.kind == "not-found"
+    for s in suspects:
+        assert rack.cp.clear_suspect(s) == {"tbu": s, "suspect": False, "changed": True}
+    assert rack.cp.clear_suspect(name)["changed"] is False  # idempotent, no second event
+    assert [e["tbu"] for e in rack.events("tbu-cleared")] == suspects
+    assert rack.cp.state.suspects == ()
+    assert rack.cp.store.suspect_tbus(rack.cp.chip_id) == []
+    assert rack.cp.status()["chips"][0]["suspect_tbus"] == []
 
 
 def test_light_that_cannot_be_repaired_is_refused_and_nothing_changes(rack):
