@@ -2,7 +2,8 @@
 
 The simulated bench runs here (its chip is this process's); `lumion program` runs as a
 separate process through the bench config another process would use (a pty for the
-heater driver, answering after a real module's turnaround). At 20 seeded moments:
+heater driver, answering after a real module's turnaround). At 10 seeded moments
+(``MOMENTS``; ``LUMION_PROGRAM_MOMENTS`` for more):
 
 * an interrupt (SIGINT or SIGTERM) leaves the chip in exactly the old or the new
   configuration, and the one stderr line names the one it holds;
@@ -28,7 +29,10 @@ from photonics.routing import route_many
 from photonics.topology import smartlight
 
 ROOT = Path(__file__).resolve().parents[2]
-MOMENTS = 20
+# Seeded moments per test: each starts two or three `lumion program` processes (~1-2 s of CPU
+# each to import numpy and scipy), so 20 took 864 s of wall for the second-writer test at load
+# 8-27 (issue 29); 10 still spread over the whole write. LUMION_PROGRAM_MOMENTS=100 for a soak.
+MOMENTS = int(os.environ.get("LUMION_PROGRAM_MOMENTS", "10"))
 # A module answers 2-28 ms after a command in the vendor's recorded sessions: 20 ms makes a
 # whole-chip write last ~1 s, so interrupts land before, during and after it.
 TURNAROUND_S = 0.02
