@@ -13,6 +13,10 @@ Two meters, tried in this order for each link (``src`` -> ``dst`` mesh ports):
   planned link (seen: -17.6 dBm on a route whose own light arrived at -41.7 dBm). So a new
   link (``identify``) is read again with its own transmitter's lane TX-disabled for one
   read: its own light is the difference (on minus dark, in mW), and that is what is judged.
+  A module samples its monitors every few ms to ~100 ms, not at each read: the dark read
+  waits :data:`DOM_REFRESH_WAIT_S` after the disable (else it reads the lit sample), and
+  after the lane is enabled again no reading is taken, and :meth:`LightMeter.measure` does
+  not return, before that long has passed (the next read must see the light back).
 * **power meter**: the bench laser switched into ``src`` and the meter head at ``dst`` read;
   planned = the laser's power plus the route's planned transmission (the simulated meter,
   like a head at the chip's facet, reads the mesh output). One link at a time.
@@ -23,7 +27,8 @@ A link neither reaches is *not measured*, with the reason; nothing is guessed.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -43,6 +48,11 @@ OFF_MESH_LOSS_DB = 2 * PhysicsDefaults.fiber_to_chip_loss_db + PhysicsDefaults.a
 DARK_LAUNCH_DB = 6.0
 VERIFY_NM = 1550.0  # the power meter's wavelength: the band centre, inside every default lane
 FLOOR_DBM = -70.0  # the DOM's floor (SFF-8636/CMIS 0.1 uW LSB): no light of its own reads this
+# After a lane's TX disable changes, a read waits this long (s) so that the module has taken
+# a monitor sample since: SFF-8636/CMIS leave the sampling rate to the vendor, module
+# datasheets give a few ms to ~100 ms, and samples come at least once per period, so one
+# period of the slowest is enough (the simulated module's monitor_period_s models it).
+DOM_REFRESH_WAIT_S = 0.1
 
 
 class _LeftDisabledError(InstrumentError):
@@ -101,6 +111,20 @@ class LightMeter:
                         table[_port(port, self.mesh)] = (name, lane)
         self._laser_dbm: float | None = None
         self._pool: ThreadPoolExecutor | None = None
+        # the bench's clock and sleep when it has its own (a simulated clock), else the wall's
+        self._clock: Callable[[], float] = getattr(bench, "clock", None) or time.monotonic
+        self._sleep: Callable[[float], None] = getattr(bench, "sleep", None) or time.sleep
+        self._fresh_at = -math.inf  # clock time from which every monitor sample is fresh
+
+    def _changed_lane(self) -> None:
+        """A TX disable changed: reads are stale until the modules sampled again."""
+        self._fresh_at = self._clock() + DOM_REFRESH_WAIT_S
+
+    def _await_fresh(self) -> None:
+        """Wait (bounded by DOM_REFRESH_WAIT_S) until the last lane change has been sampled."""
+        left = self._fresh_at - self._clock()
+        if left > 0:
+            self._sleep(min(left, DOM_REFRESH_WAIT_S))
 
     # -- which meter reaches a link -------------------------------------------------------
     def meter_for(self, probe: Probe) -> tuple[str | None, str]:
@@ -145,6 +169,7 @@ class LightMeter:
         own transmitter's light (:meth:`_own_light`).
         """
         meters = [self.meter_for(p) for p in probes]
+        self._await_fresh()
         dom = self._read_modules({m for p, (kind, _) in zip(probes, meters, strict=True)
                                   if kind == TRANSCEIVERS
                                   for m in (self.tx_lane[p.src][0], self.rx_lane[p.dst][0])})
@@ -157,6 +182,7 @@ class LightMeter:
                 out.append(self._by_power_meter(p))
             else:
                 out.append(Reading(None, None, None, why))
+        self._await_fresh()  # a lane enabled again is lit in the modules' monitors for the next read
         return out
 
     def _read_module(self, name: str) -> tuple[Any, Any, str]:
@@ -209,11 +235,15 @@ class LightMeter:
             if state[tx_lane]:
                 return replace(on, meter=None, measured_dbm=None,
                                reason=f"{tx_name} lane {tx_lane} is disabled by the host: it sends no light")
+            self._await_fresh()  # the previous link's lane enabled again: its light is back
             tx.set_tx_disable(tx_lane, True)
             try:
+                self._changed_lane()
+                self._await_fresh()  # else the read returns the sample taken while lit
                 dark = float(rx.rx_power_dbm()[rx_lane])
             finally:
                 self._enable_again(tx, tx_name, tx_lane)
+                self._changed_lane()
         except _LeftDisabledError as exc:
             return replace(on, meter=None, measured_dbm=None, reason=str(exc))
         except (InstrumentError, OSError, LumionError, TypeError) as exc:

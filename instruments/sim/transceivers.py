@@ -22,6 +22,14 @@ lane of every transceiver on the bench, of its power times the chip's port-to-po
 transmission (circuit solve at ``wavelength_nm``). A lane transmits when its TX is not
 disabled and (CMIS) its data path is DPActivated. LOS asserts below ``los_dbm``.
 
+Monitor refresh: a real module samples its monitors periodically, not at each host read
+(SFF-8636 and CMIS leave the rate to the vendor; module datasheets give "every few ms" to
+~100 ms, e.g. the 100 ms worst case this package assumes in
+:data:`instruments.light_meter.DOM_REFRESH_WAIT_S`). ``monitor_period_s`` > 0 models that:
+the monitors are recomputed only when a read falls in a new sample period of the chip's
+clock (samples at multiples of the period: deterministic for a given clock), so a read right
+after a TX disable still returns the lit value. 0 (the default) refreshes on every read.
+
 Faults: :meth:`SimTransceiver.kill_tx` makes a lane's laser stop emitting, as when the
 accelerator behind the module dies (the host is gone, nobody sets TX disable or reads the
 TX-fault flag, so neither changes); :meth:`SimTransceiver.revive_tx` undoes it. The
@@ -74,7 +82,8 @@ class SimTransceiver:
 
     def __init__(self, name: str, kind: str, tx_ports: Sequence[int | None], rx_ports: Sequence[int | None],
                  *, tx_power_dbm: float = 1.0, temperature_c: float = 38.5, vcc_v: float = 3.29,
-                 los_dbm: float = -20.0, bias_multiplier: int = 1, unsupported: Iterable[str] = ()) -> None:
+                 los_dbm: float = -20.0, bias_multiplier: int = 1, unsupported: Iterable[str] = (),
+                 monitor_period_s: float = 0.0) -> None:
         if kind not in ("sff8636", "cmis"):
             raise ValueError(f"transceiver kind must be sff8636 or cmis, not {kind!r}")
         self.name, self.kind = name, kind
@@ -92,6 +101,8 @@ class SimTransceiver:
         self.lock = threading.RLock()
         self.bench: TransceiverBench | None = None
         self.dead_tx: set[int] = set()  # lanes whose laser stopped (kill_tx), 0-based
+        self.monitor_period_s = float(monitor_period_s)
+        self._sample: int | None = None  # the sample period (of the chip's clock) last taken
         self._module_monitors(temperature_c, vcc_v)
         if kind == "cmis":
             self._configure_lanes()
@@ -197,7 +208,8 @@ class SimTransceiver:
     def read(self, offset: int, length: int) -> bytes:
         """I2C read: lower memory below 128, the selected page above; latched flags clear."""
         if self.bench is not None:
-            self.bench.refresh(self)  # this module's monitors; the others refresh when read
+            if self._sample_due():
+                self.bench.refresh(self)  # this module's monitors; the others refresh when read
         else:
             self.set_monitors(np.zeros(self.spec.LANES))  # alone on the bench: no light arrives
         with self.lock:
@@ -208,6 +220,15 @@ class SimTransceiver:
                 area, i = self._locate(a, page)
                 area[i] = 0
             return out
+
+    def _sample_due(self) -> bool:
+        """Whether this read falls in a new monitor sample period (always with no period)."""
+        if self.monitor_period_s <= 0 or self.bench is None:
+            return True
+        sample = int(self.bench.chip.now_s() // self.monitor_period_s)
+        with self.lock:
+            due, self._sample = sample != self._sample, sample
+        return due
 
     def _writable(self, address: int, page: int) -> bool:
         if address < UPPER_START:

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from instruments.errors import InstrumentError
-from instruments.light_meter import FLOOR_DBM, OFF_MESH_LOSS_DB, TRANSCEIVERS, LightMeter, Probe
+from instruments.light_meter import (
+    DOM_REFRESH_WAIT_S,
+    FLOOR_DBM,
+    OFF_MESH_LOSS_DB,
+    TRANSCEIVERS,
+    LightMeter,
+    Probe,
+)
 from photonics.topology import hexagonal
 
 
@@ -84,3 +91,40 @@ def test_a_link_no_meter_reaches_says_why():
     r = LightMeter(bench).measure([Probe(1, 3, -2.0, 0.0)])[0]
     assert r.meter is None
     assert "no transceiver lane transmits into" in r.reason
+
+
+def _sim_link(period_s):
+    """A simulated SFF-8636 module lighting mesh port 0 and another reading the port where
+    most of that light leaves the simulated chip; both sample their monitors every ``period_s``.
+    """
+    from instruments.sim.chip import Chip
+    from instruments.sim.transceivers import SimI2CBus, SimTransceiver, TransceiverBench
+    from instruments.transceiver import TransceiverModule
+    from photonics.topology import smartlight
+
+    chip = Chip(smartlight(), seed=2, crosstalk_fraction=0.0)
+    out = chip.output_power_mw(0, 1550.0, 1.0)
+    dst = int(np.argmax([x if p != 0 else 0.0 for p, x in enumerate(out)]))
+    a = SimTransceiver("a", "sff8636", [0], [], monitor_period_s=period_s)
+    b = SimTransceiver("b", "sff8636", [], [dst], monitor_period_s=period_s)
+    TransceiverBench(chip, [a, b])
+    modules = {"a": TransceiverModule(SimI2CBus(a), name="a"), "b": TransceiverModule(SimI2CBus(b), name="b")}
+    bench = SimpleNamespace(mesh=chip.mesh, transceivers=modules,
+                            transceiver_ports={"a": {"tx_ports": [0], "rx_ports": []},
+                                               "b": {"tx_ports": [], "rx_ports": [dst]}})
+    return bench, Probe(0, dst, 10 * math.log10(out[dst]), 1.0), modules
+
+
+@pytest.mark.parametrize("period_s", [0.0, DOM_REFRESH_WAIT_S])
+def test_the_dark_read_waits_for_the_modules_monitor_refresh(period_s):
+    # a module samples its monitors every few ms to ~100 ms: read at once after the TX disable,
+    # the receiver returned the sample taken while lit, and the link's own light read as nothing
+    bench, probe, modules = _sim_link(period_s)
+    meter = LightMeter(bench)
+    plain = meter.measure([probe])[0]
+    own = meter.measure([probe], identify=[0])[0]
+    assert plain.measured_dbm > FLOOR_DBM + 20  # the link is lit
+    assert own.dark_dbm < plain.measured_dbm - 20  # the dark read saw the laser off
+    assert own.measured_dbm == pytest.approx(plain.measured_dbm, abs=0.1)
+    # and when measure returns, the lane enabled again is lit in the receiver's monitors
+    assert modules["b"].rx_power_dbm()[0] == pytest.approx(plain.measured_dbm, abs=0.1)
