@@ -1016,15 +1016,16 @@ def calibrate(
     xrecords = load_checkpoint_crosstalk(ckpt) if ckpt else {}
     failed = load_checkpoint_failed(ckpt) if ckpt else {}
     ops_start = bench.operations
-    if records:
-        progress.note(f"resuming from {ckpt}: {len(records)} TBUs fitted, {len(xrecords)} crosstalk "
-                      f"victims measured, {ops_before} operations done (delete it to start over)")
+    if records:  # light judges the checkpoint first, so the user reads one verdict, not two
         moved = resumed_move(bench, records, options)
         if moved is not None and moved[0] > RESUME_MOVED_RAD:
             progress.note(f"not resuming {ckpt}: light shows its TBUs moved {moved[0]:.3f} rad (median of "
                           f"{moved[1]}) since they were fitted, more than {RESUME_MOVED_RAD} rad: the chip's "
                           "temperature or conditions changed; starting afresh")
             records, xrecords, failed, ops_before, dur_before = {}, {}, {}, 0, 0.0
+        else:
+            progress.note(f"resuming from {ckpt}: {len(records)} TBUs fitted, {len(xrecords)} crosstalk "
+                          f"victims measured, {ops_before} operations done (delete it to start over)")
     run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before,
               failed, ops_start=ops_start, resume_check_ops=bench.operations - ops_start)
     try:

@@ -57,6 +57,7 @@ def test_a_checkpoint_resumed_at_another_temperature_starts_afresh(tmp_path):
     result = calibrate(DirectBench(chip), FAST, checkpoint=ckpt, progress=Progress(stream=notes, every=10**6))
     assert f"not resuming {ckpt}: light shows its TBUs moved" in notes.getvalue()
     assert "starting afresh" in notes.getvalue()
+    assert "resuming from" not in notes.getvalue()  # one verdict: it used to say it resumed first
     assert result.cmap.quality["resumed_operations"] == 0
     off, _ = tbu_errors(result.cmap, chip)
     assert max(off[t] for t in range(MESH.n_tbus) if t not in result.cmap.failed) < OFF_RAD
@@ -70,4 +71,5 @@ def test_a_checkpoint_resumed_on_the_same_chip_is_resumed(tmp_path):
     notes = io.StringIO()
     result = calibrate(DirectBench(chip_at(0.0)), FAST, checkpoint=ckpt, progress=Progress(stream=notes))
     assert "not resuming" not in notes.getvalue()
+    assert f"resuming from {ckpt}" in notes.getvalue()
     assert result.cmap.quality["resumed_operations"] > 0
