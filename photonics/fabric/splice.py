@@ -119,10 +119,11 @@ class Candidate:
         return next((r for r in self.results if not r.budget_ok), None)
 
     def row(self) -> dict[str, Any]:
-        """A line of the candidates table (docs/fabric.md)."""
+        """A line of the candidates table (docs/fabric.md); margin None when nothing is re-routed."""
         bad = self.failing()
         return {"spare": self.option.label, "spares": dict(self.option.spares), "ok": bad is None,
-                "worst_new_loss_db": self.worst_loss_db, "worst_new_margin_db": self.worst_margin_db,
+                "worst_new_loss_db": self.worst_loss_db,
+                "worst_new_margin_db": self.worst_margin_db if self.rerouted else None,  # JSON has no inf
                 "all_links_close": bad is None, "n_changed_tbus": len(self.changed),
                 "n_moved_links": len(self.moved),
                 **({} if bad is None else {"reason": f"{bad.link[0]}->{bad.link[1]} refused: {bad.reason}"})}

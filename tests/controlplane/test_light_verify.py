@@ -133,6 +133,26 @@ def test_suspects_are_not_dead_persist_and_an_operator_clears_them(rack):
     assert rack.cp.status()["chips"][0]["suspect_tbus"] == []
 
 
+def test_a_suspect_reported_failed_becomes_a_failure_and_no_longer_a_suspect(rack):
+    rec = _plan_for(rack, "gpu2")
+    bad = _interior_tbu_only_on_rerouted(rack, rec)
+    name = rack.fabric.mesh.tbu_names[bad]
+    rack.sim.chip.shift_phase(bad, math.pi)
+    rack.cp.report_failure(None, accelerator="gpu2")
+    assert name in rack.cp.state.suspects
+
+    # no route crosses it (it is avoided): a recovery with nothing to re-route, once a 500
+    # (its candidates' worst new margin was +inf, which JSON cannot store)
+    out = rack.cp.report_failure(None, tbu=name, state="dead")
+
+    assert out["rerouted_links"] == []
+    assert all(c["worst_new_margin_db"] is None for c in out["candidates"])
+    assert rack.cp.state.plan.failed_tbus.get(bad) == "dead"
+    assert name not in rack.cp.state.suspects
+    assert name not in [s["tbu"] for s in rack.cp.store.suspect_tbus(rack.cp.chip_id)]
+    assert rack.cp.status()["chips"][0]["failed_tbus"] == {name: "dead"}
+
+
 def test_light_that_cannot_be_repaired_is_refused_and_nothing_changes(rack):
     cp = rack.cp
     before_plan, before_currents = cp.state.plan, cp.state.currents.copy()
