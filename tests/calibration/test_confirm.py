@@ -274,3 +274,20 @@ def test_a_fit_biased_by_its_own_path_is_not_confirmed_by_that_path():
     assert len(confirmed) == chip.mesh.n_tbus
     assert off[confirmed].max() < CONFIRM_TOL_RAD  # was 0.063 rad (tbu:2.2.2)
     assert result.cmap.quality["confirm_refits"] >= 1
+
+
+def test_a_fit_whose_path_crosses_more_cross_state_tbus_than_its_confirmations_is_refitted():
+    """Trust campaign seed 9301 with drift tracking on: tbu:2.2.2 re-checked through a path with
+    three TBUs in cross ended 0.035 rad off; its one confirmation path (one in cross) saw -0.032
+    rad, within the tolerance, and nothing re-fitted it. Of two paths the one with fewer
+    cross-state TBUs is believed, so it is re-fitted once (0.013 rad after)."""
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(fit_cross={7: 3})
+    assert procedure.leakier_fit(run, 7, _seen(-0.032, cross=1))
+    assert not procedure.leakier_fit(run, 7, _seen(-0.015, cross=1))  # within the fits' own error
+    assert not procedure.leakier_fit(run, 7, _seen(-0.032, cross=3))  # no cleaner than the fit's
+    assert not procedure.leakier_fit(run, 7, _seen(-0.032, cross=1, independent=False))  # the fit's own
+    assert not procedure.leakier_fit(run, 8, _seen(-0.032, cross=1))  # fit not seen in this run
+    judged = replace(_seen(-0.032, cross=1), path_offsets_rad=(-0.06, -0.032))
+    assert not procedure.leakier_fit(run, 7, judged)  # several paths: their verdict stands
