@@ -55,7 +55,9 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    the finished map is checked by light its fit never saw (another path where one exists,
    always other drive levels). A TBU light disagrees with is re-fitted through a new path
    avoiding every doubtful TBU and checked again; one that still disagrees is named
-   "unverified" in the map with the measured disagreement (routing avoids it).
+   "unverified" in the map with the measured disagreement (routing avoids it). So is, once,
+   a TBU whose one confirmation path crosses fewer TBUs in cross than its fit's path and
+   sees it more than :data:`LEAKY_FIT_RAD` off (:func:`leakier_fit`).
 
 Every reading waits ``Options.settle_s`` after its current change (heaters settle). A
 checkpoint (JSON, written atomically) after every TBU lets an interrupted run resume
