@@ -113,6 +113,9 @@ def test_drift_tracking_is_deterministic():
     assert a.quality["drift"] == b.quality["drift"]
 
 
+COMPENSATION_BUDGET = 13_000  # operations: the default 10,000 plus room for the re-fits at 3 K/min
+
+
 @pytest.mark.slow
 def test_a_smartlight_chip_drifting_3k_per_min_is_compensated_and_nothing_is_silently_off():
     """Old code refused this chip at 3 K/min ('light disagrees with 35 of 71 TBUs', phases moved
@@ -121,7 +124,12 @@ def test_a_smartlight_chip_drifting_3k_per_min_is_compensated_and_nothing_is_sil
     is that of a stable chip (0.011 rad on this seed at 0 K/min), and the map says how fast the
     chip drifted."""
     chip = drifting_chip(smartlight(), 9100, 3.0)
-    result = calibrate(DirectBench(chip), Options(drift_references=4), progress=Progress(stream=None))
+    # 3 K/min is three times the trust campaign's drift mode: this chip's compensation needs
+    # ~9,900 readings plus its re-fits, past the default 10,000 budget (a hard limit since
+    # 9b52e5c: the re-fits it cannot afford are named unverified, not silent). The test
+    # asks whether compensation works, so it gives the run the readings that takes.
+    options = Options(drift_references=4, max_operations=COMPENSATION_BUDGET)
+    result = calibrate(DirectBench(chip), options, progress=Progress(stream=None))
     off, _ = tbu_errors(result.cmap, chip)
     healthy = [t for t in range(chip.mesh.n_tbus) if t not in result.cmap.failed]
     assert len(healthy) >= chip.mesh.n_tbus - 1
