@@ -6,7 +6,15 @@ import argparse
 import math
 from typing import Any
 
-from lab_scripts.common import UsageError, add_json_flag, count, positive, print_json, table
+from lab_scripts.common import (
+    UsageError,
+    add_json_flag,
+    count,
+    non_negative_float,
+    positive,
+    print_json,
+    table,
+)
 from lab_scripts.errors import CliError, planning, reading
 
 SCHEMA = "lumion.collective"
@@ -25,16 +33,6 @@ def _positive_float(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a number > 0, not {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, not {text!r}")
     return value
 
 
@@ -57,17 +55,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="buffer per rank, MB (1e6 bytes; default 64)")
     p.add_argument("--mesh", default="smartlight", help="smartlight | hex:RxC | ... (default smartlight)")
     p.add_argument("--gbps", type=_positive_float, default=10.0, help="circuit rate, Gb/s (default 10)")
-    p.add_argument("--alpha-us", type=_non_negative_float, default=10.0,
+    p.add_argument("--alpha-us", type=non_negative_float, default=10.0,
                    help="latency per message hop, us (default 10)")
-    p.add_argument("--relock-ms", type=_non_negative_float, default=None,
+    p.add_argument("--relock-ms", type=non_negative_float, default=None,
                    help="receiver re-lock per switch, ms (default: the lanes' own, 5 ms)")
     p.add_argument("--fixed-gbps", type=_positive_float, default=None,
                    help="the fixed ring/torus links' rate, Gb/s (default: --gbps)")
-    p.add_argument("--fixed-alpha-us", type=_non_negative_float, default=None,
+    p.add_argument("--fixed-alpha-us", type=non_negative_float, default=None,
                    help="the fixed topology's latency per hop, us (default: --alpha-us)")
     p.add_argument("--straggler", type=count, default=None, metavar="RANK",
                    help="the late rank (default: the last rank, for --pattern straggler)")
-    p.add_argument("--lag-ms", type=_non_negative_float, default=0.0,
+    p.add_argument("--lag-ms", type=non_negative_float, default=0.0,
                    help="how late the straggler joins, ms (default 0)")
     p.add_argument("--multicast", action="store_true",
                    help="let a step that sends one chunk to several ranks run on optical multicast trees "

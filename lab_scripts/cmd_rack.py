@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import add_json_flag, positive, print_json, seed, table
+from lab_scripts.common import add_json_flag, non_negative_float, positive, print_json, seed, table
 from lab_scripts.errors import reading
 from lab_scripts.paths import PLOT_SUFFIXES, output_file
 
@@ -110,9 +110,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"does; wait = keep the slice until the repair (default {RECOVERY})")
     step = p.add_argument_group("step time (docs/rack.md: a job's step = compute + its collective on what it "
                                 "holds; the trace's duration_h is its run time on the ideal slice)")
-    step.add_argument("--buffer-mb", type=non_negative, default=None, metavar="MB",
+    step.add_argument("--buffer-mb", type=non_negative_float, default=None, metavar="MB",
                       help="bytes per rank each step's collective moves, MB (default 256)")
-    step.add_argument("--compute-ms", type=non_negative, default=None, metavar="MS",
+    step.add_argument("--compute-ms", type=non_negative_float, default=None, metavar="MS",
                       help="computation per step, ms (default 500)")
     step.add_argument("--gbps", type=rate_gbps, default=None, metavar="GBPS",
                       help="payload rate of one lane, Gb/s (default 10, the rack's DWDM lane)")
@@ -130,20 +130,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def non_negative(text: str) -> float:
-    """Argument type of a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, not {text!r}")
-    return value
-
-
 def rate_gbps(text: str) -> float:
     """Argument type of a lane rate: a finite number of Gb/s > 0."""
-    value = non_negative(text)
+    value = non_negative_float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a finite number of Gb/s > 0, not {text!r}")
     return value

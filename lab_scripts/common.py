@@ -33,6 +33,17 @@ def positive(text: str) -> int:
     return _int_at_least(text, 1, "an integer >= 1")
 
 
+def non_negative_float(text: str) -> float:
+    """Argument type of a finite number >= 0 (a time, a size, a cost)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, not {text!r}")
+    return value
+
+
 def fraction(text: str) -> float:
     """Argument type of a fraction in [0, 1)."""
     try:
