@@ -131,3 +131,14 @@ def cp(bench, tmp_path):
     c = ControlPlane(Store(tmp_path / "cp.db"), bench, default_fabric())
     yield c
     c.close()
+
+
+@pytest.fixture
+def rack(tmp_path):
+    """An in-process simulated rack (``tests.controlplane.rack.Rack``) with a ring placed; closed after."""
+    from tests.controlplane.rack import Rack
+
+    r = Rack(tmp_path / "cp.db")
+    r.place_ring()
+    yield r
+    r.close()

@@ -20,14 +20,6 @@ from photonics.tolerances import ROUTE_TOL_DB
 from tests.controlplane.rack import Rack
 
 
-@pytest.fixture
-def rack(tmp_path):
-    r = Rack(tmp_path / "cp.db")
-    r.place_ring()
-    yield r
-    r.close()
-
-
 def _plan_for(r: Rack, victim: str):
     """The recovery the service will compute for ``victim`` (same function, same inputs)."""
     st = r.cp.state

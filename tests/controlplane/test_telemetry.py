@@ -9,17 +9,9 @@ import pytest
 from controlplane import telemetry
 from controlplane.telemetry import TelemetryError
 from instruments.link_monitor import DEBOUNCE_POLLS
-from tests.controlplane.rack import Rack, wait_for
+from tests.controlplane.rack import wait_for
 
 PERIOD_S = 0.02
-
-
-@pytest.fixture
-def rack(tmp_path):
-    r = Rack(tmp_path / "cp.db")
-    r.place_ring()
-    yield r
-    r.close()
 
 
 def _lit(handle):
