@@ -75,6 +75,7 @@ class FailureRequest(BaseModel):
     detected_s: float | None = Field(
         None,
         allow_inf_nan=False,
+        strict=True,  # a JSON true or "1" is not a time: refused, not read as 1 s after 1970
         description="epoch s when the failure was detected (detect stage); finite, within the last "
         "hour and at most 2 s ahead of the service's clock",
     )

@@ -32,6 +32,8 @@ def check_detected(detected_s: float | None, now_s: float | None = None) -> floa
     """``detected_s`` (epoch s) as a float, or None; 422 for a non-finite or implausible time."""
     if detected_s is None:
         return None
+    if isinstance(detected_s, (bool, str)):  # float(True) is 1.0 and float("1") 1.0: neither is a time
+        raise ServiceError(f"detected_s must be a number of epoch seconds, not {detected_s!r}")
     try:
         t = float(detected_s)
     except (TypeError, ValueError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 
 import httpx
 import pytest
@@ -360,3 +361,18 @@ def test_the_api_reference_is_served_without_a_cdn(svc):
     assert links == ["/openapi.json"]  # no script or style sheet from anywhere
     assert "innerHTML" not in page.text
     _error(httpx.get(f"{base}/redoc"), 404, "not-found")  # ReDoc would load its script from a CDN too
+
+
+@pytest.mark.parametrize("detected", ["true", "now-as-a-string"])
+def test_a_detection_time_that_is_not_a_number_is_named_as_such(svc, detected):
+    # pydantic's lax mode read true as 1.0 (refused as "not within an hour": an odd message) and
+    # "1796..." as a time (accepted): neither is a number of seconds
+    c = svc.client
+    job = c.post("/jobs", json={"count": 3}).json()
+    since = c.get("/events").json()["last_id"]
+    value = f'"{time.time():.0f}"' if detected == "now-as-a-string" else detected
+    body = b'{"accelerator": "%s", "detected_s": %s}' % (job["accelerators"][1].encode(), value.encode())
+    r = c.post("/failures", content=body, headers={"content-type": "application/json"})
+    assert _error(r, 422, "input")["error"] == "detected_s: Input should be a valid number"
+    assert c.get("/events", params={"since": since}).json()["events"] == []
+    assert c.delete(f"/jobs/{job['id']}").status_code == 200

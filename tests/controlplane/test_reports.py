@@ -142,3 +142,14 @@ def test_repair_is_idempotent_and_an_unknown_name_is_404(cp):
     with pytest.raises(ServiceError) as err:
         cp.repair("gpu99")
     assert err.value.kind == "not-found"
+
+
+@pytest.mark.parametrize("detected_s", [True, "now"], ids=["a-boolean", "a-string"])
+def test_a_detection_time_that_is_not_a_number_is_refused_as_such(cp, bench, detected_s):
+    # float(True) is 1.0 and float("1796...") a time: the Python API took both as epoch seconds
+    value = f"{time.time():.0f}" if detected_s == "now" else detected_s
+    cp.place_job(accelerators=["gpu0", "gpu1", "gpu2", "gpu3"])
+    with pytest.raises(ServiceError, match="detected_s must be a number of epoch seconds, not") as err:
+        cp.report_failure(None, accelerator="gpu1", detected_s=value)
+    assert err.value.kind == "input"
+    assert cp.status()["failed_accelerators"] == []
