@@ -2,7 +2,8 @@
 
 Tables (markdown, as docs/synthesis.md shows them):
 
-1. time: Haar-random N x N unitaries (seeds 0..--unitaries-1) on square:NxN, nominal chip:
+1. time: Haar-random N x N unitaries (seeds 0..--unitaries-1) on square:NxN (or, with
+   --kind triangular, triangular:Nx(N+1), the smallest that holds N modes), nominal chip:
    start and refined fidelity, L-BFGS steps, CPU seconds of the whole synthesis;
 2. fabrication error: chips fabricated with coupler spread kappa_spread (and random arm
    offsets). "known chip": refined on the chip itself (every parameter known), evaluated
@@ -17,6 +18,7 @@ Tables (markdown, as docs/synthesis.md shows them):
 Run:
     python benchmarks/bench_synthesis.py                  (N = 6 on square:6x6, 3 unitaries, 2 chips)
     python benchmarks/bench_synthesis.py --n 4 --unitaries 1 --chips 1
+    python benchmarks/bench_synthesis.py --kind triangular   (N = 6 on triangular:6x7)
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from photonics import synthesis
 from photonics.physics import fabricated_params, nominal_params
 from photonics.state import MeshState
 from photonics.synthesis.report import power_report, unitary_report
-from photonics.topology import smartlight, square
+from photonics.topology import Mesh, smartlight, square, triangular
 
 SPREADS = (0.0, 0.003, 0.01, 0.02)
 SIGMAS = (0.005, 0.01, 0.02, 0.05)
@@ -42,7 +44,8 @@ SPLIT = (1, [4, 8, 12, 20], [1, 2, 3, 4])
 
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=6, help="modes (mesh square:NxN)")
+    ap.add_argument("--n", type=int, default=6, help="modes (mesh square:NxN or triangular:Nx(N+1))")
+    ap.add_argument("--kind", choices=("square", "triangular"), default="square", help="mesh of the unitary")
     ap.add_argument("--unitaries", type=int, default=3)
     ap.add_argument("--chips", type=int, default=2, help="seeded chips per row")
     return ap.parse_args()
@@ -59,11 +62,16 @@ def _fid(mesh, params, s, u, state=None) -> float:
     return row[0]["fidelity"]
 
 
-def timing(n: int, count: int) -> None:
-    mesh = square(n, n)
+def _mesh(kind: str, n: int) -> Mesh:
+    """The smallest mesh of ``kind`` that holds an ``n``-mode lattice."""
+    return square(n, n) if kind == "square" else triangular(n, n + 1)
+
+
+def timing(kind: str, n: int, count: int) -> None:
+    mesh = _mesh(kind, n)
     params = nominal_params(mesh.n_tbus, mesh.n_links)
-    print(f"\n| unitary ({n}x{n} on square:{n}x{n}, nominal) | start fidelity | fidelity | loss dB "
-          "| worst crosstalk dB | steps | CPU s |")
+    print(f"\n| unitary ({n}x{n} on {kind}:{mesh.rows}x{mesh.cols}, nominal) | start fidelity | fidelity "
+          "| loss dB | worst crosstalk dB | steps | CPU s |")
     print("|---|---|---|---|---|---|---|")
     for seed in range(count):
         u = unitary_group.rvs(n, random_state=seed)
@@ -76,8 +84,8 @@ def timing(n: int, count: int) -> None:
         sys.stdout.flush()
 
 
-def fabrication(n: int, chips: int) -> None:
-    mesh = square(n, n)
+def fabrication(kind: str, n: int, chips: int) -> None:
+    mesh = _mesh(kind, n)
     u = unitary_group.rvs(n, random_state=100)
     print("\n| kappa spread | fidelity, known chip | fidelity, couplers unknown | chips |")
     print("|---|---|---|---|")
@@ -96,8 +104,8 @@ def fabrication(n: int, chips: int) -> None:
         sys.stdout.flush()
 
 
-def residual(n: int, chips: int) -> None:
-    mesh, hexm = square(n, n), smartlight()
+def residual(kind: str, n: int, chips: int) -> None:
+    mesh, hexm = _mesh(kind, n), smartlight()
     u = unitary_group.rvs(n, random_state=100)
     print(f"\n| map residual sigma (rad) | unitary fidelity ({n}x{n}) | splitter 1:2:3:4 largest share error "
           "| chips |")
@@ -122,8 +130,8 @@ def residual(n: int, chips: int) -> None:
         sys.stdout.flush()
 
 
-def power_only(n: int, chips: int) -> None:
-    mesh = square(n, n)
+def power_only(kind: str, n: int, chips: int) -> None:
+    mesh = _mesh(kind, n)
     u = unitary_group.rvs(n, random_state=100)
     print("\n| chip | fidelity, refined on the map's model (differential phases only) | on the real chip |")
     print("|---|---|---|")
@@ -137,10 +145,10 @@ def power_only(n: int, chips: int) -> None:
 
 def main() -> None:
     args = _args()
-    timing(args.n, args.unitaries)
-    fabrication(args.n, args.chips)
-    residual(args.n, args.chips)
-    power_only(args.n, args.chips)
+    timing(args.kind, args.n, args.unitaries)
+    fabrication(args.kind, args.n, args.chips)
+    residual(args.kind, args.n, args.chips)
+    power_only(args.kind, args.n, args.chips)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from lab_scripts.errors import reading
 from lab_scripts.paths import PLOT_SUFFIXES, output_file
 
 MAX_WAVELENGTHS = 64  # each wavelength is one more block in every refinement step
-MAX_UNITARY = 32  # modes: a square mesh holds N <= min(rows, cols); past this the refinement takes minutes
+MAX_UNITARY = 32  # modes: a square mesh holds N <= min(rows, cols), a triangular one N <= rows and
+# N <= cols - 1; past this the refinement takes minutes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

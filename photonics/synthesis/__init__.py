@@ -1,9 +1,10 @@
 """Any linear function on the chip: a unitary, a power splitter or a tunable coupler as a
 mesh state, refined on the chip model with the exact gradient of the circuit solve.
 
-* :func:`unitary` -- an N x N unitary on a square mesh: Clements decomposition laid out as
-  a lattice in the mesh (:mod:`.square_lattice`), then gradient refinement of every
-  lattice heater (:mod:`.unitary`);
+* :func:`unitary` -- an N x N unitary on a square or triangular mesh: Clements
+  decomposition laid out as a lattice in the mesh (:mod:`.square_lattice`,
+  :mod:`.triangular_lattice`), then gradient refinement of every lattice heater
+  (:mod:`.unitary`);
 * :func:`splitter` -- one input to N outputs with given power ratios (:mod:`.splitter`);
 * :func:`coupler` -- a 2x2 coupler with a given coupling (a square mesh's 2-mode lattice, or
   one TBU walked out to four mesh ports on any other mesh);
@@ -75,7 +76,9 @@ def _wl(wavelengths_nm: Sequence[float] | np.ndarray) -> np.ndarray:
 def unitary(mesh: Mesh, target: np.ndarray, params: TBUParams | None = None,
             wavelengths_nm: Sequence[float] | np.ndarray = (1550.0,), failed: dict[int, str] | None = None,
             max_steps: int | None = None) -> Synthesis:
-    """The unitary ``target`` (N x N) on a square mesh of at least N x N cells."""
+    """The unitary ``target`` (N x N) on a square mesh of at least N x N cells or a triangular
+    mesh of at least N rows of N + 1 triangles.
+    """
     params = params or nominal_params(mesh.n_tbus, mesh.n_links)
     wl = _wl(wavelengths_nm)
     lat, start, state, refined = synthesize_unitary(mesh, target, params, wl, failed, max_steps)

@@ -71,7 +71,7 @@ def _grid(mesh: Mesh) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int],
     return h, v
 
 
-def _links(mesh: Mesh) -> dict[tuple[int, int], tuple[int, int]]:
+def links_by_tbu(mesh: Mesh) -> dict[tuple[int, int], tuple[int, int]]:
     """``{(tbu_a, tbu_b): (local port on a, local port on b)}`` for every link, both ways."""
     out = {}
     for p, q in mesh.links:
@@ -96,7 +96,7 @@ def square_lattice(mesh: Mesh, n: int) -> Lattice:
         raise StateError(f"a {n}x{n} unitary needs a square mesh of at least {n}x{n} cells; "
                          f"this one is {mesh.rows}x{mesh.cols}")
     h, v = _grid(mesh)
-    link = _links(mesh)
+    link = links_by_tbu(mesh)
     cols = mesh.cols
     blocks: dict[tuple[int, int], tuple[int, int, int]] = {}
     fixed: dict[int, tuple[int, int]] = {}

@@ -1,8 +1,10 @@
-"""A unitary on a square mesh: Clements decomposition, lattice embedding, gradient refinement.
+"""A unitary on a square or triangular mesh: Clements decomposition, lattice embedding,
+gradient refinement.
 
 The analytic start sets every lattice block's split from the Clements decomposition
 (:mod:`photonics.synthesis.clements`) on the lattice of
-:mod:`photonics.synthesis.square_lattice`, every waveguide TBU to the state that carries its
+:mod:`photonics.synthesis.square_lattice` or :mod:`photonics.synthesis.triangular_lattice`,
+every waveguide TBU to the state that carries its
 path and every other TBU to the park state; the splits are the hard, non-convex part of the
 problem. The refinement then moves every heater of the lattice (blocks, pass-throughs and
 waveguides, whose common phases are the lattice's phase screens) to maximise the fidelity
@@ -23,7 +25,22 @@ from photonics.synthesis.clements import check_unitary, decompose, lattice_colum
 from photonics.synthesis.objectives import infidelity
 from photonics.synthesis.refine import Refined, refine
 from photonics.synthesis.square_lattice import Lattice, square_lattice
+from photonics.synthesis.triangular_lattice import triangular_lattice
 from photonics.topology import Mesh
+
+LATTICES = {"square": square_lattice, "triangular": triangular_lattice}  # meshes that hold a Clements lattice
+
+
+def lattice(mesh: Mesh, n: int) -> Lattice:
+    """The ``n``-mode Clements lattice of a square or triangular mesh, or :class:`StateError`
+    saying which meshes hold one (a hexagonal vertex joins three TBUs: light turns by 60
+    degrees and no brick wall of 2x2 blocks closes).
+    """
+    build = LATTICES.get(mesh.kind)
+    if build is None:
+        raise StateError(f"a unitary is laid out on a square mesh (square:RxC, N <= R and N <= C) or a "
+                         f"triangular one (triangular:RxC, N <= R and N <= C - 1); this mesh is {mesh.kind}")
+    return build(mesh, n)
 
 
 def start_fractions(mesh: Mesh, lat: Lattice, u: np.ndarray) -> np.ndarray:
@@ -57,7 +74,7 @@ def synthesize_unitary(mesh: Mesh, target: np.ndarray, params: TBUParams, wavele
                        max_steps: int | None = None) -> tuple[Lattice, MeshState, MeshState, Refined]:
     """The lattice, the analytic start, and the refined state for the unitary ``target``."""
     u = check_unitary(target)
-    lat = square_lattice(mesh, len(u))
+    lat = lattice(mesh, len(u))
     check_failed(mesh, lat, failed or {})
     start = Configuration(start_fractions(mesh, lat, u), mesh=mesh).heater_state(params.offset_top,
                                                                                    params.offset_bot)
