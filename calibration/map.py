@@ -10,15 +10,21 @@ Phase model of the map (rad; currents in mA, heat in mW)::
     arm_h    = alpha_h + s_h + sum_j K[h, j] s_j / eta_j  crosstalk: K rad/mW, heat s_j/eta_j
     theta_t  = arm_top(t) - arm_bot(t)                     TBU t's differential phase
 
-Only ``delta_t = alpha_top - alpha_bot`` is stored: power readings cannot show a common
-arm phase, and bar, cross and every split depend on the differential only.
+``delta_t = alpha_top - alpha_bot`` is what the fringe fits give: a single TBU's power
+readings cannot show a common arm phase, and bar, cross and every split depend on the
+differential only. A map may also hold each TBU's common phase ``common_t`` (rad, the
+mean of its two arms' passive phases, up to what no power reading shows), measured by
+interference (:mod:`calibration.common_phase`): a unitary or a filter needs it. A map
+without it is *power-only* (:attr:`CalibrationMap.common` is None).
 
-JSON form (schema ``lumion.calibration``, version 3; versions 1 and 2 are still read),
+JSON form (schema ``lumion.calibration``, version 4; versions 1-3 are still read, as
+power-only maps),
 written atomically::
 
     {"schema": "lumion.calibration", "version": 2, "chip_id": "...", "created": ISO-8601,
      "mesh": {"kind": "hexagonal", "rows": 3, "cols": 6, "n_tbus": 71, "n_heaters": 142},
-     "tbus": [{"name": "tbu:0.0.0", "delta_rad": ..., "sigma_delta_rad": ...},
+     "tbus": [{"name": "tbu:0.0.0", "delta_rad": ..., "sigma_delta_rad": ...,
+               "common_rad": ... (version 4, phase-calibrated maps; null: light cannot tell)},
               {"name": "tbu:0.0.1", ..., "failed": "dead"},
               {"name": "tbu:0.0.2", ..., "failed": "unverified", "disagreement_rad": 3.1},
               {"name": "tbu:0.0.3", ..., "failed": "open-heater"}, ...],
@@ -58,8 +64,13 @@ SCHEMA = "lumion.calibration"
 # reader would refuse such a map with a message about the state; the version says it first.
 # Version 3 added the heater faults the electrical read-back finds ("open-heater",
 # "shorted-heater": a TBU's ``failed`` and its heater's ``fault``), for the same reason.
-SCHEMA_VERSION = 3
-READ_VERSIONS = (1, 2, 3)
+# Version 4 added each TBU's common phase ("common_rad", calibration.common_phase): a
+# version 3 reader would drop it silently and program a unitary from a power-only model.
+SCHEMA_VERSION = 4
+READ_VERSIONS = (1, 2, 3, 4)
+POWER_ONLY = ("is power-only (no common phases: made before version 4 or without "
+              "`lumion calibrate --common-phase`); a unitary or filter programmed through it will "
+              "not be the one asked: calibrate the common phases")
 TWO_PI = 2 * np.pi
 
 
@@ -184,6 +195,8 @@ class CalibrationMap:
             and the light measurement that could not confirm it.
         heater_faults: heater channel -> "open-heater" | "shorted-heater", found by the
             electrical read-back; the heater's TBU is in ``failed`` with that kind.
+        common: (n_tbus,) each TBU's common passive phase (rad; NaN where no light could
+            tell it), or None for a power-only map (see the module docstring).
     """
 
     chip_id: str
@@ -201,6 +214,12 @@ class CalibrationMap:
     failed: dict[int, str] = field(default_factory=dict)
     disagreement: dict[int, float] = field(default_factory=dict)
     heater_faults: dict[int, str] = field(default_factory=dict)
+    common: np.ndarray | None = None
+
+    @property
+    def phase_calibrated(self) -> bool:
+        """Whether the map holds common phases (else it is power-only)."""
+        return self.common is not None
 
     @property
     def n_heaters(self) -> int:
@@ -366,6 +385,7 @@ class CalibrationMap:
                 {"name": (self.tbu_names[t] if self.tbu_names else f"tbu:{t}"),
                  "delta_rad": float(self.delta[t]),
                  **{k: float(v[t]) for k, v in tq.items()},
+                 **({} if self.common is None else {"common_rad": float(self.common[t])}),
                  **({"failed": self.failed[t]} if t in self.failed else {}),
                  **({"disagreement_rad": float(self.disagreement[t])} if t in self.disagreement else {})}
                 for t in range(self.n_tbus)
@@ -416,7 +436,7 @@ class CalibrationMap:
                    rho3=fields["rho3"], eta=fields["eta"], crosstalk=K, created=str(data.get("created", "")),
                    tbu_names=fields["names"], quality=fields["quality"], nearest_fraction=fields["nearest"],
                    cutoff_tbu=fields["cutoff"], failed=fields["failed"], disagreement=fields["disagreement"],
-                   heater_faults=fields["heater_faults"])
+                   heater_faults=fields["heater_faults"], common=fields["common"])
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Validate, then write atomically; a failed save leaves any old file untouched."""
@@ -500,8 +520,14 @@ def _parse_fields(data: dict[str, Any]) -> dict[str, Any]:
     disagreement = {k: (math.nan if tbus[k].get("disagreement_rad") is None
                         else _number(tbus[k]["disagreement_rad"], f"{names[k]} disagreement_rad"))
                     for k, how in failed.items() if how == "unverified"}
+    has_common = [("common_rad" in t) for t in tbus]
+    if any(has_common) and not all(has_common):
+        raise ValueError("common_rad must be given for every TBU or for none")
+    common = (np.array([math.nan if t["common_rad"] is None else _number(t["common_rad"],
+                                                                        f"{names[k]} common_rad")
+                        for k, t in enumerate(tbus)]) if all(has_common) and tbus else None)
     return {
-        "heater_faults": _heater_faults(heaters, failed, names),
+        "heater_faults": _heater_faults(heaters, failed, names), "common": common,
         "chip_id": chip_id, "mesh": mesh, "names": names, "entries": entries, "quality": quality,
         "delta": np.array([_number(t["delta_rad"], f"{names[k]} delta_rad") for k, t in enumerate(tbus)]),
         "rho2": column("rho2"), "rho3": column("rho3"), "eta": column("eta_rad_per_mw"),
@@ -536,6 +562,11 @@ def _unphysical(fields: dict[str, Any]) -> str | None:
     if (rho2 <= 0).any() or (eta <= 0).any():
         h = int(np.argmax((rho2 <= 0) | (eta <= 0)))
         return f"rho2 and eta must be positive for every heater ({heater_label(h, names)} is not)"
+    common = fields["common"]
+    if common is not None and (np.abs(common[np.isfinite(common)]) > MAX_DELTA_RAD).any():
+        t = int(np.argmax(np.where(np.isfinite(common), np.abs(common), 0.0)))
+        return (f"{names[t]} common_rad = {common[t]:.6g} is not a phase (|common| <= "
+                f"{MAX_DELTA_RAD:.4g} rad); the map is damaged, recalibrate (`lumion calibrate`)")
     far = np.abs(fields["delta"]) > MAX_DELTA_RAD
     if far.any():
         t = int(np.argmax(far))

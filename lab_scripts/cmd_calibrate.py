@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-drift-tracking", action="store_true",
                    help="do not re-measure reference TBUs through the run to follow and compensate the "
                    "chip's temperature drift (on by default, ~2 %% of the operations; docs/calibration.md)")
+    p.add_argument("--common-phase", action="store_true",
+                   help="also measure every TBU's common phase by interference (a unitary or filter "
+                        "needs it; docs/calibration.md, 'Common phases')")
     p.add_argument("--plot", metavar="DIR", help="write fringe-fit and overview PNGs here")
     p.add_argument("--plot-tbu", default=None, help="TBU whose fringe fits are plotted (default: worst fit)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -138,7 +142,16 @@ def _calibrate_and_report(bench: Any, args: argparse.Namespace, out: Path, ckpt:
     progress = Progress(stream=None if args.quiet or args.json else sys.stderr)
     result = calibrate(bench, options, checkpoint=ckpt, progress=progress, keep_sweeps=plot_dir is not None)
     cmap = result.cmap
+    if args.common_phase and not cmap.quality.get("crosstalk_refusal"):  # a refused map is only written
+        from calibration.common_phase import run_stage
+
+        before = bench.operations
+        cmap, _ = run_stage(bench, cmap, options.max_operations, result.operations, options.wavelength_nm,
+                            options.settle_s)
+        result = replace(result, cmap=cmap, operations=result.operations + bench.operations - before)
     payload = _map_summary(result, bench.mesh, out)
+    if cmap.common is not None:
+        payload["common_phase"] = cmap.quality["common_phase"]
     payload["drift_tracking"] = options.drift_references > 0
     errors = _judge_against_truth(bench, cmap, payload)
     cmap.save(out)

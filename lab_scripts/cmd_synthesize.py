@@ -158,7 +158,15 @@ def chip(args: argparse.Namespace, mesh: Any) -> tuple[Any, dict[int, str], str]
     with reading("calibration map", args.map):
         cmap = CalibrationMap.load(args.map, mesh=mesh)
     failed = failures_with_map(mesh, cmap, None)
-    return chip_model(mesh, cmap.delta), failed, f"calibration map {args.map} (chip {cmap.chip_id})"
+    if cmap.common is None and (args.unitary is not None or args.filter is not None):
+        import sys
+
+        from calibration.map import POWER_ONLY
+
+        print(f"warning: calibration map {args.map} {POWER_ONLY}", file=sys.stderr)
+    kind = "power-only" if cmap.common is None else "phase-calibrated"
+    return (chip_model(mesh, cmap.delta, cmap.common), failed,
+            f"calibration map {args.map} (chip {cmap.chip_id}, {kind})")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -183,6 +183,10 @@ class MapTbu(Open):
     disagreement_rad: float | None = Field(
         None, description="unverified TBUs: measured phase disagreement (rad); null when no path "
         "showed a fringe")
+    common_rad: float | None = Field(
+        None, description="version 4, phase-calibrated maps (every TBU or none): the TBU's common "
+        "arm phase (rad) measured by interference (calibration.common_phase); null where no light "
+        "could tell it. A map without it is power-only")
 
 
 class MapHeater(Open):
@@ -206,10 +210,12 @@ class MapCrosstalk(Open):
 
 
 class CalibrationFile(Open):
-    """``lumion.calibration`` v3 (v1, v2 still read): a fitted heater map tied to one chip."""
+    """``lumion.calibration`` v4 (v1-v3 still read, as power-only maps): a fitted heater map tied
+    to one chip.
+    """
 
     schema_name: Literal["lumion.calibration"] = Field(alias="schema")
-    version: Literal[1, 2, 3]
+    version: Literal[1, 2, 3, 4]
     chip_id: str
     created: str | None = None
     mesh: MapMesh

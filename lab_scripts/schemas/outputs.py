@@ -513,6 +513,18 @@ class CalibrateDrift(Strict):
         "0.05 the run is refused")
 
 
+class CalibrateCommonPhase(Strict):
+    """The common-phase stage of ``lumion calibrate --common-phase`` (``calibration.common_phase``)."""
+
+    interferometers: Count = Field(description="interferometers measured (those spanning every "
+                                   "observable common phase, plus checks)")
+    operations: Count = Field(description="set-and-read operations the stage took")
+    rms_residual_rad: float = Field(description="RMS of the fringes' positions against the fit (rad)")
+    max_residual_rad: float = Field(description="largest of them (rad)")
+    min_contrast: float = Field(description="smallest normalised fringe amplitude (0..1)")
+    unseen: list[TbuName] = Field(description="TBUs on no interferometer's arm (common phase unknown)")
+
+
 class CalibrateOutput(Strict):
     """``lumion calibrate --json``: the fit and, on the simulated bench, its error against the truth."""
 
@@ -563,6 +575,8 @@ class CalibrateOutput(Strict):
     drift: CalibrateDrift | None = Field(
         None, description="the drift seen and compensated; null when not tracked or no reference was read")
     warnings: list[str] = Field(default_factory=list, description="one line per failed TBU or doubtful fit")
+    common_phase: CalibrateCommonPhase | None = Field(
+        None, description="--common-phase: the common-phase stage (docs/calibration.md, 'Common phases')")
 
 
 class DemoChip(Strict):

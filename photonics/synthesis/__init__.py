@@ -52,10 +52,13 @@ from photonics.topology import Mesh
 __all__ = ["Synthesis", "chip_model", "coupler", "ring_filter", "splitter", "unitary"]
 
 
-def chip_model(mesh: Mesh, delta_rad: np.ndarray | None = None) -> TBUParams:
+def chip_model(mesh: Mesh, delta_rad: np.ndarray | None = None,
+               common_rad: np.ndarray | None = None) -> TBUParams:
     """The chip the synthesis trusts: nominal, with each TBU's differential passive phase
-    ``delta_rad`` (a calibration map's ``delta``) when given. The common arm phase stays 0:
-    power readings cannot see it.
+    ``delta_rad`` (a calibration map's ``delta``) when given, and its common phase
+    ``common_rad`` (a phase-calibrated map's ``common``; NaN and None count as 0) so that the
+    arms sit at ``common +- delta / 2``. Without common phases the model is power-only: its
+    splits are right, the phases where paths meet are not.
     """
     params = nominal_params(mesh.n_tbus, mesh.n_links)
     if delta_rad is None:
@@ -63,7 +66,12 @@ def chip_model(mesh: Mesh, delta_rad: np.ndarray | None = None) -> TBUParams:
     delta = np.asarray(delta_rad, dtype=float)
     if delta.shape != (mesh.n_tbus,):
         raise StateError(f"the map has {delta.size} TBUs, the mesh {mesh.n_tbus}")
-    return replace(params, offset_top=delta.copy(), offset_bot=np.zeros(mesh.n_tbus))
+    if common_rad is None:
+        return replace(params, offset_top=delta.copy(), offset_bot=np.zeros(mesh.n_tbus))
+    common = np.nan_to_num(np.asarray(common_rad, dtype=float), nan=0.0)
+    if common.shape != delta.shape:
+        raise StateError(f"the map has {common.size} common phases, the mesh {mesh.n_tbus} TBUs")
+    return replace(params, offset_top=common + delta / 2, offset_bot=common - delta / 2)
 
 
 def _wl(wavelengths_nm: Sequence[float] | np.ndarray) -> np.ndarray:

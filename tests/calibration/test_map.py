@@ -42,7 +42,7 @@ def test_round_trip(tmp_path, mesh):
     assert (back.crosstalk != cmap.crosstalk).nnz == 0
     data = json.loads(path.read_text())
     assert data["schema"] == "lumion.calibration"
-    assert data["version"] == SCHEMA_VERSION == 3
+    assert data["version"] == SCHEMA_VERSION == 4
     assert data["mesh"] == {"kind": "hexagonal", "rows": 1, "cols": 2, "n_tbus": 11, "n_heaters": 22}
     conf = Configuration.parked(mesh)
     np.testing.assert_allclose(back.currents_for(conf, 24.0), cmap.currents_for(conf, 24.0))

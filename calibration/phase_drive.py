@@ -1,0 +1,79 @@
+"""Heater currents for a heater state: both arms of every TBU, crosstalk compensated.
+
+A configuration fixes each TBU's split, so the map drives one heater per TBU
+(:meth:`calibration.map.CalibrationMap.currents_for`). A unitary, a filter or the
+common-phase calibration's sweeps fix both arms' phases (a
+:class:`~photonics.state.MeshState` of heater-made phases, rad, passive phases excluded),
+so both heaters are driven. With the map's crosstalk K (rad/mW) the arm phases are
+``a = s + K s / eta`` for self-phases ``s``; :func:`self_phases_for` solves that sparse
+linear system and adds whole turns where a neighbour's heat would need a negative phase
+(heaters only heat); :func:`currents_for_state` inverts each heater's cubic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve
+
+from calibration.heater_map import UnreachableError, invert_cubic
+from calibration.map import HEATER_FAULT_STATES, ROUTING_STATES, CalibrationMap
+from calibration.model import max_self_phase
+from photonics.state import MeshState
+
+TWO_PI = 2 * np.pi
+# An arm that would need less than this (rad) gets a whole turn more instead: a target a hair
+# below zero is a neighbour's heat overshooting it, and no heater can take phase away.
+NEGATIVE_TOL_RAD = -1e-12
+TURN_PASSES = 8  # each pass lifts every arm still below zero by 2 pi; a neighbour's heat is ~1 %
+
+
+def driven_heaters(cmap: CalibrationMap) -> np.ndarray:
+    """Heaters the map may drive: those of TBUs not failed dead, stuck or with a heater fault
+    (an unverified TBU keeps its fit and is driven by it).
+    """
+    live = np.ones(cmap.n_heaters, bool)
+    for t, how in cmap.failed.items():
+        if how in ROUTING_STATES or how in HEATER_FAULT_STATES:
+            live[2 * t:2 * t + 2] = False
+    return live
+
+
+def self_phases_for(cmap: CalibrationMap, arms_rad: np.ndarray) -> np.ndarray:
+    """Self-phases ``s >= 0`` (rad, one per heater) whose arm phases with crosstalk equal
+    ``arms_rad`` modulo whole turns; undriven heaters get 0.
+    """
+    live = driven_heaters(cmap)
+    idx = np.flatnonzero(live)
+    a = (sp.identity(cmap.n_heaters, format="csr") + cmap.crosstalk @ sp.diags(1.0 / cmap.eta)).tocsc()
+    a = a[idx][:, idx]
+    target = np.mod(np.asarray(arms_rad, float)[idx], TWO_PI)
+    s = np.zeros(len(idx))
+    for _ in range(TURN_PASSES):
+        s = np.atleast_1d(spsolve(a, target)) if len(idx) else s
+        low = s < NEGATIVE_TOL_RAD
+        if not low.any():
+            break
+        target = target + TWO_PI * low
+    out = np.zeros(cmap.n_heaters)
+    out[idx] = np.maximum(s, 0.0)
+    return out
+
+
+def currents_for_state(cmap: CalibrationMap, state: MeshState, max_current_ma: float) -> np.ndarray:
+    """Currents (mA, one per heater) setting heater-made arm phases ``state`` through ``cmap``.
+
+    Raises:
+        UnreachableError: an arm needs more than ``max_current_ma`` (one line naming it).
+    """
+    cmap.check_usable()
+    arms = np.empty(cmap.n_heaters)
+    arms[0::2], arms[1::2] = np.asarray(state.phi_top, float), np.asarray(state.phi_bot, float)
+    s = self_phases_for(cmap, arms)
+    reach = max_self_phase(max_current_ma, cmap.rho2, cmap.rho3)
+    over = s > reach + 1e-9
+    if over.any():
+        h = int(np.argmax(over))
+        raise UnreachableError(f"heater {h} ({cmap.tbu_names[h // 2] if cmap.tbu_names else h // 2}) needs "
+                               f"{s[h]:.3f} rad, which it reaches only past the {max_current_ma} mA limit")
+    return np.minimum(invert_cubic(s, cmap.rho2, cmap.rho3), max_current_ma)
