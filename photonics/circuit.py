@@ -206,8 +206,9 @@ def _solve(
     wl = np.atleast_1d(np.asarray(wavelengths_nm, dtype=float))
     if wl.ndim != 1 or (wl <= 0).any():
         raise StateError("wavelengths must be a 1-D array of positive numbers (nm)")
-    inputs = np.arange(mesh.n_ports) if inputs is None else np.asarray(inputs, dtype=np.int64)
-    if inputs.size and (inputs.min() < 0 or inputs.max() >= mesh.n_ports):
+    every_input = inputs is None  # the merge then reads the root's positions as they are
+    inputs = np.arange(mesh.n_ports) if every_input else np.asarray(inputs, dtype=np.int64)
+    if not every_input and inputs.size and (inputs.min() < 0 or inputs.max() >= mesh.n_ports):
         raise StateError(f"input ports must lie in 0..{mesh.n_ports - 1}")
 
     T = tbu_transfers(params, state, wl)  # (S, W, n, 2, 2)
@@ -219,7 +220,8 @@ def _solve(
     out = np.empty((batch, mesh.n_ports, len(inputs)), dtype=complex)  # chunks write in place
     if mplan is not None:
         t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
-        finite = _run_chunked(lambda c: solve_merge(mplan, T[c], t_link, inputs, out[c]), batch, _MERGE_CHUNK)
+        ins = None if every_input else inputs
+        finite = _run_chunked(lambda c: solve_merge(mplan, T[c], t_link, ins, out[c]), batch, _MERGE_CHUNK)
         if all(finite):
             return out.reshape(shape)
         # a lossless loop exactly on resonance: let SuperLU (with pivoting) have a go
@@ -233,6 +235,8 @@ def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int) -> list:
     SuperLU release the GIL); one core runs the chunks in the calling thread. Returns
     what ``fn`` returned for each chunk, in order.
     """
+    if batch <= chunk and batch < 2 * _PARALLEL_MIN:  # one chunk whatever the cores (as below)
+        return [fn(slice(0, batch))]
     cores = _cores()
     n_chunks = max(-(-batch // chunk), min(cores, batch // _PARALLEL_MIN))
     workers = min(cores, n_chunks) if n_chunks > 1 else 1

@@ -268,9 +268,11 @@ def _kernel(name: str, lanes: int) -> Callable:
     return _kernels()[entry_name(name, lanes)]
 
 
-def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.ndarray,
+def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.ndarray | None,
                 out: np.ndarray) -> bool:
-    """Port matrices of a batch into ``out`` (B, n_ports, n_inputs); ``T`` is (B, n_tbus, 4).
+    """Port matrices of a batch into ``out`` (B, n_ports, n_inputs); ``T`` is (B, n_tbus, 4);
+    ``inputs`` None for every port in order (the root's positions are then read as they are,
+    without gathering a copy of them on every call).
 
     Returns whether every entry is finite (else the caller falls back to sparse LU).
     """
@@ -279,7 +281,7 @@ def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.n
         np.ascontiguousarray(T, dtype=complex), np.ascontiguousarray(t_link, dtype=complex),
         plan.merges, plan.pool, _scratch("re", plan.size, lanes), _scratch("im", plan.size, lanes),
         _scratch("wr", plan.work_size, lanes), _scratch("wi", plan.work_size, lanes),
-        np.ascontiguousarray(plan.out_idx[:, inputs]), out)
+        plan.out_idx if inputs is None else np.ascontiguousarray(plan.out_idx[:, inputs]), out)
     return bool(np.isfinite(out.sum()))  # one pass: a NaN or inf anywhere reaches the sum
 
 

@@ -220,9 +220,19 @@ def _map(data: bytes, names: dict[str, str]) -> dict[str, int]:
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 
+_ADDRESS, _AS_CHARS = ctypes.addressof, ctypes.c_char.from_buffer
+
+
 def _ptr(a: np.ndarray) -> int:
-    """Data pointer of a C-contiguous array."""
-    return a.__array_interface__["data"][0]
+    """Data pointer of a C-contiguous array. Through the buffer protocol (0.6 us): the
+    ``__array_interface__`` dict cost 8 us a call, 80 us of a 275 us one-wavelength solve
+    with its ten pointers; read-only or empty arrays, which export no writable buffer, take
+    that slower way.
+    """
+    try:
+        return _ADDRESS(_AS_CHARS(a))
+    except (TypeError, ValueError, BufferError):
+        return a.__array_interface__["data"][0]
 
 
 def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
