@@ -207,7 +207,7 @@ def fit_common(mesh: Any, cmap: CalibrationMap, ifms: list[Interferometer], meas
 def calibrate_common(bench: Bench, cmap: CalibrationMap, wavelength_nm: float = 1550.0,
                      settle_s: float = 0.012) -> CommonFit:
     """Design, measure and fit the common phases of ``bench``'s chip through ``cmap``."""
-    failed = {t for t, how in cmap.failed.items() if how != "unverified"}
+    failed = set(cmap.failed)  # an unverified TBU's fit may be wrong: no fringe is read through it
     span, checks, unseen = plan(bench.mesh, failed)
     ifms = span + checks
     pos, amp = measure(bench, cmap, ifms, wavelength_nm, settle_s)
@@ -257,14 +257,25 @@ def doubts(found: CommonFit, names: tuple[str, ...] | list[str]) -> list[str]:
 def run_stage(bench: Bench, cmap: CalibrationMap, max_operations: int | None, spent: int,
               wavelength_nm: float = 1550.0, settle_s: float = 0.012) -> tuple[CalibrationMap, list[str]]:
     """The stage after a finished calibration that spent ``spent`` of ``max_operations``
-    (None: no limit): the map with common phases, and its warnings. The stage's readings
-    count against the same budget (:class:`calibration.budget.BudgetedBench`): past it the
-    run is refused (:class:`calibration.budget.OperationBudgetError`) and no map is written.
+    (None: no limit): the map with common phases, and its warnings. The stage gives way when
+    the budget left cannot pay for it (the map stays power-only, and a warning says so); its
+    readings count against the same budget (:class:`calibration.budget.BudgetedBench`
+    guarantees it).
     """
     from calibration.budget import BudgetedBench
 
+    failed = set(cmap.failed)
+    span, checks, _ = plan(bench.mesh, failed)
+    need = SWEEP_POINTS * (len(span) + len(checks))
+    left = None if max_operations is None else max(max_operations - spent, 0)
+    if left is not None and need > left:
+        warning = (f"common phases not measured: the stage needs {need} operations and the budget of "
+                   f"{max_operations} leaves {left}; the map is power-only (raise Options.max_operations)")
+        warned = [*cmap.quality.get("warnings", []), warning]
+        out = replace(cmap, quality={**cmap.quality, "warnings": warned})
+        return out, [warning]
     start = bench.operations
-    limit = None if max_operations is None else start + max(max_operations - spent, 0)
+    limit = None if left is None else start + left
     budgeted = BudgetedBench(bench, limit, max_operations,
                              lambda: f"in the common-phase stage ({bench.operations - start} readings in)")
     found = calibrate_common(budgeted, cmap, wavelength_nm, settle_s)  # type: ignore[arg-type]

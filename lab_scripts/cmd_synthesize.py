@@ -164,6 +164,9 @@ def chip(args: argparse.Namespace, mesh: Any) -> tuple[Any, dict[int, str], str]
         from calibration.map import POWER_ONLY
 
         print(f"warning: calibration map {args.map} {POWER_ONLY}", file=sys.stderr)
+    if cmap.common is not None and (args.unitary is not None or args.filter is not None):
+        for t in np.flatnonzero(np.isnan(cmap.common)):  # light could not tell its common phase
+            failed.setdefault(int(t), "dead")
     kind = "power-only" if cmap.common is None else "phase-calibrated"
     return (chip_model(mesh, cmap.delta, cmap.common), failed,
             f"calibration map {args.map} (chip {cmap.chip_id}, {kind})")

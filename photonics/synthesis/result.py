@@ -13,9 +13,9 @@ from photonics.state import MeshState
 from photonics.topology import Mesh
 
 PHASE_ONLY = ("the unitary depends on the common phase of every TBU on the lattice; a configuration "
-              "holds only each TBU's split, and a calibration map (power readings) knows only each "
-              "TBU's differential phase and drives one heater per TBU, so `lumion program` cannot set "
-              "this state: use the heater phases (state) on a chip whose arm phases are known")
+              "holds only each TBU's split, so `lumion program` cannot set this state: set the heater "
+              "phases (state) through a phase-calibrated map (`lumion calibrate --common-phase`; "
+              "calibration.phase_drive.currents_for_state), exact up to the ports' phases")
 
 
 def fractions_of(state: MeshState, params: TBUParams) -> np.ndarray:

@@ -21,8 +21,9 @@ Synthesis (:func:`synthesize_ring`), on the chip model:
    heater on the loop and on ``X`` against the notch at the centre, half depth at
    ``centre +- bandwidth / 2`` and the level half a free spectral range away.
 
-The centre depends on the loop's common phases, which a calibration map (power readings)
-does not know: the result is a heater state, not a configuration (:data:`COMMON_PHASE`).
+The centre depends on the loop's common phases, which only a phase-calibrated map knows
+(:mod:`calibration.common_phase`): the result is a heater state, not a configuration
+(:data:`COMMON_PHASE`).
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ SWEEP_POINTS = 801  # points per free spectral range when measuring a notch (~1/
 EXTINCTION_WEIGHT = 0.1  # weight of the centre's depth against the two half-depth errors: the width asked
 # comes first (measured on hex:3x3: weight 1 gave 24 dB but a width 15 % wide of 0.02 nm)
 COMMON_PHASE = ("the filter's centre is set by the common phase of the loop's TBUs; a configuration "
-                "holds only each TBU's split and a calibration map knows only differential phases, so "
-                "`lumion program` cannot set this state: use the heater phases (state) on a chip whose "
-                "arm phases are known")
+                "holds only each TBU's split, so `lumion program` cannot set this state: set the heater "
+                "phases (state) through a phase-calibrated map (`lumion calibrate --common-phase`; "
+                "calibration.phase_drive.currents_for_state)")
 
 
 @dataclass(frozen=True)

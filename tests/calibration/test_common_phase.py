@@ -6,13 +6,14 @@ Truth is read only to judge: the stage itself talks to the bench.
 """
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.stats import unitary_group
 
-from calibration.budget import OperationBudgetError
+from calibration.budget import BudgetedBench, OperationBudgetError
 from calibration.common_phase import SWEEP_POINTS, calibrate_common, plan, run_stage, solve_mod_2pi, wrap
 from calibration.interferometers import design
 from calibration.map import CalibrationError, CalibrationMap, mesh_signature
@@ -154,11 +155,26 @@ def test_the_stage_finds_the_chip_common_phases_through_a_perfect_map():
     assert fid_power_only < 0.98
 
 
-def test_the_stage_counts_against_the_calibration_budget():
-    chip = Chip(square(3, 3), seed=TRUTH_SEED)
+def test_the_stage_gives_way_to_the_calibration_budget():
+    chip = Chip(square(3, 3), seed=TRUTH_SEED, model="ideal")
     bench = DirectBench(chip)
+    cmap, warnings = run_stage(bench, truth_map(chip), max_operations=1_000, spent=990)
+    assert bench.operations == 0
+    assert cmap.common is None
+    assert len(warnings) == 1
+    assert warnings[0].startswith("common phases not measured: the stage needs 104 operations")
+    assert warnings[0] in cmap.quality["warnings"]
+    cmap, warnings = run_stage(bench, truth_map(chip), max_operations=1_000, spent=1_000 - 104)
+    assert cmap.phase_calibrated
+    assert warnings == []
+    assert bench.operations == 104
+
+
+def test_the_budgeted_bench_refuses_a_reading_past_the_budget():
+    chip = Chip(square(3, 3), seed=TRUTH_SEED, model="ideal")
+    bench = BudgetedBench(DirectBench(chip), 10, 1_000, lambda: "in the common-phase stage")
     with pytest.raises(OperationBudgetError, match="common-phase stage"):
-        run_stage(bench, truth_map(chip), max_operations=1_000, spent=990)
+        calibrate_common(bench, truth_map(chip))
     assert bench.operations == 10
 
 
@@ -250,3 +266,14 @@ def test_calibrate_common_phase_on_the_command_line_and_synthesize_warns_on_powe
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert err[0].startswith(f"warning: calibration map {old} is power-only")
+
+
+def test_the_interferometers_never_use_a_failed_tbu():
+    mesh = square(3, 3)
+    ifms, unseen, rest = design(mesh, failed={4, 10})
+    assert all(not ({4, 10} & i.tbus()) for i in (*ifms, *rest))
+    assert not {4, 10} & set(unseen)
+    chip = Chip(mesh, seed=TRUTH_SEED, model="ideal", failed={4: "dead"})
+    found = calibrate_common(DirectBench(chip), replace(truth_map(chip), failed={4: "dead"}))
+    assert np.isnan(found.common[4])
+    assert found.rms_residual_rad < 0.01
