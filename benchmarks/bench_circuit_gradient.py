@@ -9,8 +9,9 @@ every heater phase (2 per TBU).
 
 * ours, value: photonics.circuit.solve (the production merge) + the objective;
 * ours, value + gradient: photonics.circuit_gradient.value_and_grad (the merge with its
-  eliminations kept, then one downward pass lighting the inputs and the cotangent-weighted
-  outputs);
+  eliminations kept, then one reverse pass down the tree: "waves", lighting the inputs and the
+  cotangent-weighted outputs, or "nodes", every node's cotangent, whichever counts fewer
+  multiply-adds: column "pass");
 * SAX: jax.jit of the objective, and jax.jit(jax.value_and_grad(objective)) over the
   table's two heater columns; first calls (trace + compile) reported apart.
 
@@ -60,15 +61,15 @@ def main() -> None:
     import numpy as np
 
     from photonics.circuit import solve
-    from photonics.circuit_gradient import value_and_grad
+    from photonics.circuit_gradient import by_cotangent, gradient_plan, value_and_grad
     from photonics.physics import fabricated_params
     from photonics.state import MeshState
     from photonics.topology import mesh_from_spec
 
-    print("| mesh | wavelengths | inputs | ours value (ms) | ours value+grad (ms) | ratio "
+    print("| mesh | wavelengths | inputs | pass | ours value (ms) | ours value+grad (ms) | ratio "
           "| SAX value (ms) | SAX value+grad (ms) | SAX ratio | SAX grad first call (s) "
           "| SAX v+g / ours v+g | agree |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.meshes.split(","):
         mesh = mesh_from_spec(name)
         rng = np.random.default_rng(2024)
@@ -94,7 +95,9 @@ def main() -> None:
                 ours_value()
                 tv, _ = _best(ours_value, args.repeats)
                 tg, (_, g) = _best(ours_grad, args.repeats)
-                row = f"| {name} | {n_wl} | {n_in} | {tv * 1e3:.2f} | {tg * 1e3:.2f} | {tg / tv:.1f}x "
+                reverse = "nodes" if by_cotangent(gradient_plan(mesh), n_in) else "waves"
+                row = (f"| {name} | {n_wl} | {n_in} | {reverse} | {tv * 1e3:.2f} | {tg * 1e3:.2f} "
+                       f"| {tg / tv:.1f}x ")
                 if sax_fns is None or str(n_wl) not in args.sax_wavelengths.split(","):
                     print(row + "| - | - | - | - | - | - |")
                     continue

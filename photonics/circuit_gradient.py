@@ -26,13 +26,19 @@ Two uses:
   needs the waves for the inputs and for the outputs.
 * :func:`value_and_grad`: a real objective of ``Y`` and its gradient over every heater, a
   reverse (adjoint) pass: with ``dL = Re sum G[p, q] dY[p, q]`` the objective's cotangent
-  ``G``, one pass lights the inputs and one lights the outputs weighted by ``G``'s
-  columns, whatever the number of heaters. It runs in the production kernels' layout
-  (:func:`photonics.circuit_kernels.keep_blocks` and ``adjoint_blocks``: LANES
-  wavelengths side by side, each merge's ``A_c`` and ``W`` kept per wavelength, the
-  four-wave products summed per TBU inside the kernel), so a sweep costs a small multiple
-  of the value alone (docs/physics.md gives the numbers); :func:`jacobian` keeps the
-  per-block kernels of :mod:`photonics.circuit_gradient_kernels`.
+  ``G``, whatever the number of heaters. Two reverse passes, the cheaper taken
+  (:func:`by_cotangent`): the waves of the lit inputs and of the outputs weighted by ``G``'s
+  columns handed down the tree (``adjoint_blocks``: a cost per input, best for a few), or
+  the cotangent ``C`` of every node's matrix handed down (``cotangent_blocks``): the node's
+  waves reach its halves through ``P_A = [W; I]`` and ``P_B = [T (A_cc W + [A_ce, 0]); I]``,
+  so ``dS_node = P^T dS_half P`` and a half's cotangent is ``P C P^T`` (symmetric, as ``C``
+  is taken: ``dY`` is), and a TBU's is ``dL/dT[i, j] = 2 C[2+i, j]``; about ``2 k ne^2``
+  multiply-adds per merge whatever the ports, best for an objective over most inputs.
+  Both run in the production kernels' layout (:func:`photonics.circuit_kernels.keep_blocks`:
+  LANES wavelengths side by side, or the one-lane build for one, each merge's ``A_c`` and
+  ``W`` kept per wavelength), so a sweep costs a small multiple of the value alone
+  (docs/synthesis.md gives the numbers); :func:`jacobian` keeps the per-block kernels of
+  :mod:`photonics.circuit_gradient_kernels`.
 """
 
 from __future__ import annotations
@@ -52,10 +58,9 @@ from photonics.circuit import (
     tbu_transfers,
     transfer_constants,
 )
-from photonics.circuit_merge import MergePlan, _scratch, merge_plan
+from photonics.circuit_merge import MergePlan, _scratch, lanes_for, merge_plan
 from photonics.errors import StateError
-from photonics.kernel_loader import kernels
-from photonics.merge_layout import LANES
+from photonics.kernel_loader import entry_name, kernels
 from photonics.physics import TBUParams, nominal_params
 from photonics.state import MeshState
 from photonics.topology import Mesh
@@ -77,6 +82,10 @@ class GradientPlan:
     root_slot: np.ndarray  # (n_ports,) row of mesh port n in the root's matrix
     s_offs: np.ndarray  # (n_merges,) offset of each merge's kept A_c and W (batched pass)
     s_size: int  # kept entries per (state, wavelength) block
+    node_leaf_off: np.ndarray  # (n_tbus,) arena offset of every TBU's 4x4 matrix (and its cotangent)
+    c_work: int  # temporaries of the node-cotangent pass: R, M, N (k x ne each) of the largest merge
+    wave_macs: int  # multiply-adds per block of the lit ports' waves, per objective input
+    cotangent_macs: int  # multiply-adds per block of every node's cotangent
 
 
 _GPLANS: weakref.WeakKeyDictionary[Mesh, GradientPlan] = weakref.WeakKeyDictionary()  # as merge_plan's
@@ -115,7 +124,11 @@ def gradient_plan(mesh: Mesh) -> GradientPlan:
         f_offs=f_offs, leaf_off=node_f[plan.leaf_node], f_size=int(sizes.sum()),
         root_slot=np.array([slot[int(g)] for g in mesh.port_tbu_ports], dtype=np.int64),
         s_offs=np.concatenate([[0], np.cumsum(s_sizes)[:-1]]).astype(np.int64),
-        s_size=max(int(s_sizes.sum()), 1))
+        s_size=max(int(s_sizes.sum()), 1),
+        node_leaf_off=np.ascontiguousarray(plan.node_off[plan.leaf_node], dtype=np.int64),
+        c_work=max(int(np.max(3 * k * ne)) if len(k) else 1, 1),
+        wave_macs=int(np.sum(2 * (k * ne + k * (k + ea)))) + 8 * plan.n_tbus,
+        cotangent_macs=int(np.sum(2 * k * ne * ne + 2 * k * k * ne)))
     _GPLANS[mesh] = gp
     return gp
 
@@ -259,8 +272,8 @@ KEEP_BYTES = 1 << 28  # what the batched pass keeps of a whole sweep's merges (A
 # merge: 66 kB per wavelength on square:6x6, so 1000 wavelengths keep 66 MB), kept for the
 # next call: past it the forward merges run a second time, chunk by chunk, beside the
 # downward pass (bounded memory for any sweep, at one more forward solve)
-_GROUPS = 16  # LANES-block groups per chunk of the batched pass: a worker's kept store and
-# fields stay a few MB
+_GROUPS = 16  # lane groups per chunk of the batched pass: a worker's kept store and fields
+# stay a few MB
 
 
 def value_and_grad(mesh: Mesh, state: MeshState, objective: Objective,
@@ -270,11 +283,14 @@ def value_and_grad(mesh: Mesh, state: MeshState, objective: Objective,
     """A real objective of the port matrix and its gradient over every heater phase.
 
     One forward merge that keeps, per merge, the half's cut rows ``A_c`` and the
-    elimination ``W`` (:func:`photonics.circuit_kernels.keep_blocks`), then one downward
-    pass that lights the ``inputs`` and the ``outputs`` weighted by the objective's
-    cotangent (:func:`photonics.circuit_kernels.adjoint_blocks`): reverse mode, so the
-    cost does not grow with the number of heaters. Both run LANES wavelengths side by side
-    in the compiled kernels, as the production solve does.
+    elimination ``W`` (:func:`photonics.circuit_kernels.keep_blocks`), then one reverse
+    (adjoint) pass from the root down, whichever costs fewer multiply-adds
+    (:func:`by_cotangent`): the waves of the ``inputs`` and of the ``outputs`` weighted by the
+    objective's cotangent (``adjoint_blocks``, cheap for a few inputs), or the cotangent of
+    every node's matrix (``cotangent_blocks``, whose cost does not depend on the ports the
+    objective reads). Reverse mode either way: the cost does not grow with the number of
+    heaters. Every kernel runs LANES wavelengths side by side, as the production solve does,
+    or the one-lane build for a single wavelength.
 
     Returns:
         ``(L, grad)``: ``L`` (n_states,) and ``grad`` (n_states, n_tbus, 2) in 1/rad
@@ -293,85 +309,140 @@ def value_and_grad(mesh: Mesh, state: MeshState, objective: Objective,
     T = np.ascontiguousarray(arm_transfers(top, bot, consts).reshape(batch, n, 4))
     t_link = np.ascontiguousarray(10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase),
                                   dtype=complex)
-    groups = -(-batch // LANES)
-    keep_all = groups * gp.s_size * LANES * 16 <= KEEP_BYTES
+    lanes = lanes_for(batch)
+    groups = -(-batch // lanes)
+    keep_all = groups * gp.s_size * lanes * 16 <= KEEP_BYTES
     Y = np.empty((batch, mesh.n_ports, len(ins)), dtype=complex)
-    store = _kept(gp, T, t_link, ins, Y, groups) if keep_all else None
+    store = _kept(gp, T, t_link, ins, Y, lanes) if keep_all else None
     if store is None:
         Y[:] = solve(mesh, state, wl, params, inputs=ins).reshape(batch, mesh.n_ports, len(ins))
     if not np.isfinite(Y).all():
         raise StateError("the circuit is singular at this state (a lossless loop on resonance): "
                          "no derivative; add loss or detune a loop")
-    Y = Y.reshape(n_states, n_wl, mesh.n_ports, len(ins))[:, :, outs]
+    Y = Y.reshape(n_states, n_wl, mesh.n_ports, len(ins))
+    if not np.array_equal(outs, np.arange(mesh.n_ports)):  # every output in order: no copy (37 MB at
+        Y = Y[:, :, outs]  # 1000 wavelengths on square:6x6, 4 % of value + gradient)
     loss, G = objective(Y)
-    root_x = np.zeros((batch, len(gp.root_slot), 2 * len(ins)), dtype=complex)
-    root_x[:, gp.root_slot[ins], np.arange(len(ins))] = 1.0
-    cotangent = np.asarray(G, dtype=complex).reshape(batch, len(outs), len(ins))
-    root_x[:, gp.root_slot[outs], len(ins):] = cotangent
-    z = _adjoint(gp, T, t_link, ins, root_x, store, groups)
+    cotangent = _contiguous(G, Y.shape).reshape(batch, len(outs), len(ins))
+    z = _adjoint(gp, T, t_link, (ins, outs), cotangent, store, lanes)
     return np.asarray(loss, dtype=float), _heater_gradient(z.reshape(n_states, n_wl, n, 4), consts, top, bot)
 
 
-def _reused(name: str, rows: int) -> np.ndarray:
-    """The calling thread's buffer ``name`` of exactly (rows, LANES), a view of one kept
+def _contiguous(G: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The objective's cotangent as a C-contiguous complex array of ``shape``, copied only
+    when it is not one already (a broadcast view always is copied).
+    """
+    G = np.asarray(G, dtype=complex)
+    return G if G.shape == shape and G.flags.c_contiguous else np.ascontiguousarray(np.broadcast_to(G, shape))
+
+
+def by_cotangent(gp: GradientPlan, n_inputs: int) -> bool:
+    """Whether the reverse pass of an objective over ``n_inputs`` inputs carries every node's
+    cotangent (a fixed number of multiply-adds) rather than the waves of the ``2 n_inputs``
+    lit ports (a number per input): whichever counts fewer. The two kernels run a
+    multiply-add at the same speed to within ~15 % (square:6x6, 64 wavelengths, 24 inputs:
+    their counts 167k and 213k per wavelength took 8.8 and 10.2 ms), so the count decides.
+    """
+    return gp.cotangent_macs < n_inputs * gp.wave_macs
+
+
+def _reused(name: str, rows: int, lanes: int) -> np.ndarray:
+    """The calling thread's buffer ``name`` of exactly (rows, lanes), a view of one kept
     between calls (a fresh multi-MB array costs a page fault per 4 kB on every call: a
     third of the forward pass at 64 wavelengths). At most KEEP_BYTES each.
     """
-    return _scratch(name, rows)[:rows]
+    return _scratch(name, rows, lanes)[:rows]
 
 
-def _group_slices(c: slice, batch: int) -> slice:
+def _group_slices(c: slice, batch: int, lanes: int) -> slice:
     """The blocks of groups ``c``."""
-    return slice(c.start * LANES, min(c.stop * LANES, batch))
+    return slice(c.start * lanes, min(c.stop * lanes, batch))
+
+
+def _keep(gp: GradientPlan, T: np.ndarray, t_link: np.ndarray, sr: np.ndarray, si: np.ndarray,
+          out_pos: np.ndarray, out: np.ndarray) -> None:
+    """Forward merges of the blocks ``T`` into the kept store ``sr``/``si`` (groups, s_size,
+    lanes); port matrices at ``out_pos`` into ``out``.
+    """
+    plan, lanes = gp.merge, sr.shape[2]
+    kernels()[entry_name("keep_blocks", lanes)](
+        T, t_link, plan.merges, plan.pool, gp.s_offs, _scratch("re", plan.size, lanes),
+        _scratch("im", plan.size, lanes), _scratch("wr", plan.work_size, lanes),
+        _scratch("wi", plan.work_size, lanes), sr, si, out_pos, out)
 
 
 def _kept(gp: GradientPlan, T: np.ndarray, t_link: np.ndarray, ins: np.ndarray, Y: np.ndarray,
-          groups: int) -> tuple[np.ndarray, np.ndarray]:
+          lanes: int) -> tuple[np.ndarray, np.ndarray]:
     """Forward merges of every group, keeping ``A_c`` and ``W``; port matrices into ``Y``."""
-    plan = gp.merge
-    sr = _reused("sr", groups * gp.s_size).reshape(groups, gp.s_size, LANES)
-    si = _reused("si", groups * gp.s_size).reshape(groups, gp.s_size, LANES)
-    out_pos = np.ascontiguousarray(plan.out_idx[:, ins])
-    kern = kernels()["keep_blocks"]
+    groups = -(-len(T) // lanes)
+    sr = _reused("sr", groups * gp.s_size, lanes).reshape(groups, gp.s_size, lanes)
+    si = _reused("si", groups * gp.s_size, lanes).reshape(groups, gp.s_size, lanes)
+    out_pos = np.ascontiguousarray(gp.merge.out_idx[:, ins])
 
     def run(c: slice) -> None:
-        b = _group_slices(c, len(T))
-        kern(T[b], t_link, plan.merges, plan.pool, gp.s_offs, _scratch("re", plan.size),
-             _scratch("im", plan.size), _scratch("wr", plan.work_size), _scratch("wi", plan.work_size),
-             sr[c], si[c], out_pos, Y[b])
+        b = _group_slices(c, len(T), lanes)
+        _keep(gp, T[b], t_link, sr[c], si[c], out_pos, Y[b])
 
     _run_chunked(run, groups, _GROUPS)
     return sr, si
 
 
-def _adjoint(gp: GradientPlan, T: np.ndarray, t_link: np.ndarray, ins: np.ndarray, root_x: np.ndarray,
-             store: tuple[np.ndarray, np.ndarray] | None, groups: int) -> np.ndarray:
+def _adjoint(gp: GradientPlan, T: np.ndarray, t_link: np.ndarray, ports: tuple[np.ndarray, np.ndarray],
+             G: np.ndarray, store: tuple[np.ndarray, np.ndarray] | None, lanes: int) -> np.ndarray:
     """``z`` (batch, n_tbus, 4): the objective's derivative with respect to every TBU's
-    forward matrix, from the kept merges (``store``), or from a forward pass run again per
-    chunk when the sweep was too long to keep (``store`` None).
+    forward matrix, from its cotangent ``G`` (batch, outputs, inputs) on ``ports`` (inputs,
+    outputs) and the kept merges (``store``), or from a forward pass run again per chunk when
+    the sweep was too long to keep (``store`` None).
     """
-    plan, m = gp.merge, root_x.shape[2]
+    plan, groups = gp.merge, -(-len(T) // lanes)
     z = np.empty((len(T), plan.n_tbus, 4), dtype=complex)
-    f_offs, leaf_off = np.ascontiguousarray(gp.f_offs * m), np.ascontiguousarray(gp.leaf_off * m)
-    kern = kernels()
+    reverse = _by_nodes if by_cotangent(gp, len(ports[0])) else _by_waves
 
     def run(c: slice) -> None:
-        b = _group_slices(c, len(T))
+        b = _group_slices(c, len(T), lanes)
         if store is None:
-            sr = np.empty((c.stop - c.start, gp.s_size, LANES))
+            sr = np.empty((c.stop - c.start, gp.s_size, lanes))
             si = np.empty_like(sr)
-            kern["keep_blocks"](T[b], t_link, plan.merges, plan.pool, gp.s_offs, _scratch("re", plan.size),
-                                _scratch("im", plan.size), _scratch("wr", plan.work_size),
-                                _scratch("wi", plan.work_size), sr, si, np.zeros((0, 0), dtype=np.int64),
-                                np.empty((b.stop - b.start, 0, 0), dtype=complex))
+            _keep(gp, T[b], t_link, sr, si, np.zeros((0, 0), dtype=np.int64),
+                  np.empty((b.stop - b.start, 0, 0), dtype=complex))
         else:
             sr, si = store[0][c], store[1][c]
-        rows = gp.f_size * m + 4
-        kern["adjoint_blocks"](sr, si, plan.merges, plan.pool, t_link, gp.s_offs, f_offs, root_x[b], leaf_off,
-                               len(ins), _scratch("fr", rows), _scratch("fi", rows), z[b])
+        reverse(gp, sr, si, t_link, ports, G[b], z[b])
 
     _run_chunked(run, groups, _GROUPS)
     return z
+
+
+def _by_waves(gp: GradientPlan, sr: np.ndarray, si: np.ndarray, t_link: np.ndarray,
+              ports: tuple[np.ndarray, np.ndarray], G: np.ndarray, z: np.ndarray) -> None:
+    """``z`` of kept blocks by the waves of the lit inputs and of the outputs weighted by ``G``
+    (:func:`photonics.circuit_kernels.adjoint_blocks`).
+    """
+    plan, lanes = gp.merge, sr.shape[2]
+    ins, outs = ports
+    m = 2 * len(ins)
+    root_x = np.zeros((len(G), len(gp.root_slot), m), dtype=complex)
+    root_x[:, gp.root_slot[ins], np.arange(len(ins))] = 1.0
+    root_x[:, gp.root_slot[outs], len(ins):] = G
+    rows = gp.f_size * m + 4
+    kernels()[entry_name("adjoint_blocks", lanes)](
+        sr, si, plan.merges, plan.pool, t_link, gp.s_offs, np.ascontiguousarray(gp.f_offs * m), root_x,
+        np.ascontiguousarray(gp.leaf_off * m), len(ins), _scratch("fr", rows, lanes),
+        _scratch("fi", rows, lanes), z)
+
+
+def _by_nodes(gp: GradientPlan, sr: np.ndarray, si: np.ndarray, t_link: np.ndarray,
+              ports: tuple[np.ndarray, np.ndarray], G: np.ndarray, z: np.ndarray) -> None:
+    """``z`` of kept blocks by every node's cotangent, root first
+    (:func:`photonics.circuit_kernels.cotangent_blocks`).
+    """
+    plan, lanes = gp.merge, sr.shape[2]
+    ins, outs = ports
+    kernels()[entry_name("cotangent_blocks", lanes)](
+        sr, si, plan.merges, plan.pool, t_link, gp.s_offs, G, np.ascontiguousarray(gp.root_slot[outs]),
+        np.ascontiguousarray(gp.root_slot[ins]), gp.node_leaf_off, _scratch("cr", plan.size, lanes),
+        _scratch("ci", plan.size, lanes), _scratch("tr", gp.c_work, lanes), _scratch("ti", gp.c_work, lanes),
+        z)
 
 
 def _heater_gradient(z: np.ndarray, k: TransferConstants, top: np.ndarray, bot: np.ndarray) -> np.ndarray:

@@ -46,8 +46,9 @@ def build(lanes: int) -> dict:
     lane count (``lanes`` is a compile-time constant inside). ``LANES`` (4) merges four blocks
     side by side in SIMD registers; 1 is the single-block build (one wavelength of a simulated
     chip's reading, or a one-wavelength solve), which would otherwise compute three empty lanes.
-    Returns ``{"solve_blocks": ..., "remerge_blocks": ..., "keep_blocks": ..., "adjoint_blocks": ...}``
-    (the gradient's two are only entered for ``LANES``).
+    Returns ``{"solve_blocks": ..., "remerge_blocks": ..., "keep_blocks": ..., "adjoint_blocks": ...,
+    "cotangent_blocks": ...}`` (the gradient's three in both builds: a one-wavelength gradient runs
+    the one-lane build, as the value does).
     """
     if lanes not in (1, 4):  # _mac, _mac_row and _mul_row spell out four lanes for SIMD, or one
         raise ValueError(f"the merge kernels are built for 1 or 4 lanes, not {lanes}")
@@ -443,13 +444,136 @@ def build(lanes: int) -> dict:
                         for lane in range(nl):
                             z[b0 + lane, t, 2 * i + j] = complex(fr[d, lane], fi[d, lane])
 
+
+    @nb.njit(**_JIT)
+    def _seed_root(cr: np.ndarray, ci: np.ndarray, root: int, n_root: int, G: np.ndarray, b0: int,
+                   out_slot: np.ndarray, in_slot: np.ndarray) -> None:
+        """The root's cotangent on lanes blocks ``b0 ..``: the symmetric part of the objective's
+        ``G`` (outputs x inputs) placed at the root's ports (``dY`` is symmetric, so only that
+        part reaches the heaters, and a symmetric cotangent stays symmetric on the way down).
+        """
+        nl = min(lanes, G.shape[0] - b0)
+        for e in range(n_root * n_root):
+            _fill(cr, ci, root + e, 0.0, 0.0)
+        for p in range(G.shape[1]):
+            for q in range(G.shape[2]):
+                o, i = out_slot[p], in_slot[q]
+                d, t = _at(root + o * n_root + i), _at(root + i * n_root + o)
+                for lane in range(nl):
+                    u = np.uint64(lane)
+                    v = 0.5 * G[b0 + lane, p, q]
+                    cr[d + u] += v.real
+                    ci[d + u] += v.imag
+                    cr[t + u] += v.real
+                    ci[t + u] += v.imag
+
+    @nb.njit(**_JIT)
+    def _cotangent_rows(wr: np.ndarray, wi: np.ndarray, sr: np.ndarray, si: np.ndarray, cr: np.ndarray,
+                        ci: np.ndarray, mg: np.ndarray, pool: np.ndarray, t_link: np.ndarray,
+                        s_off: int) -> None:
+        """A merge's three k x ne products into the temporaries ``wr``/``wi``: ``R = T (A_cc W +
+        [A_ce, 0])`` (the waves entering B's cut per wave entering the node), then ``M = W C``
+        and ``N = R C`` with ``C`` the node's cotangent (row-major at the merge's output).
+        """
+        out, k, ea, eb, ix = mg[OUT], mg[K], mg[EA], mg[EB], mg[IDX]
+        ne, wa = ea + eb, k + ea
+        lk = ix + 2 * k + ea + eb
+        o_w, o_m, o_n = s_off + k * wa, k * ne, 2 * k * ne
+        for i in range(k):
+            r = i * ne
+            for c in range(ea):
+                _copy(wr, wi, r + c, sr, si, s_off + i * wa + k + c)
+            for c in range(ea, ne):
+                _fill(wr, wi, r + c, 0.0, 0.0)
+            for q in range(k):
+                _mac_row(wr, wi, r, sr, si, s_off + i * wa + q, sr, si, o_w + q * ne, ne, 1.0)
+            ti = t_link[pool[lk + i]]
+            for c in range(ne):
+                _scaled(wr, wi, r + c, wr, wi, r + c, ti)
+        for i in range(k):
+            for c in range(ne):
+                _fill(wr, wi, o_m + i * ne + c, 0.0, 0.0)
+                _fill(wr, wi, o_n + i * ne + c, 0.0, 0.0)
+            for c in range(ne):
+                _mac_row(wr, wi, o_m + i * ne, sr, si, o_w + i * ne + c, cr, ci, out + c * ne, ne, 1.0)
+                _mac_row(wr, wi, o_n + i * ne, wr, wi, i * ne + c, cr, ci, out + c * ne, ne, 1.0)
+
+    @nb.njit(**_JIT)
+    def _half_cotangent(cr: np.ndarray, ci: np.ndarray, h_off: int, h_p: int, cut: int, kept: int,
+                        k: int, e0: int, eh: int, out: int, ne: int, wr: np.ndarray, wi: np.ndarray,
+                        o_p: int, pr: np.ndarray, pi: np.ndarray, o_q: int, pool: np.ndarray) -> None:
+        """One half's cotangent ``P C P^T`` (symmetric, written whole at ``h_off``, ``h_p`` ports
+        a row), with ``P = [Q; [I at the half's kept columns e0 .. e0 + eh]]``: cut-cut ``(Q C) Q^T``
+        (``Q C`` at ``o_p`` in ``wr``/``wi``, ``Q`` at ``o_q`` in ``pr``/``pi``, both k x ne),
+        cut-kept ``(Q C)`` at the kept columns, kept-kept ``C`` itself.
+        """
+        for i in range(k):
+            ri = h_off + pool[cut + i] * h_p
+            for j in range(i, k):
+                d = ri + pool[cut + j]
+                _fill(cr, ci, d, 0.0, 0.0)
+                for c in range(ne):
+                    _mac(cr, ci, d, wr, wi, o_p + i * ne + c, pr, pi, o_q + j * ne + c, 1.0)
+                _copy(cr, ci, h_off + pool[cut + j] * h_p + pool[cut + i], cr, ci, d)
+            for j in range(eh):
+                d = ri + pool[kept + j]
+                _copy(cr, ci, d, wr, wi, o_p + i * ne + e0 + j)
+                _copy(cr, ci, h_off + pool[kept + j] * h_p + pool[cut + i], cr, ci, d)
+        for i in range(eh):
+            ri = h_off + pool[kept + i] * h_p
+            for j in range(eh):
+                _copy(cr, ci, ri + pool[kept + j], cr, ci, out + (e0 + i) * ne + e0 + j)
+
+    @nb.njit(cache=True, **_JIT)
+    def cotangent_blocks(sr: np.ndarray, si: np.ndarray, merges: np.ndarray, pool: np.ndarray,
+                         t_link: np.ndarray, s_offs: np.ndarray, G: np.ndarray, out_slot: np.ndarray,
+                         in_slot: np.ndarray, leaf_off: np.ndarray, cr: np.ndarray, ci: np.ndarray,
+                         wr: np.ndarray, wi: np.ndarray, z: np.ndarray) -> None:
+        """:func:`adjoint_blocks`' ``z`` (the objective's derivative with respect to every TBU's
+        ``T[i, j]``) by the cotangent of every node's matrix instead of the waves of every lit
+        port: with ``P_A`` (``P_B``) the waves entering half A's (B's) ports per wave entering the
+        node (``[W; I]``, ``[T (A_cc W + [A_ce, 0]); I]``), a node's cotangent ``C`` gives its
+        halves ``P C P^T``. About ``2 k ne^2`` multiply-adds per merge whatever the number of
+        ports the objective reads, against ``2 k ne`` per lit port for the waves: cheaper once the
+        objective reads about as many inputs as a node has ports. ``G`` (B, outputs, inputs) is
+        the objective's cotangent (``dL = Re sum G dY``), ``out_slot``/``in_slot`` its rows' and
+        columns' ports in the root's matrix; ``cr``/``ci`` (arena entries, lanes) hold every
+        node's cotangent at the arena's offsets, ``leaf_off`` every TBU's; ``wr``/``wi`` (3 k ne of
+        the largest merge, lanes) the products.
+        """
+        n_m = merges.shape[0]
+        root, n_root = merges[n_m - 1, OUT], merges[n_m - 1, EA] + merges[n_m - 1, EB]
+        cr_f, ci_f = cr.reshape(cr.size), ci.reshape(ci.size)
+        wr_f, wi_f = wr.reshape(wr.size), wi.reshape(wi.size)
+        for g in range(sr.shape[0]):
+            b0 = g * lanes
+            _seed_root(cr_f, ci_f, root, n_root, G, b0, out_slot, in_slot)
+            sr_f, si_f = sr[g].reshape(sr[g].size), si[g].reshape(si[g].size)
+            for mi in range(n_m - 1, -1, -1):
+                mg = merges[mi]
+                k, ea, eb, ix = mg[K], mg[EA], mg[EB], mg[IDX]
+                ne, s_off = ea + eb, s_offs[mi]
+                _cotangent_rows(wr_f, wi_f, sr_f, si_f, cr_f, ci_f, mg, pool, t_link, s_off)
+                _half_cotangent(cr_f, ci_f, mg[A_OFF], mg[A_P], ix, ix + 2 * k, k, 0, ea, mg[OUT], ne,
+                                wr_f, wi_f, k * ne, sr_f, si_f, s_off + k * (k + ea), pool)
+                _half_cotangent(cr_f, ci_f, mg[B_OFF], mg[B_P], ix + k, ix + 2 * k + ea, k, ea, eb, mg[OUT],
+                                ne, wr_f, wi_f, 2 * k * ne, wr_f, wi_f, 0, pool)
+            for t in range(leaf_off.shape[0]):
+                for i in range(2):
+                    for j in range(2):
+                        e = _at(leaf_off[t] + (2 + i) * 4 + j)
+                        for lane in range(min(lanes, G.shape[0] - b0)):
+                            u = e + np.uint64(lane)
+                            z[b0 + lane, t, 2 * i + j] = 2.0 * complex(cr_f[u], ci_f[u])
+
     return {"solve_blocks": solve_blocks, "remerge_blocks": remerge_blocks, "keep_blocks": keep_blocks,
-            "adjoint_blocks": adjoint_blocks}
+            "adjoint_blocks": adjoint_blocks, "cotangent_blocks": cotangent_blocks}
 
 
 KERNELS = {lanes: build(lanes) for lanes in (LANES, 1)}
 solve_blocks, remerge_blocks = KERNELS[LANES]["solve_blocks"], KERNELS[LANES]["remerge_blocks"]
 keep_blocks, adjoint_blocks = KERNELS[LANES]["keep_blocks"], KERNELS[LANES]["adjoint_blocks"]
+cotangent_blocks = KERNELS[LANES]["cotangent_blocks"]
 
 
 def c_entry_points(lanes: int = LANES) -> dict:
@@ -463,6 +587,8 @@ def c_entry_points(lanes: int = LANES) -> dict:
 
     i8, pc, pf, pi = nt.int64, nt.CPointer(nt.complex128), nt.CPointer(nt.float64), nt.CPointer(nt.int64)
     solve_blocks, remerge_blocks = KERNELS[lanes]["solve_blocks"], KERNELS[lanes]["remerge_blocks"]
+    keep_blocks, adjoint_blocks = KERNELS[lanes]["keep_blocks"], KERNELS[lanes]["adjoint_blocks"]
+    cotangent_blocks = KERNELS[lanes]["cotangent_blocks"]
 
     @cfunc(nt.void(pc, i8, i8, pc, i8, pi, i8, pi, i8, pf, pf, i8, pf, pf, i8, pi, i8, i8, pc), **_JIT)
     def solve_c(T, b, n, tl, n_links, mg, m, pool, n_pool, re, im, size, wr, wi, w_size, op, p, q,  # noqa: ANN001
@@ -478,9 +604,6 @@ def c_entry_points(lanes: int = LANES) -> dict:
         remerge_blocks(carray(T, (b, n, 4)), carray(tbus, (n,)), carray(tl, (n_links,)), carray(mg, (m, 9)),
                        carray(pool, (n_pool,)), carray(order, (n_order,)), carray(re, (g, size, lanes)),
                        carray(im, (g, size, lanes)), carray(wr, (w_size, lanes)), carray(wi, (w_size, lanes)))
-
-    if lanes != LANES:  # the gradient's pass runs the 4-lane build only
-        return {"solve_blocks": solve_c, "remerge_blocks": remerge_c}
 
     @cfunc(nt.void(pc, i8, i8, pc, i8, pi, i8, pi, i8, pi, pf, pf, i8, pf, pf, i8, pf, pf, i8, i8, pi, i8,
                    i8, pc), **_JIT)
@@ -500,5 +623,15 @@ def c_entry_points(lanes: int = LANES) -> dict:
                        carray(f_offs, (m, 3)), carray(rx, (b, r, e)), carray(leaf, (n,)), n_in,
                        carray(fr, (f_rows, lanes)), carray(fi, (f_rows, lanes)), carray(z, (b, n, 4)))
 
+    @cfunc(nt.void(pf, pf, i8, i8, pi, i8, pi, i8, pc, i8, pi, pc, i8, i8, i8, pi, pi, pi, i8, pf, pf, i8,
+                   pf, pf, i8, pc), **_JIT)
+    def cotangent_c(sr, si, g, s_size, mg, m, pool, n_pool, tl, n_links, s_offs, G, b, p, q, o_slot,  # noqa: ANN001
+                    i_slot, leaf, n, cr, ci, size, wr, wi, w_size, z):  # noqa: ANN001
+        cotangent_blocks(carray(sr, (g, s_size, lanes)), carray(si, (g, s_size, lanes)), carray(mg, (m, 9)),
+                         carray(pool, (n_pool,)), carray(tl, (n_links,)), carray(s_offs, (m,)),
+                         carray(G, (b, p, q)), carray(o_slot, (p,)), carray(i_slot, (q,)), carray(leaf, (n,)),
+                         carray(cr, (size, lanes)), carray(ci, (size, lanes)), carray(wr, (w_size, lanes)),
+                         carray(wi, (w_size, lanes)), carray(z, (b, n, 4)))
+
     return {"solve_blocks": solve_c, "remerge_blocks": remerge_c, "keep_blocks": keep_c,
-            "adjoint_blocks": adjoint_c}
+            "adjoint_blocks": adjoint_c, "cotangent_blocks": cotangent_c}

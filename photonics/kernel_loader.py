@@ -44,11 +44,11 @@ import numpy as np
 from photonics.merge_layout import LANES, LEAF_SIZE
 
 _SOURCE = Path(__file__).with_name("circuit_kernels.py")
-_NAMES = ("solve_blocks", "remerge_blocks", "keep_blocks", "adjoint_blocks")
+_NAMES = ("solve_blocks", "remerge_blocks", "keep_blocks", "adjoint_blocks", "cotangent_blocks")
 # Lane counts built (photonics.circuit_kernels.build): four blocks side by side, and one
-# (single blocks; the solve and the remerge only).
+# (single blocks: a one-wavelength solve, remerge or gradient).
 _LANE_COUNTS = (LANES, 1)
-_ONE_LANE_NAMES = ("solve_blocks", "remerge_blocks")
+_ONE_LANE_NAMES = _NAMES
 
 
 def entry_name(name: str, lanes: int) -> str:
@@ -63,9 +63,9 @@ _KEEP: list = []  # the execution engine and its symbols live as long as the pro
 
 
 def kernels() -> dict[str, Callable]:
-    """``{"solve_blocks": fn, "remerge_blocks": fn, "keep_blocks": fn, "adjoint_blocks": fn}``
-    and the one-lane ``"solve_blocks_1"``, ``"remerge_blocks_1"`` (:func:`entry_name`), each
-    called with numpy arrays as the :mod:`photonics.circuit_kernels` function of its name.
+    """``{"solve_blocks": fn, "remerge_blocks": fn, "keep_blocks": fn, "adjoint_blocks": fn,
+    "cotangent_blocks": fn}`` and their one-lane builds ``"solve_blocks_1"``, ... (:func:`entry_name`),
+    each called with numpy arrays as the :mod:`photonics.circuit_kernels` function of its name.
     """
     if not _LOADED:
         with _LOCK:
@@ -245,11 +245,24 @@ def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
                                    _P, _I)
     solve_c, solve1_c = (solve_sig(addresses[entry_name("solve_blocks", n)]) for n in _LANE_COUNTS)
     remerge_c, remerge1_c = (remerge_sig(addresses[entry_name("remerge_blocks", n)]) for n in _LANE_COUNTS)
+    _KEEP.extend((solve_c, solve1_c, remerge_c, remerge1_c))
+    out = {"solve_blocks": _solve_caller(solve_c), "remerge_blocks": _remerge_caller(remerge_c),
+           "solve_blocks_1": _solve_caller(solve1_c), "remerge_blocks_1": _remerge_caller(remerge1_c)}
+    for lanes in _LANE_COUNTS:
+        out |= _gradient_callers(addresses, lanes)
+    return out
+
+
+def _gradient_callers(addresses: dict[str, int], lanes: int) -> dict[str, Callable]:
+    """``keep_blocks``, ``adjoint_blocks`` and ``cotangent_blocks`` of the ``lanes``-lane build."""
     keep_c = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _I, _P, _P, _I, _P, _P,
-                              _I, _I, _P, _I, _I, _P)(addresses["keep_blocks"])
+                              _I, _I, _P, _I, _I, _P)(addresses[entry_name("keep_blocks", lanes)])
     adjoint_c = ctypes.CFUNCTYPE(None, _P, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _I, _I, _I, _P, _I,
-                                 _I, _P, _P, _I, _P)(addresses["adjoint_blocks"])
-    _KEEP.extend((solve_c, solve1_c, remerge_c, remerge1_c, keep_c, adjoint_c))
+                                 _I, _P, _P, _I, _P)(addresses[entry_name("adjoint_blocks", lanes)])
+    cotangent_c = ctypes.CFUNCTYPE(None, _P, _P, _I, _I, _P, _I, _P, _I, _P, _I, _P, _P, _I, _I, _I, _P, _P,
+                                   _P, _I, _P, _P, _I, _P, _P, _I, _P)(
+        addresses[entry_name("cotangent_blocks", lanes)])
+    _KEEP.extend((keep_c, adjoint_c, cotangent_c))
 
     def keep_blocks(T, t_link, merges, pool, s_offs, re, im, wr, wi, sr, si, out_pos, out) -> None:  # noqa: ANN001
         keep_c(_ptr(T), T.shape[0], T.shape[1], _ptr(t_link), len(t_link), _ptr(merges), len(merges),
@@ -264,9 +277,16 @@ def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
                   root_x.shape[0], root_x.shape[1], root_x.shape[2], _ptr(leaf_off), len(leaf_off), n_in,
                   _ptr(fr), _ptr(fi), fr.shape[0], _ptr(z))
 
-    return {"solve_blocks": _solve_caller(solve_c), "remerge_blocks": _remerge_caller(remerge_c),
-            "solve_blocks_1": _solve_caller(solve1_c), "remerge_blocks_1": _remerge_caller(remerge1_c),
-            "keep_blocks": keep_blocks, "adjoint_blocks": adjoint_blocks}
+    def cotangent_blocks(sr, si, merges, pool, t_link, s_offs, G, out_slot, in_slot, leaf_off, cr, ci,  # noqa: ANN001
+                         wr, wi, z) -> None:  # noqa: ANN001
+        cotangent_c(_ptr(sr), _ptr(si), sr.shape[0], sr.shape[1], _ptr(merges), len(merges), _ptr(pool),
+                    len(pool), _ptr(t_link), len(t_link), _ptr(s_offs), _ptr(G), G.shape[0], G.shape[1],
+                    G.shape[2], _ptr(out_slot), _ptr(in_slot), _ptr(leaf_off), len(leaf_off), _ptr(cr),
+                    _ptr(ci), cr.shape[0], _ptr(wr), _ptr(wi), wr.shape[0], _ptr(z))
+
+    return {entry_name("keep_blocks", lanes): keep_blocks,
+            entry_name("adjoint_blocks", lanes): adjoint_blocks,
+            entry_name("cotangent_blocks", lanes): cotangent_blocks}
 
 
 def _solve_caller(solve_c: Callable) -> Callable:

@@ -99,11 +99,54 @@ def test_value_and_grad_equals_central_differences_of_the_objective(objective):
     np.testing.assert_allclose(loss, objective(Y)[0], rtol=1e-12)
 
 
-def test_batched_gradient_is_the_same_when_the_sweep_is_too_long_to_keep(monkeypatch):
+@pytest.mark.parametrize("reverse", ["waves", "nodes"])
+@pytest.mark.parametrize("ports", [([0, 2, 4], [5, 7, 9]), (None, None)], ids=["3x3", "all"])
+@pytest.mark.parametrize(("n_states", "wl"), [(2, [1545.0, 1550.0, 1555.0]), (1, [1550.0])],
+                         ids=["lanes", "one"])
+def test_each_reverse_pass_equals_central_differences(monkeypatch, reverse, ports, n_states, wl):
+    """Both reverse passes (the lit ports' waves, every node's cotangent), whichever the cost
+    model would pick, on port subsets and on every port, in the 4-lane build (2 states x 3
+    wavelengths: a partly filled lane group) and the one-lane build (one state, one wavelength)."""
+    from photonics import circuit_gradient
+
+    monkeypatch.setattr(circuit_gradient, "by_cotangent", lambda gp, n_inputs: reverse == "nodes")
+    mesh = hexagonal(2, 2)
+    rng = np.random.default_rng(5)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    state = MeshState.random(mesh, rng, n_states=n_states)
+    ins, outs = ports
+    loss, grad = value_and_grad(mesh, state, _fidelity, wl, params, inputs=ins, outputs=outs)
+    fd = np.empty_like(grad)
+    for t in range(mesh.n_tbus):
+        for arm in (0, 1):
+            hi = value_and_grad(mesh, _shifted(state, t, arm, STEP), _fidelity, wl, params, ins, outs)[0]
+            lo = value_and_grad(mesh, _shifted(state, t, arm, -STEP), _fidelity, wl, params, ins, outs)[0]
+            fd[:, t, arm] = (hi - lo) / (2 * STEP)
+    assert np.abs(fd - grad).max() <= REL * np.abs(grad).max()
+    assert np.abs(grad).max() > 0.1  # a real gradient was compared, not zeros
+    Y = solve(mesh, state, wl, params, inputs=ins)
+    np.testing.assert_allclose(loss, _fidelity(Y if outs is None else Y[:, :, outs])[0], rtol=1e-12)
+
+
+def test_the_cost_model_takes_node_cotangents_for_an_objective_over_every_input():
+    """The lit ports' waves cost a number of multiply-adds per input, every node's cotangent a
+    fixed number: a 6-port target keeps the waves, the whole port matrix takes the cotangents
+    (2.8x fewer multiply-adds on square:6x6)."""
+    from photonics.circuit_gradient import by_cotangent, gradient_plan
+
+    gp = gradient_plan(square(6, 6))
+    assert not by_cotangent(gp, 6)
+    assert by_cotangent(gp, 48)
+    assert 48 * gp.wave_macs > 2.5 * gp.cotangent_macs
+
+
+@pytest.mark.parametrize("reverse", ["waves", "nodes"])
+def test_batched_gradient_is_the_same_when_the_sweep_is_too_long_to_keep(monkeypatch, reverse):
     """Past KEEP_BYTES the forward merges run again per chunk: same loss and gradient, on a
     sweep that leaves a partly filled group of lanes (9 wavelengths x 2 states)."""
     from photonics import circuit_gradient
 
+    monkeypatch.setattr(circuit_gradient, "by_cotangent", lambda gp, n_inputs: reverse == "nodes")
     mesh = square(2, 3)
     params, state = _chip(mesh, 13)
     wl = np.linspace(1540.0, 1560.0, 9)
