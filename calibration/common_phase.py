@@ -17,8 +17,8 @@ into one port, power meter at two ports, heaters driven through the finished map
 3. **Fit** (:func:`fit_common`): the model (nominal chip, the map's differential phases,
    the common phases sought) predicts every fringe's position; its change with the common
    phases is the arms' signs (+1 on arm A, -1 on arm B), so the fringes give an integer
-   linear system modulo 2 pi, solved exactly by integer column elimination
-   (:func:`solve_mod_2pi`), then refined by Gauss-Newton on the model's own predictions.
+   linear system modulo 2 pi, solved exactly (:func:`calibration.integer_phases.solve`), then
+   refined by Gauss-Newton on the model's own predictions and exact Jacobian.
    Directions no fringe sees (a phase added at a mesh port's vertex to every TBU that meets
    there, in the alternating signs the links allow: it moves no power reading, only the
    phase of the mesh ports' light) are left at the least-norm solution: a unitary is then
@@ -39,11 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from calibration import integer_phases
 from calibration.bench import Bench, settle
 from calibration.interferometers import Interferometer, design
 from calibration.map import CalibrationMap
 from calibration.phase_drive import currents_for_state
 from photonics.circuit import solve
+from photonics.circuit_gradient import power_jacobian
 from photonics.configuration import Configuration
 from photonics.physics import TBUParams
 from photonics.state import MeshState
@@ -53,6 +55,9 @@ SWEEP_POINTS = 8  # settings per fringe: the first harmonic of 8 points is free 
 CHECK_FRACTION = 0.25  # extra interferometers measured to check the fit, as a share of the span
 MIN_CHECKS = 4
 GAUSS_NEWTON_STEPS = 4  # the linear solve is within ~0.05 rad; each step shrinks that ~10x
+# Singular values of the fringes' Jacobian below this fraction of the largest are directions no
+# fringe sees (a mesh port's phase, above): the step leaves them alone (least norm)
+GAUSS_NEWTON_RCOND = 1e-3
 # Largest RMS (rad) of the fringes' residuals after the fit before the stage names its result
 # doubtful: the map's per-heater residual (~0.01-0.02 rad, docs/calibration.md) summed over an
 # interferometer's ~6 TBUs, times two.
@@ -109,6 +114,27 @@ def model_fringes(params: TBUParams, ifms: list[Interferometer], delta: np.ndarr
     return pos, amp
 
 
+def model_jacobian(params: TBUParams, ifms: list[Interferometer], delta: np.ndarray,
+                   wavelength_nm: float, mesh: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Every fringe's position on the model and its derivative with respect to every TBU's
+    common phase (rad/rad; exact, from :func:`photonics.circuit_gradient.power_jacobian`: a
+    common phase is both heaters' phase at the reference wavelength).
+    """
+    scale = wavelength_nm / params.center_wavelength_nm  # heater phases scale as lambda0 / lambda
+    pos, jac = np.empty(len(ifms)), np.empty((len(ifms), mesh.n_tbus))
+    for k, ifm in enumerate(ifms):
+        p, dp = power_jacobian(mesh, sweep_states(mesh, ifm, delta), [wavelength_nm], params,
+                               inputs=[ifm.src], outputs=list(ifm.dets))
+        p, dp = p[:, 0, :, 0], dp[:, 0, :, :, :, 0].sum(axis=2) * scale  # (K, 2), (K, n, 2)
+        total = np.maximum(p.sum(axis=1), 1e-300)
+        d = (p[:, 0] - p[:, 1]) / total
+        dd = ((dp[..., 0] - dp[..., 1]) - d[:, None] * (dp[..., 0] + dp[..., 1])) / total[:, None]
+        psi = np.exp(-1j * sweep_offsets(len(d)))
+        z, dz = (d * psi).sum(), (dd * psi[:, None]).sum(axis=0)
+        pos[k], jac[k] = np.angle(z), np.imag(dz / z)
+    return pos, jac
+
+
 def measure(bench: Bench, cmap: CalibrationMap, ifms: list[Interferometer], wavelength_nm: float,
             settle_s: float) -> tuple[np.ndarray, np.ndarray]:
     """Every interferometer's fringe on the bench: position (rad) and amplitude."""
@@ -125,41 +151,6 @@ def measure(bench: Bench, cmap: CalibrationMap, ifms: list[Interferometer], wave
             d[i] = normalised(mw[0], mw[1])
         pos[k], amp[k] = fringe(d)
     return pos, amp
-
-
-def solve_mod_2pi(signs: np.ndarray, phi: np.ndarray) -> np.ndarray:
-    """A solution ``c`` of ``signs @ c = phi (mod 2 pi)`` for integer ``signs``.
-
-    Column operations of Euclid's algorithm (a change of variables ``c = V y`` with ``V``
-    integer and unimodular, so exact modulo 2 pi) leave each row one new nonzero entry ``g``
-    (the gcd of its free entries): row by row, ``y`` there is the row's phase less what the
-    earlier variables give, over ``g`` (one of ``g`` equally valid turns). Variables no row
-    reaches stay 0; a row dependent on earlier ones is skipped (the Gauss-Newton uses it).
-    """
-    a = np.rint(signs).astype(np.int64)
-    b = np.asarray(phi, float)
-    m, n = a.shape
-    v = np.eye(n, dtype=np.int64)
-    free = list(range(n))
-    pivots: list[tuple[int, int]] = []
-    for r in range(m):
-        while True:
-            nz = [j for j in free if a[r, j]]
-            if len(nz) <= 1:
-                break
-            j = min(nz, key=lambda k: abs(a[r, k]))
-            for k in nz:
-                if k != j:
-                    q = a[r, k] // a[r, j]
-                    a[:, k] -= q * a[:, j]
-                    v[:, k] -= q * v[:, j]
-        if nz:
-            pivots.append((r, nz[0]))
-            free.remove(nz[0])
-    y = np.zeros(n)
-    for r, j in pivots:
-        y[j] = (b[r] - a[r] @ y) / a[r, j]  # y[j] is still 0 on the right
-    return np.mod(v @ y, TWO_PI)
 
 
 @dataclass(frozen=True)
@@ -188,18 +179,18 @@ def fit_common(mesh: Any, cmap: CalibrationMap, ifms: list[Interferometer], meas
                wavelength_nm: float, n_span: int) -> tuple[np.ndarray, np.ndarray]:
     """Common phases explaining the measured fringe positions, and the residuals (rad).
 
-    The first ``n_span`` interferometers are independent (the exact integer solve); all of
-    them enter the Gauss-Newton refinement.
+    The first ``n_span`` interferometers tell every combination light can (the exact integer
+    solve); all of them enter the Gauss-Newton refinement.
     """
     n = mesh.n_tbus
     signs = np.array([ifm.signs(n) for ifm in ifms]).reshape(len(ifms), n)
     zero = np.zeros(n)
     at_zero, _ = model_fringes(chip_model(mesh, cmap.delta, zero), ifms, cmap.delta, wavelength_nm, mesh)
-    c = solve_mod_2pi(signs[:n_span], wrap(measured[:n_span] - at_zero[:n_span]))
-    pinv = np.linalg.pinv(signs)
+    c = integer_phases.solve(signs[:n_span], wrap(measured[:n_span] - at_zero[:n_span]))
     for _ in range(GAUSS_NEWTON_STEPS):
-        now, _ = model_fringes(chip_model(mesh, cmap.delta, c), ifms, cmap.delta, wavelength_nm, mesh)
-        c = np.mod(c + pinv @ wrap(measured - now), TWO_PI)
+        now, jac = model_jacobian(chip_model(mesh, cmap.delta, c), ifms, cmap.delta, wavelength_nm, mesh)
+        step = np.linalg.lstsq(jac, wrap(measured - now), rcond=GAUSS_NEWTON_RCOND)[0]
+        c = np.mod(c + step, TWO_PI)
     now, _ = model_fringes(chip_model(mesh, cmap.delta, c), ifms, cmap.delta, wavelength_nm, mesh)
     return c, wrap(measured - now)
 

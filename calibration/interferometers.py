@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibration.integer_phases import refines
 from photonics.configuration import Configuration
 from photonics.synthesis.walks import BAR, CROSS, Hop, exit_port, peers, walk
 from photonics.topology import Mesh
@@ -187,8 +188,10 @@ def design(mesh: Mesh, failed: set[int] | None = None
 
     Every TBU's candidates (:func:`candidates`) are taken smallest first, each only when its
     arm signs are independent of those taken (so no reading is spent twice on one
-    combination); what is left unseen is what no power reading shows (see
-    docs/calibration.md, "Common phases").
+    combination); then, smallest first, those that are not integer combinations of the ones
+    taken (:func:`calibration.integer_phases.refines`: on a hexagonal mesh two arm sums can fix a
+    phase only modulo pi, and a third says which half). What is left unseen is what no power
+    reading shows (see docs/calibration.md, "Common phases").
     """
     pool = [c for t in range(mesh.n_tbus) for c in candidates(mesh, t, failed)]
     pool.sort(key=lambda c: (_size(c), c.swept))
@@ -204,8 +207,25 @@ def design(mesh: Mesh, failed: set[int] | None = None
             basis = np.vstack([basis, resid / norm])
         else:
             rest.append(c)
+    taken, rest = _refine_lattice(taken, rest, mesh.n_tbus)
     seen = np.zeros(mesh.n_tbus, bool)
     for c in taken:
         seen[[h.tbu for h in (*c.arm_a, *c.arm_b)]] = True
     missing = [t for t in range(mesh.n_tbus) if not seen[t] and not (failed and t in failed)]
     return taken, missing, rest
+
+
+def _refine_lattice(taken: list[Interferometer], rest: list[Interferometer],
+                    n_tbus: int) -> tuple[list[Interferometer], list[Interferometer]]:
+    """``taken`` plus every candidate of ``rest`` (smallest first) that refines their integer
+    lattice, and the candidates left.
+    """
+    rows = np.array([c.signs(n_tbus) for c in taken]).reshape(len(taken), n_tbus)
+    left = list(rest)
+    while True:
+        k = next((i for i, c in enumerate(left) if refines(rows, c.signs(n_tbus))), None)
+        if k is None:
+            return taken, left
+        c = left.pop(k)
+        taken = [*taken, c]
+        rows = np.vstack([rows, c.signs(n_tbus)])
