@@ -1,0 +1,93 @@
+"""The suite's order: the files that take longest run first, so two workers stay busy to the end.
+
+pytest-xdist hands tests to workers in collection order. Alphabetical order left a
+60-second test to start last on one worker while the other sat idle (issue 29). Each test
+file is weighed by the seconds its tests took in a measured run (``tests/durations.json``:
+setup + call + teardown per test, summed per file); the heaviest files run first, a file's
+tests stay together and in their own order (a module fixture is set up once per worker),
+and files the record does not know keep their order after the known ones. The order depends
+only on the record, never on this run's timing, so every worker collects the same list.
+
+Re-measure after a change that moves time around (a whole run, about ten minutes here)::
+
+    LUMION_RECORD_DURATIONS=tests/durations.json .venv/bin/python -m pytest -n 2 -q
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+RECORD = Path(__file__).with_name("durations.json")
+RECORD_ENV = "LUMION_RECORD_DURATIONS"
+# Tests shorter than this (s) are left out of the record: ordering files by their long tests
+# is what matters, and the record stays small enough to read in a diff.
+RECORD_MIN_S = 0.05
+
+
+def file_of(nodeid: str) -> str:
+    """The test file part of a node id (``tests/a/test_b.py::test_c[x]`` -> ``tests/a/test_b.py``)."""
+    return nodeid.split("::", 1)[0]
+
+
+def file_weights(durations: dict[str, float]) -> dict[str, float]:
+    """Seconds per test file: the sum of its tests' recorded durations."""
+    weights: dict[str, float] = defaultdict(float)
+    for nodeid, seconds in durations.items():
+        weights[file_of(nodeid)] += seconds
+    return dict(weights)
+
+
+def heaviest_files_first(nodeids: list[str], weights: dict[str, float]) -> list[int]:
+    """Indices of ``nodeids`` in run order: files by weight (heaviest first), each file's tests
+    together in their collected order; files without a weight after the rest, in their order."""
+    first_seen: dict[str, int] = {}
+    for k, nodeid in enumerate(nodeids):
+        first_seen.setdefault(file_of(nodeid), k)
+
+    def key(k: int) -> tuple[float, int, int]:
+        name = file_of(nodeids[k])
+        return (-weights.get(name, 0.0), first_seen[name], k)
+
+    return sorted(range(len(nodeids)), key=key)
+
+
+def _load_record(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    weights = file_weights(_load_record(RECORD))
+    if not weights:
+        return
+    order = heaviest_files_first([item.nodeid for item in items], weights)
+    items[:] = [items[k] for k in order]
+
+
+class _Recorder:
+    """Sums each test's setup, call and teardown durations; writes them at the end (controller)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid] += report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        kept = {k: round(v, 2) for k, v in sorted(self.seconds.items()) if v >= RECORD_MIN_S}
+        self.path.write_text(json.dumps(kept, indent=0) + "\n", encoding="utf-8")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = os.environ.get(RECORD_ENV)
+    if path and not hasattr(config, "workerinput"):  # the controller sees every worker's reports
+        config.pluginmanager.register(_Recorder(Path(path)), "lumion-durations")
