@@ -7,9 +7,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# pytest-xdist workers: auto = one per CPU; `make test JOBS=1` runs on one process
+# pytest-xdist workers: auto = one per CPU; `make test JOBS=1` runs on one process. worksteal:
+# a worker that runs out takes queued tests from the other (tests/conftest.py puts the heaviest
+# files first), so no worker idles while the other still has a long queue
 JOBS   ?= auto
-PYTEST := $(BIN)/python -m pytest -n $(JOBS)
+PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist worksteal
 
 .PHONY: demo test test-quick chromium kernels lint docs bench install clean
 

@@ -1,14 +1,15 @@
 """The suite's order: the files that take longest run first, so two workers stay busy to the end.
 
-pytest-xdist hands tests to workers in collection order. Alphabetical order left a
-60-second test to start last on one worker while the other sat idle (issue 29). Each test
-file is weighed by the seconds its tests took in a measured run (``tests/durations.json``:
-setup + call + teardown per test, summed per file); the heaviest files run first, a file's
-tests stay together and in their own order (a module fixture is set up once per worker),
-and files the record does not know keep their order after the known ones. The order depends
-only on the record, never on this run's timing, so every worker collects the same list.
+pytest-xdist hands tests to workers in collection order. Alphabetical order can leave a
+60-second test to start last on one worker while the other sits idle (issue 29). Each test
+file is weighed: by the seconds its tests took in a measured run when there is a record
+(``tests/durations.json``: setup + call + teardown per test, summed per file), otherwise by
+its tests marked ``slow`` (``SLOW_GUESS_S`` each). The heaviest files run first, a file's
+tests stay together and in their own order (a module fixture is set up once per worker), and
+files of no weight keep their order after the rest. The order depends only on the record and
+the markers, never on this run's timing, so every worker collects the same list.
 
-Re-measure after a change that moves time around (a whole run, about ten minutes here)::
+To record durations (a whole run: 10 min at load ~5 here)::
 
     LUMION_RECORD_DURATIONS=tests/durations.json .venv/bin/python -m pytest -n 2 -q
 """
@@ -27,6 +28,9 @@ RECORD_ENV = "LUMION_RECORD_DURATIONS"
 # Tests shorter than this (s) are left out of the record: ordering files by their long tests
 # is what matters, and the record stays small enough to read in a diff.
 RECORD_MIN_S = 0.05
+# The weight of a test marked slow in a file the record does not know: "over about a second"
+# (pyproject.toml's marker), and the slow process, layout and calibration tests take 2-60 s.
+SLOW_GUESS_S = 5.0
 
 
 def file_of(nodeid: str) -> str:
@@ -64,11 +68,21 @@ def _load_record(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
+def guessed_weights(nodeids: list[str], slow: list[bool], known: set[str]) -> dict[str, float]:
+    """``SLOW_GUESS_S`` per test marked slow, per file not in ``known``."""
+    weights: dict[str, float] = defaultdict(float)
+    for nodeid, is_slow in zip(nodeids, slow, strict=True):
+        if is_slow and file_of(nodeid) not in known:
+            weights[file_of(nodeid)] += SLOW_GUESS_S
+    return dict(weights)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    nodeids = [item.nodeid for item in items]
     weights = file_weights(_load_record(RECORD))
-    if not weights:
-        return
-    order = heaviest_files_first([item.nodeid for item in items], weights)
+    slow = [item.get_closest_marker("slow") is not None for item in items]
+    weights.update(guessed_weights(nodeids, slow, set(weights)))
+    order = heaviest_files_first(nodeids, weights)
     items[:] = [items[k] for k in order]
 
 

@@ -1,10 +1,10 @@
-"""A parent with the third-party libraries imported that forks `lumion` processes (tests only).
+"""A parent with libraries imported that forks `lumion` processes (tests only).
 
 A `lumion program` process spends about 1 s of CPU importing numpy, scipy and pyvisa
 before it does anything (3 s of wall at load ~10; issue 29), and the process tests start
-dozens. This parent imports those libraries once -- the modules named on its command line,
-never lumion's own, so every child still imports lumion as a fresh process does and an
-interrupt can still land inside those imports -- and, per line on stdin ``{"argv": [...],
+dozens. This parent imports those libraries once -- the modules named on its command line (for
+`lumion program` no module of lumion's own, so every child still imports lumion as a fresh
+process does and an interrupt can still land inside those imports) -- and, per line on stdin ``{"argv": [...],
 "env": {...}, "out": PATH}``, forks a child that runs ``lumion ARGV`` as the console script
 does (``lab_scripts.cli.main()`` with ``sys.argv``), stdout in PATH and stderr in PATH.err,
 and answers the child's pid. Each child is a separate process (its own pid, file locks,

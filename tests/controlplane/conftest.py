@@ -1,7 +1,17 @@
-"""Helpers: a real `lumion serve` process on loopback, and a simulated bench that outlives it."""
+"""Helpers: a real `lumion serve` process on loopback, and a simulated bench that outlives it.
+
+``service_factory``'s processes are forked from a parent with the service's modules imported
+(``tests/lumion_zygote.py``: numpy, scipy, fastapi, pydantic and the API's models, the
+routing stack; about 2 s of CPU per start, 20 s of wall at load ~14, issue 29), as the kill -9
+test's processes are; each is still its own process with its own pid, sockets, bench,
+database connection and signal handlers. The tests whose subject is a fresh interpreter's
+start (a signal inside uvicorn's import, TLS start-up) run ``lumion serve`` with
+:mod:`subprocess` instead.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,19 +24,25 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.lumion_zygote import Forked, Zygote
+
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0  # a cold start imports numpy/scipy/fastapi on a loaded 2-core machine
+# What a `lumion serve` start imports (no module reads the environment at import: the
+# crash-step variables are read when the service starts).
+SERVE_PRELOAD = ["numpy", "scipy.linalg", "scipy.optimize", "scipy.sparse", "fastapi", "uvicorn",
+                 "pydantic", "serial", "pyvisa", "pyvisa_py", "photonics.fabric", "controlplane.app",
+                 "controlplane.service", "instruments.config", "lab_scripts.cmd_serve"]
+ANNOUNCE_POLL_S = 0.01  # how often the announce line of a forked service is looked for
 
 
 class Service:
     """One `lumion serve --json` subprocess: its announced URL, token, and process."""
 
-    def __init__(self, db: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, db: Path, *args: str, env: dict[str, str] | None = None,
+                 zygote: Zygote | None = None) -> None:
         self.db = Path(db)
-        cmd = [
-            sys.executable,
-            "-m",
-            "lab_scripts.cli",
+        argv = [
             "serve",
             "--db",
             str(db),
@@ -37,15 +53,19 @@ class Service:
             "0",
             *args,
         ]
-        self.proc = subprocess.Popen(
-            cmd,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        self.info = self._announce()
+        if zygote is not None:
+            self.proc: subprocess.Popen | Forked = zygote.start(argv, env)
+            self.info = self._announce_forked()
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "lab_scripts.cli", *argv],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, **(env or {})},
+            )
+            self.info = self._announce()
         self.api = self.info["api"]
         self.token = Path(self.info["token_file"]).read_text().strip()
         self.client = httpx.Client(
@@ -62,6 +82,19 @@ class Service:
             self.proc.kill()
             raise AssertionError(f"lumion serve did not announce itself: {self.proc.stderr.read()[-2000:]}")
         return json.loads(line[0])
+
+    def _announce_forked(self) -> dict:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            with contextlib.suppress(FileNotFoundError), open(self.proc.out, encoding="utf-8") as out:
+                line = out.readline()
+                if line.endswith("\n"):
+                    return json.loads(line)
+            time.sleep(ANNOUNCE_POLL_S)
+        self.proc.kill()
+        err = Path(self.proc.out + ".err")
+        said = err.read_text()[-2000:] if err.exists() else ""
+        raise AssertionError(f"lumion serve did not announce itself: {said}")
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -90,18 +123,27 @@ class Service:
             self.proc.kill()
             code = self.proc.wait(30)
         self.client.close()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            stream.close()
+        for stream in (getattr(self.proc, "stdout", None), getattr(self.proc, "stderr", None)):
+            if stream is not None:
+                stream.close()
         return code
 
 
+@pytest.fixture(scope="session")
+def serve_zygote(tmp_path_factory):
+    """The forking parent of this worker's `lumion serve` processes."""
+    z = Zygote(SERVE_PRELOAD, tmp_path_factory.mktemp("serve-zygote"))
+    yield z
+    z.close()
+
+
 @pytest.fixture
-def service_factory(tmp_path):
+def service_factory(tmp_path, serve_zygote):
     """Start `lumion serve` processes; every one still running is stopped at the end."""
     started: list[Service] = []
 
     def start(*args: str, db: Path | None = None, env: dict[str, str] | None = None) -> Service:
-        s = Service(db or tmp_path / "cp.db", *args, env=env)
+        s = Service(db or tmp_path / "cp.db", *args, env=env, zygote=serve_zygote)
         started.append(s)
         return s
 
