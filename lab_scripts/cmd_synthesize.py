@@ -1,4 +1,4 @@
-"""``lumion synthesize``: a unitary, a power splitter or a tunable coupler as a mesh state."""
+"""``lumion synthesize``: a unitary, a power splitter, a tunable coupler or a filter as a mesh state."""
 
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         "synthesize",
-        help="program a unitary, a power splitter, a tunable coupler or a ring filter (refined on the chip "
-        "model)",
-        description="Find the mesh state that realises a linear function: --unitary (square meshes: Clements "
-        "start, then gradient refinement of every lattice heater), --splitter SRC:DST=RATIO,... (any mesh) "
-        "or "
-        "--coupler KAPPA (any mesh) or --filter CENTRE:BANDWIDTH (a ring notch; any mesh with a loop)."
+        help="program a unitary, a power splitter, a tunable coupler or a ring or Mach-Zehnder filter "
+        "(refined on the chip model)",
+        description="Find the mesh state that realises a linear function: --unitary (square and triangular "
+        "meshes: Clements start, then gradient refinement of every lattice heater), --splitter "
+        "SRC:DST=RATIO,... (any mesh) or --coupler KAPPA (any mesh) or --filter CENTRE:BANDWIDTH (a ring "
+        "notch; any mesh with a loop) or --mz-filter CENTRE:BANDWIDTH (a Mach-Zehnder passband; the widths "
+        "the arms' length differences allow)."
         " The chip model is nominal, or a seeded fabricated chip "
         "(--fabricated), or the chip a calibration map describes (--map: its differential phases; its failed "
         "and unverified TBUs avoided). Reports fidelity, loss, shares, insertion loss and worst crosstalk at "
@@ -57,6 +58,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--filter", metavar="CENTRE_NM:BANDWIDTH_NM",
                       help="a ring notch filter (the mesh's shortest loop beside a bus): centre and full "
                       "width at half depth, nm (e.g. 1550:0.02)")
+    what.add_argument("--mz-filter", metavar="CENTRE_NM:BANDWIDTH_NM",
+                      help="a Mach-Zehnder band-pass filter (two arms of unequal length between two "
+                      "couplers): centre and full width at half depth, nm; the width is half the free "
+                      "spectral range, one per arm length difference (hex at 1550 nm: 0.178, 0.089, 0.059, "
+                      "0.045, ...; others are refused, naming them)")
     p.add_argument("--wavelengths", default="1550", metavar="NM|START:STOP:N",
                    help="wavelengths to meet the target at and report (default 1550)")
     p.add_argument("--map", metavar="MAP.json", help="calibration map: the chip model and the TBUs to avoid")
@@ -94,7 +100,7 @@ def parse_splitter(text: str, mesh: Any) -> tuple[int, list[int], list[float]]:
     return source, dsts, ratios
 
 
-def parse_filter(text: str) -> tuple[float, float]:
+def parse_filter(text: str, option: str = "--filter") -> tuple[float, float]:
     """``CENTRE:BANDWIDTH`` (nm) -> (centre, bandwidth)."""
     centre, sep, width = text.partition(":")
     try:
@@ -102,7 +108,7 @@ def parse_filter(text: str) -> tuple[float, float]:
     except ValueError:
         c = w = math.nan
     if not sep or not (math.isfinite(c) and math.isfinite(w) and c > 0 and w > 0):
-        raise UsageError(f"--filter takes CENTRE_NM:BANDWIDTH_NM, two positive numbers (e.g. 1550:0.02), "
+        raise UsageError(f"{option} takes CENTRE_NM:BANDWIDTH_NM, two positive numbers (e.g. 1550:0.02), "
                          f"not {text!r}")
     return c, w
 
@@ -189,6 +195,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.filter is not None:
         centre, bandwidth = parse_filter(args.filter)
         result = synthesis.ring_filter(mesh, centre, bandwidth, params, failed)
+    elif args.mz_filter is not None:
+        centre, bandwidth = parse_filter(args.mz_filter, "--mz-filter")
+        result = synthesis.mz_filter(mesh, centre, bandwidth, params, failed)
     else:
         result = synthesis.coupler(mesh, args.coupler, params, wl, failed)
     written = _write(out, result)
@@ -223,14 +232,21 @@ def _print_text(result: Any, chip_name: str, out: Any, written: str | None, plot
           "steps; "
           f"inputs {', '.join(m.port_names[p] for p in result.inputs)}; "
           f"outputs {', '.join(m.port_names[p] for p in result.outputs)}")
-    if result.kind == "filter":
+    if result.kind in ("filter", "mz_filter"):
         f = result.extra["filter"]
         rows = [(name, f"{r['centre_nm']:.6f}", f"{r['fwhm_nm']:.5f}", f"{r['extinction_db']:.1f}",
                  f"{r['max_transmission_db']:.2f}")
                 for name, r in (("start", result.start[0]), ("refined", result.achieved[0]))]
-        print(f"loop of {len(f['loop'])} TBUs, coupler {f['coupler']}, free spectral range "
-              f"{f['fsr_nm']:.5f} nm; asked centre {f['centre_nm']} nm, bandwidth {f['bandwidth_nm']} nm")
-        print(table(rows, ["", "centre nm", "bandwidth nm", "extinction dB", "through dB"]))
+        if result.kind == "filter":
+            print(f"loop of {len(f['loop'])} TBUs, coupler {f['coupler']}, free spectral range "
+                  f"{f['fsr_nm']:.5f} nm; asked centre {f['centre_nm']} nm, bandwidth {f['bandwidth_nm']} nm")
+        else:
+            print(f"arms of {len(f['arms'][0])} and {len(f['arms'][1])} TBUs between {f['splitter']} and "
+                  f"{f['combiner']}, free spectral range {f['fsr_nm']:.5f} nm; asked centre {f['centre_nm']} "
+                  f"nm, bandwidth {f['bandwidth_nm']} nm; passband at {m.port_names[result.outputs[0]]}, its "
+                  f"complement at {m.port_names[result.outputs[1]]}")
+        print(table(rows, ["", "centre nm", "bandwidth nm", "extinction dB",
+                           "through dB" if result.kind == "filter" else "peak dB"]))
     elif result.kind == "unitary":
         rows = [(r["wavelength_nm"], f"{s['fidelity']:.6f}", f"{r['fidelity']:.6f}", r["loss_db"],
                  r["worst_crosstalk_db"])

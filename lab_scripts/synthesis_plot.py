@@ -16,7 +16,7 @@ def synthesis_plot(path: str | Path, result: Any, wavelength_index: int = 0) -> 
     powers, bars of the target and achieved shares per output.
     """
     plt = _pyplot()
-    if result.kind == "filter":
+    if result.kind in ("filter", "mz_filter"):
         return _filter_plot(plt, path, result)
     row = result.achieved[wavelength_index]
     wl = row["wavelength_nm"]
@@ -63,21 +63,25 @@ def _achieved_matrix(result: Any, wavelength_index: int) -> np.ndarray:
 
 
 def _filter_plot(plt: Any, path: str | Path, result: Any) -> Path:
-    """The bus transmission over two free spectral ranges, the asked band shaded."""
+    """The transmission to each output over two free spectral ranges, the asked band shaded:
+    the ring's bus, or the Mach-Zehnder's pass output and its complement.
+    """
     from photonics.circuit import solve
 
     f = result.extra["filter"]
     c, bw, fsr = f["centre_nm"], f["bandwidth_nm"], f["fsr_nm"]
     wl = np.linspace(c - fsr, c + fsr, 1601)
-    y = solve(result.mesh, result.state, wl, result.params, inputs=list(result.inputs))
-    y = y[0, :, result.outputs[0], 0]
+    y = solve(result.mesh, result.state, wl, result.params, inputs=list(result.inputs))[0, :, :, 0]
+    ring = result.kind == "filter"
+    labels = ["achieved (chip model)"] if ring else ["pass output (chip model)", "complement output"]
     row = result.achieved[0]
     fig, ax = plt.subplots(figsize=(8, 4))
-    ax.plot(wl, 10 * np.log10(np.maximum(np.abs(y) ** 2, 1e-30)), label="achieved (chip model)")
+    for port, label in zip(result.outputs, labels, strict=False):
+        ax.plot(wl, 10 * np.log10(np.maximum(np.abs(y[:, port]) ** 2, 1e-30)), label=label)
     ax.axvspan(c - bw / 2, c + bw / 2, color="tab:orange", alpha=0.25, label="asked band")
     ax.set_xlabel("wavelength (nm)")
-    ax.set_ylabel("bus transmission (dB)")
+    ax.set_ylabel("bus transmission (dB)" if ring else "transmission (dB)")
     ax.legend()
-    ax.set_title(f"ring filter: centre {row['centre_nm']:.5f} nm, width {row['fwhm_nm'] * 1e3:.1f} pm, "
-                 f"extinction {row['extinction_db']:.1f} dB")
+    ax.set_title(f"{'ring' if ring else 'Mach-Zehnder'} filter: centre {row['centre_nm']:.5f} nm, width "
+                 f"{row['fwhm_nm'] * 1e3:.1f} pm, extinction {row['extinction_db']:.1f} dB")
     return _save(fig, path)

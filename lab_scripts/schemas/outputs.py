@@ -911,6 +911,18 @@ class PowerRow(Strict):
     worst_crosstalk_db: Db
 
 
+class FilterRow(Strict):
+    """A filter's figures over one free spectral range (photonics.synthesis.ring / .mzi)."""
+
+    wavelength_nm: float = Field(description="the centre asked")
+    centre_nm: float = Field(description="the notch's deepest point (ring) or the passband's peak "
+                             "(Mach-Zehnder)")
+    fwhm_nm: float = Field(description="full width at half depth")
+    extinction_db: float = Field(description="highest over lowest level of the output")
+    max_transmission_db: Db = Field(description="highest level: the ring's through level or the "
+                                    "passband's peak")
+
+
 class SynthesizeOutput(Strict):
     """``lumion synthesize --json``: the target, the state that realises it and its report."""
 
@@ -919,16 +931,23 @@ class SynthesizeOutput(Strict):
     mesh: MeshSpec
     chip: str = Field(description="the chip model refined on: nominal, a fabricated seed or a calibration "
                       "map")
-    kind: Literal["unitary", "splitter", "coupler"]
+    kind: Literal["unitary", "splitter", "coupler", "filter", "mz_filter"]
     inputs: list[PortName]
     outputs: list[PortName]
-    target: list[list[float]] | dict[str, list[list[float]]] = Field(
-        description="shares (output x input), or a unitary as {'real': rows, 'imag': rows}")
+    target: list[list[float]] | dict[str, list[list[float]]] | list[float] = Field(
+        description="shares (output x input), a unitary as {'real': rows, 'imag': rows}, or a filter's "
+        "[centre_nm, bandwidth_nm]")
     tbus: list[TbuName] = Field(description="the TBUs the target uses (the rest parked)")
     steps: Count = Field(description="L-BFGS iterations of the refinement")
     evaluations: Count
-    start: list[UnitaryRow] | list[PowerRow] = Field(description="the analytic start, per wavelength")
-    achieved: list[UnitaryRow] | list[PowerRow] = Field(description="the refined state, per wavelength")
+    start: list[UnitaryRow] | list[PowerRow] | list[FilterRow] = Field(
+        description="the analytic start, per wavelength (a filter: one row)")
+    achieved: list[UnitaryRow] | list[PowerRow] | list[FilterRow] = Field(
+        description="the refined state, per wavelength (a filter: one row)")
+    filter: dict[str, Any] | None = Field(None, description="a filter's layout: centre_nm, bandwidth_nm and "
+                                          "fsr_nm asked and held; a ring's coupler and loop TBUs, a "
+                                          "Mach-Zehnder's splitter, combiner, arms (TBUs) and "
+                                          "arm_difference_tbus")
     state: StateFile
     configuration: ConfigurationFile | None = Field(description="what lumion program takes; null for a "
                                                     "unitary")

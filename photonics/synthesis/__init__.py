@@ -9,7 +9,10 @@ mesh state, refined on the chip model with the exact gradient of the circuit sol
 * :func:`coupler` -- a 2x2 coupler with a given coupling (a square mesh's 2-mode lattice, or
   one TBU walked out to four mesh ports on any other mesh);
 * :func:`ring_filter` -- a notch filter with a given centre and bandwidth: a loop of TBUs
-  (a hexagonal cell on a hex mesh) beside a bus (:mod:`.ring`).
+  (a hexagonal cell on a hex mesh) beside a bus (:mod:`.ring`);
+* :func:`mz_filter` -- a Mach-Zehnder band-pass filter with a given centre and one of the
+  bandwidths the mesh's arm length differences allow: two arms of unequal length between
+  two tunable couplers (:mod:`.mzi`).
 
 Each returns a :class:`~photonics.synthesis.result.Synthesis` with its report at every
 wavelength asked (:mod:`.report`). The chip model (:func:`chip_model`) is the nominal chip
@@ -36,6 +39,7 @@ from photonics.configuration import Configuration
 from photonics.errors import StateError
 from photonics.physics import TBUParams, nominal_params
 from photonics.state import MeshState
+from photonics.synthesis import mzi
 from photonics.synthesis.refine import Refined
 from photonics.synthesis.report import power_report, unitary_report
 from photonics.synthesis.result import PHASE_ONLY, Synthesis
@@ -49,7 +53,7 @@ from photonics.synthesis.splitter import (
 from photonics.synthesis.unitary import synthesize_unitary
 from photonics.topology import Mesh
 
-__all__ = ["Synthesis", "chip_model", "coupler", "ring_filter", "splitter", "unitary"]
+__all__ = ["Synthesis", "chip_model", "coupler", "mz_filter", "ring_filter", "splitter", "unitary"]
 
 
 def chip_model(mesh: Mesh, delta_rad: np.ndarray | None = None,
@@ -149,6 +153,31 @@ def ring_filter(mesh: Mesh, centre_nm: float, bandwidth_nm: float, params: TBUPa
     return Synthesis("filter", mesh, np.array([float(centre_nm), float(bandwidth_nm)]), (lay.input_port,),
                      (lay.output_port,), state, None, [reports[0]], [reports[1]], tbus, refined.steps,
                      refined.evaluations, COMMON_PHASE, extra, params=params)
+
+
+def mz_filter(mesh: Mesh, centre_nm: float, bandwidth_nm: float, params: TBUParams | None = None,
+              failed: dict[int, str] | None = None) -> Synthesis:
+    """A passband at ``centre_nm`` with full width at half depth ``bandwidth_nm`` (one of the
+    widths :func:`photonics.synthesis.mzi.reachable` lists, within
+    :data:`photonics.synthesis.mzi.BANDWIDTH_TOL`; any other is refused naming them) from the
+    input to the first output; the second output carries the complement. The report (start
+    and achieved) measures the first output over one free spectral range around the centre.
+    """
+    params = params or nominal_params(mesh.n_tbus, mesh.n_links)
+    centre = float(centre_nm)
+    lay, start, state, refined = mzi.synthesize_mzi(mesh, centre, float(bandwidth_nm), params, failed)
+    fsr = mzi.fsr_nm(params, lay, centre)
+    wl = mzi.sweep(centre, fsr)
+    passes = [mzi.outputs_power(mesh, params, s, lay, wl)[:, 0] for s in (start, state)]
+    reports = [{"wavelength_nm": centre, **mzi.passband(wl, p)} for p in passes]
+    names = mesh.tbu_names
+    extra = {"filter": {"centre_nm": float(centre_nm), "bandwidth_nm": float(bandwidth_nm), "fsr_nm": fsr,
+                        "arm_difference_tbus": lay.difference, "splitter": names[lay.splitter],
+                        "combiner": names[lay.combiner],
+                        "arms": [[names[h.tbu] for h in arm] for arm in lay.arms]}}
+    return Synthesis("mz_filter", mesh, np.array([float(centre_nm), float(bandwidth_nm)]), (lay.input_port,),
+                     lay.output_ports, state, None, [reports[0]], [reports[1]], tuple(lay.tbus.tolist()),
+                     refined.steps, refined.evaluations, mzi.ARMS_PHASE, extra, params=params)
 
 
 def _power_result(kind: str, mesh: Mesh, params: TBUParams, wl: np.ndarray, target: np.ndarray,

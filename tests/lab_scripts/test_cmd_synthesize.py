@@ -8,7 +8,7 @@ from lab_scripts.cli import main
 from lab_scripts.errors import EXIT_INPUT, EXIT_UNVERIFIED
 from photonics.configuration import Configuration
 from photonics.state import MeshState
-from photonics.topology import hexagonal, smartlight, square
+from photonics.topology import hexagonal, smartlight, square, triangular
 
 
 def run(capsys, *argv):
@@ -53,6 +53,40 @@ def test_unitary_writes_its_heater_state_and_says_why_no_configuration(capsys, t
     assert fid > 0.999
 
 
+def test_unitary_on_a_triangular_mesh(capsys, tmp_path):
+    out = tmp_path / "u.json"
+    code, text, _ = run(capsys, "synthesize", "--mesh", "triangular:3x4", "--unitary", "random:3:5", "--out",
+                        str(out), "--json")
+    assert code == 0
+    d = json.loads(text)
+    assert d["achieved"][0]["fidelity"] > 0.999
+    assert d["out_schema"] == "lumion.state"
+    assert "common phase" in d["not_programmable"]
+    MeshState.from_dict(json.loads(out.read_text()), triangular(3, 4))
+
+
+def test_mz_filter_reports_its_passband_and_writes_its_heater_state(capsys, tmp_path):
+    out, plot = tmp_path / "mz.json", tmp_path / "mz.png"
+    code, text, _ = run(capsys, "synthesize", "--mesh", "hex:2x2", "--mz-filter", "1550:0.089", "--out",
+                        str(out), "--plot", str(plot), "--json")
+    assert code == 0
+    d = json.loads(text)
+    assert d["kind"] == "mz_filter"
+    assert d["out_schema"] == "lumion.state"
+    got = d["achieved"][0]
+    assert abs(got["centre_nm"] - 1550.0) < 1e-3 * d["filter"]["fsr_nm"]
+    assert abs(got["fwhm_nm"] - 0.089) < 1e-3
+    assert got["extinction_db"] > 40
+    assert d["filter"]["arm_difference_tbus"] == 4
+    assert len(d["outputs"]) == 2
+    assert "common phases of the arms" in d["not_programmable"]
+    MeshState.from_dict(json.loads(out.read_text()), hexagonal(2, 2))
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, text, _ = run(capsys, "synthesize", "--mesh", "hex:2x2", "--mz-filter", "1550:0.089")
+    assert "passband at port:" in text
+    assert "not a configuration" in text
+
+
 @pytest.mark.parametrize(("argv", "says"), [
     (["--mesh", "hex:2x2", "--unitary", "dft:3"], "square mesh"),
     (["--mesh", "square:3x3", "--coupler", "1.5"], "coupling"),
@@ -61,6 +95,9 @@ def test_unitary_writes_its_heater_state_and_says_why_no_configuration(capsys, t
     (["--mesh", "square:3x3", "--unitary", "NOT_UNITARY"], "not unitary"),
     (["--mesh", "hex:2x2", "--filter", "1550:x"], "CENTRE_NM:BANDWIDTH_NM"),
     (["--mesh", "hex:2x2", "--filter", "1550:0.1"], "free spectral range"),
+    (["--mesh", "hex:2x2", "--mz-filter", "1550:0.05"], "0.0890 (4 TBUs)"),
+    (["--mesh", "hex:2x2", "--mz-filter", "1550"], "--mz-filter takes CENTRE_NM:BANDWIDTH_NM"),
+    (["--mesh", "triangular:3x3", "--unitary", "dft:3"], "triangular:3x4"),
 ])
 def test_bad_input_is_one_line(argv, says, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

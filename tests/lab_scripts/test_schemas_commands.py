@@ -72,7 +72,10 @@ CASES = {
                  ["campaign", "--kind", "capacity", "--traces", "2", "--jobs", "3"]],
     "synthesize": [["synthesize", "--mesh", "square:3x3", "--unitary", "dft:3", "--out", "u.json"],
                    ["synthesize", "--mesh", "hex:2x2", "--splitter", "0:5=1,9=2", "--out", "s.json",
-                    "--plot", "s.png"]],
+                    "--plot", "s.png"],
+                   ["synthesize", "--mesh", "triangular:3x4", "--unitary", "dft:3"],
+                   ["synthesize", "--mesh", "hex:2x2", "--filter", "1550:0.035"],
+                   ["synthesize", "--mesh", "hex:2x2", "--mz-filter", "1550:0.089"]],
 }
 
 
