@@ -164,18 +164,25 @@ def chip(args: argparse.Namespace, mesh: Any) -> tuple[Any, dict[int, str], str]
     with reading("calibration map", args.map):
         cmap = CalibrationMap.load(args.map, mesh=mesh)
     failed = failures_with_map(mesh, cmap, None)
-    if cmap.common is None and (args.unitary is not None or args.filter is not None):
+    if cmap.common is None and _phase_sensitive(args):
         import sys
 
         from calibration.map import POWER_ONLY
 
         print(f"warning: calibration map {args.map} {POWER_ONLY}", file=sys.stderr)
-    if cmap.common is not None and (args.unitary is not None or args.filter is not None):
+    if cmap.common is not None and _phase_sensitive(args):
+        from photonics.synthesis.unitary import NO_COMMON_PHASE
+
         for t in np.flatnonzero(np.isnan(cmap.common)):  # light could not tell its common phase
-            failed.setdefault(int(t), "dead")
+            failed.setdefault(int(t), NO_COMMON_PHASE)  # a unitary may still use it for a port's phase
     kind = "power-only" if cmap.common is None else "phase-calibrated"
     return (chip_model(mesh, cmap.delta, cmap.common), failed,
             f"calibration map {args.map} (chip {cmap.chip_id}, {kind})")
+
+
+def _phase_sensitive(args: argparse.Namespace) -> bool:
+    """Whether the target depends on common phases (a unitary, a ring or Mach-Zehnder filter)."""
+    return args.unitary is not None or args.filter is not None or args.mz_filter is not None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,8 +26,9 @@ gradient) for the deepest pass output half a free spectral range away from a pea
 centre (:func:`mzi_objective`), which rebalances the couplers against the long arm's extra
 loss.
 
-The centre depends on the arms' common phases, which a calibration map (power readings)
-does not know: the result is a heater state, not a configuration (:data:`ARMS_PHASE`).
+The centre depends on the arms' common phases, which only a phase-calibrated map knows
+(:mod:`calibration.common_phase`): the result is a heater state, not a configuration
+(:data:`ARMS_PHASE`).
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ NOMINAL_CENTRE_NM = 1550.0  # where the reachable widths are quoted
 
 
 ARMS_PHASE = ("the filter's centre is set by the common phases of the arms' TBUs; a configuration holds "
-              "only each TBU's split and a calibration map knows only differential phases, so `lumion "
-              "program` cannot set this state: use the heater phases (state) on a chip whose arm phases are "
-              "known")
+              "only each TBU's split, so `lumion program` cannot set this state: set the heater phases "
+              "(state) through a phase-calibrated map (`lumion calibrate --common-phase`; "
+              "calibration.phase_drive.currents_for_state)")
 
 
 @dataclass(frozen=True)

@@ -59,14 +59,43 @@ def start_fractions(mesh: Mesh, lat: Lattice, u: np.ndarray) -> np.ndarray:
     return r
 
 
+NO_COMMON_PHASE = "no common phase"  # a map's TBU whose common phase light could not tell (a NaN in
+# its ``common``): its split is known, so the lattice may use it where its common phase is a port phase
+
+
+def port_phase_tbus(mesh: Mesh, lat: Lattice) -> set[int]:
+    """The lattice's TBUs between a mode's mesh port and its first block, or its last block and
+    its output port: each carries that one mode alone, so its common phase is a phase of the
+    port, which a fidelity up to port phases (and the fibres outside the mesh) absorb.
+    """
+    peer = mesh.peer()
+    found: set[int] = set()
+    for ports, forward in ((lat.inputs, True), (lat.outputs, False)):
+        for n in ports:
+            g = int(mesh.port_tbu_ports[n])
+            while g >= 0 and g // 4 in lat.fixed:
+                t, local = divmod(g, 4)
+                entry, exit_ = lat.fixed[t] if forward else lat.fixed[t][::-1]
+                if local != entry:
+                    break
+                found.add(t)
+                g = int(peer[4 * t + exit_])
+    return found
+
+
 def check_failed(mesh: Mesh, lat: Lattice, failed: dict[int, str]) -> None:
-    """Refuse a lattice that needs a TBU the calibration records as failed or unverified."""
-    hit = sorted(set(failed) & set(lat.tbus.tolist()))
+    """Refuse a lattice that needs a TBU the calibration records as failed or unverified (a TBU
+    with no common phase only where that phase is not a port phase).
+    """
+    edge = port_phase_tbus(mesh, lat) if NO_COMMON_PHASE in failed.values() else set()
+    hit = sorted(t for t in set(failed) & set(lat.tbus.tolist())
+                 if not (failed[t] == NO_COMMON_PHASE and t in edge))
     if hit:
-        names = ", ".join(mesh.tbu_names[t] for t in hit[:5])
-        raise StateError(f"the {lat.n}-mode lattice needs TBU(s) the calibration map records as failed or "
-                         f"unverified ({names}{', ...' if len(hit) > 5 else ''}); a unitary on this chip "
-                         "needs them all: recalibrate or repair, or synthesise a smaller unitary")
+        names = ", ".join(f"{mesh.tbu_names[t]} ({failed[t]})" for t in hit[:5])
+        raise StateError(f"the {lat.n}-mode lattice needs TBU(s) the calibration map records as failed, "
+                         f"unverified or without a common phase ({names}{', ...' if len(hit) > 5 else ''}); "
+                         "a unitary on this chip needs them all: recalibrate or repair, or synthesise a "
+                         "smaller unitary")
 
 
 def synthesize_unitary(mesh: Mesh, target: np.ndarray, params: TBUParams, wavelengths_nm: np.ndarray,

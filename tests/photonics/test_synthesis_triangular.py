@@ -1,5 +1,7 @@
 """A unitary on a triangular mesh: the Clements lattice laid in it, then gradient refinement."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy.stats import unitary_group
@@ -9,8 +11,9 @@ from photonics.circuit import solve_sparse
 from photonics.configuration import Configuration
 from photonics.errors import StateError
 from photonics.physics import PhysicsDefaults, fabricated_params, nominal_params
+from photonics.synthesis.port_phases import fidelity_up_to_port_phases
 from photonics.synthesis.triangular_lattice import triangular_lattice
-from photonics.synthesis.unitary import start_fractions
+from photonics.synthesis.unitary import NO_COMMON_PHASE, port_phase_tbus, start_fractions
 from photonics.topology import hexagonal, triangular
 
 FIDELITY = 0.999  # stated in docs/synthesis.md: a refined unitary on the chip model it was refined on
@@ -72,3 +75,30 @@ def test_a_failed_tbu_on_the_triangular_lattice_is_refused_by_name():
 def test_a_hexagonal_mesh_is_refused_naming_the_meshes_that_hold_a_unitary():
     with pytest.raises(StateError, match="triangular:RxC"):
         synthesis.unitary(hexagonal(3, 3), np.eye(2))
+
+
+def test_a_tbu_without_a_common_phase_is_used_only_where_its_phase_is_a_ports():
+    """A map's TBU whose common phase light could not tell (corners of a triangular mesh) may
+    carry one mode between its port and its first or last block: a common phase there changes
+    the realised matrix only by port phases; anywhere else it is refused by name."""
+    mesh = triangular(3, 4)
+    lat = triangular_lattice(mesh, 3)
+    edge = port_phase_tbus(mesh, lat)
+    inner = sorted(set(lat.tbus.tolist()) - edge)
+    assert edge
+    assert inner
+    u = unitary_group.rvs(3, random_state=2)
+    params = nominal_params(mesh.n_tbus, mesh.n_links)
+    s = synthesis.unitary(mesh, u, params, failed=dict.fromkeys(edge, NO_COMMON_PHASE))
+    rng = np.random.default_rng(5)
+    for tbus, moved in ((sorted(edge), False), (inner[:1], True)):
+        shift = np.zeros(mesh.n_tbus)
+        shift[tbus] = rng.uniform(0.5, 2.5, len(tbus))  # rad, on both arms: a common phase
+        off = replace(params, offset_top=params.offset_top + shift, offset_bot=params.offset_bot + shift)
+        v = solve_sparse(mesh, s.state, [1550.0], off, inputs=list(s.inputs))[0, 0][list(s.outputs)]
+        fid = fidelity_up_to_port_phases(u, v)
+        assert (fid < 0.99) if moved else (fid > s.achieved[0]["fidelity"] - 1e-6)  # leaks: ~3e-8
+    with pytest.raises(StateError, match=rf"{mesh.tbu_names[inner[0]]} \(no common phase\)"):
+        synthesis.unitary(mesh, u, params, failed={inner[0]: NO_COMMON_PHASE})
+    with pytest.raises(StateError, match="dead"):
+        synthesis.unitary(mesh, u, params, failed={min(edge): "dead"})
