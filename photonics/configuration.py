@@ -302,6 +302,12 @@ class Configuration:
         exactly the TBUs of ``mesh`` -- as every version-1 writer did -- with a warning; a
         partial one, or one listing another mesh's TBUs, is refused.
         """
+        if isinstance(data, dict) and data.get("schema") == "lumion.state":
+            raise StateError(f"{source} is a heater state (lumion.state: `lumion synthesize` writes one for "
+                             "a unitary or a filter, whose phases a configuration cannot hold), not a "
+                             f"configuration ({SCHEMA!r}); set it through a phase-calibrated map "
+                             "(calibration.phase_drive.currents_for_state) or run it with `lumion simulate "
+                             "--state`")
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise StateError(f"{source} is not a LUMION configuration (expected schema {SCHEMA!r})")
         version = data.get("version")
