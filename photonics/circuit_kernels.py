@@ -566,8 +566,34 @@ def build(lanes: int) -> dict:
                             u = e + np.uint64(lane)
                             z[b0 + lane, t, 2 * i + j] = 2.0 * complex(cr_f[u], ci_f[u])
 
+    @nb.njit(cache=True, **_JIT)
+    def transfer_blocks(phi_top: np.ndarray, phi_bot: np.ndarray, scale: np.ndarray, amp_top: np.ndarray,
+                        amp_bot: np.ndarray, c_top: np.ndarray, c_bot: np.ndarray, t2t1: np.ndarray,
+                        s2s1: np.ndarray, t2s1: np.ndarray, s2t1: np.ndarray, out: np.ndarray) -> None:
+        """Forward matrices ``out`` (S, W, n, 4) = [T00, T01, T10, T11] of every TBU for heater
+        phases ``phi_top``/``phi_bot`` (S, n, rad at the reference wavelength) at W wavelengths:
+        heater phase scale ``scale`` (W,), arm amplitudes ``amp_*`` (n,), arm phase constants
+        ``c_*`` and coupler products (W, n) (:class:`photonics.circuit.TransferConstants`).
+        The complex operations of :func:`photonics.circuit.arm_factors` and
+        :func:`photonics.circuit.arm_transfers` in the same order (a real times a complex
+        multiplies as complex, ``exp(j x)`` is ``cos x + j sin x`` from libm, as numpy's), so
+        the same bytes, in one pass instead of a dozen numpy passes over (S, W, n) temporaries.
+        The same in both lane builds (nothing here is per lane); the solve calls the 4-lane one.
+        """
+        for s in range(phi_top.shape[0]):
+            for w in range(scale.shape[0]):
+                sc = scale[w]
+                for t in range(phi_top.shape[1]):
+                    top = amp_top[t] * np.exp(1j * (phi_top[s, t] * sc + c_top[w, t]))
+                    bot = amp_bot[t] * np.exp(1j * (phi_bot[s, t] * sc + c_bot[w, t]))
+                    out[s, w, t, 0] = t2t1[w, t] * top - s2s1[w, t] * bot
+                    out[s, w, t, 1] = 1j * (t2s1[w, t] * top + s2t1[w, t] * bot)
+                    out[s, w, t, 2] = 1j * (s2t1[w, t] * top + t2s1[w, t] * bot)
+                    out[s, w, t, 3] = t2t1[w, t] * bot - s2s1[w, t] * top
+
     return {"solve_blocks": solve_blocks, "remerge_blocks": remerge_blocks, "keep_blocks": keep_blocks,
-            "adjoint_blocks": adjoint_blocks, "cotangent_blocks": cotangent_blocks}
+            "adjoint_blocks": adjoint_blocks, "cotangent_blocks": cotangent_blocks,
+            "transfer_blocks": transfer_blocks}
 
 
 KERNELS = {lanes: build(lanes) for lanes in (LANES, 1)}
@@ -588,7 +614,13 @@ def c_entry_points(lanes: int = LANES) -> dict:
     i8, pc, pf, pi = nt.int64, nt.CPointer(nt.complex128), nt.CPointer(nt.float64), nt.CPointer(nt.int64)
     solve_blocks, remerge_blocks = KERNELS[lanes]["solve_blocks"], KERNELS[lanes]["remerge_blocks"]
     keep_blocks, adjoint_blocks = KERNELS[lanes]["keep_blocks"], KERNELS[lanes]["adjoint_blocks"]
-    cotangent_blocks = KERNELS[lanes]["cotangent_blocks"]
+    cotangent_blocks, transfer_blocks = KERNELS[lanes]["cotangent_blocks"], KERNELS[lanes]["transfer_blocks"]
+
+    @cfunc(nt.void(pf, pf, i8, i8, pf, i8, pf, pf, pf, pf, pf, pf, pf, pf, pc), **_JIT)
+    def transfer_c(pt, pb, s, n, sc, w, at, ab, ct, cb, a, b, c, d, out):  # noqa: ANN001
+        transfer_blocks(carray(pt, (s, n)), carray(pb, (s, n)), carray(sc, (w,)), carray(at, (n,)),
+                        carray(ab, (n,)), carray(ct, (w, n)), carray(cb, (w, n)), carray(a, (w, n)),
+                        carray(b, (w, n)), carray(c, (w, n)), carray(d, (w, n)), carray(out, (s, w, n, 4)))
 
     @cfunc(nt.void(pc, i8, i8, pc, i8, pi, i8, pi, i8, pf, pf, i8, pf, pf, i8, pi, i8, i8, pc), **_JIT)
     def solve_c(T, b, n, tl, n_links, mg, m, pool, n_pool, re, im, size, wr, wi, w_size, op, p, q,  # noqa: ANN001
@@ -634,4 +666,4 @@ def c_entry_points(lanes: int = LANES) -> dict:
                          carray(wi, (w_size, lanes)), carray(z, (b, n, 4)))
 
     return {"solve_blocks": solve_c, "remerge_blocks": remerge_c, "keep_blocks": keep_c,
-            "adjoint_blocks": adjoint_c, "cotangent_blocks": cotangent_c}
+            "adjoint_blocks": adjoint_c, "cotangent_blocks": cotangent_c, "transfer_blocks": transfer_c}

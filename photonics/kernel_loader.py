@@ -44,7 +44,8 @@ import numpy as np
 from photonics.merge_layout import LANES, LEAF_SIZE
 
 _SOURCE = Path(__file__).with_name("circuit_kernels.py")
-_NAMES = ("solve_blocks", "remerge_blocks", "keep_blocks", "adjoint_blocks", "cotangent_blocks")
+_NAMES = ("solve_blocks", "remerge_blocks", "keep_blocks", "adjoint_blocks", "cotangent_blocks",
+          "transfer_blocks")
 # Lane counts built (photonics.circuit_kernels.build): four blocks side by side, and one
 # (single blocks: a one-wavelength solve, remerge or gradient).
 _LANE_COUNTS = (LANES, 1)
@@ -245,9 +246,12 @@ def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
                                    _P, _I)
     solve_c, solve1_c = (solve_sig(addresses[entry_name("solve_blocks", n)]) for n in _LANE_COUNTS)
     remerge_c, remerge1_c = (remerge_sig(addresses[entry_name("remerge_blocks", n)]) for n in _LANE_COUNTS)
-    _KEEP.extend((solve_c, solve1_c, remerge_c, remerge1_c))
+    transfer_c = ctypes.CFUNCTYPE(None, _P, _P, _I, _I, _P, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P)(
+        addresses["transfer_blocks"])
+    _KEEP.extend((solve_c, solve1_c, remerge_c, remerge1_c, transfer_c))
     out = {"solve_blocks": _solve_caller(solve_c), "remerge_blocks": _remerge_caller(remerge_c),
-           "solve_blocks_1": _solve_caller(solve1_c), "remerge_blocks_1": _remerge_caller(remerge1_c)}
+           "solve_blocks_1": _solve_caller(solve1_c), "remerge_blocks_1": _remerge_caller(remerge1_c),
+           "transfer_blocks": _transfer_caller(transfer_c)}
     for lanes in _LANE_COUNTS:
         out |= _gradient_callers(addresses, lanes)
     return out
@@ -287,6 +291,19 @@ def _gradient_callers(addresses: dict[str, int], lanes: int) -> dict[str, Callab
     return {entry_name("keep_blocks", lanes): keep_blocks,
             entry_name("adjoint_blocks", lanes): adjoint_blocks,
             entry_name("cotangent_blocks", lanes): cotangent_blocks}
+
+
+def _transfer_caller(transfer_c: Callable) -> Callable:
+    """``transfer_blocks(phi_top, phi_bot, scale, amp_top, amp_bot, c_top, c_bot, t2t1, s2s1, t2s1,
+    s2t1, out)`` over ``transfer_c`` (the 4-lane build's; the one-lane build's is the same code).
+    """
+    def transfer_blocks(phi_top, phi_bot, scale, amp_top, amp_bot, c_top, c_bot, t2t1, s2s1, t2s1, s2t1,  # noqa: ANN001
+                        out) -> None:  # noqa: ANN001
+        transfer_c(_ptr(phi_top), _ptr(phi_bot), phi_top.shape[0], phi_top.shape[1], _ptr(scale), len(scale),
+                   _ptr(amp_top), _ptr(amp_bot), _ptr(c_top), _ptr(c_bot), _ptr(t2t1), _ptr(s2s1), _ptr(t2s1),
+                   _ptr(s2t1), _ptr(out))
+
+    return transfer_blocks
 
 
 def _solve_caller(solve_c: Callable) -> Callable:

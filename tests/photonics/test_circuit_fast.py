@@ -126,3 +126,25 @@ def test_one_wavelength_runs_the_one_lane_build_with_the_batch_s_bytes(name):
         alone = solve(mesh, state, [w], params)
         assert np.array_equal(alone[:, 0], batch[:, k])
     assert np.abs(batch - solve_sparse(mesh, state, wl, params)).max() <= 1e-9
+
+
+@pytest.mark.parametrize("make", ["nominal", "fabricated", "sloped"])
+@pytest.mark.parametrize("kind", ["bar", "cross", "random"])
+def test_compiled_transfer_matrices_are_the_numpy_arm_factors_bytes(make, kind):
+    """``tbu_transfers`` runs the compiled ``transfer_blocks``; the gradient and the
+    incremental solver still build matrices from ``arm_factors``/``arm_transfers`` (numpy).
+    Both must give the same bytes (signed zeros included: ideal TBUs in bar or cross have
+    exact zeros), or a re-merged TBU would differ from the full solve's.
+    """
+    from photonics.circuit import arm_factors, arm_transfers, tbu_transfers
+
+    mesh = hexagonal(2, 2)
+    rng = np.random.default_rng(5)
+    params = {"nominal": lambda: nominal_params(mesh.n_tbus, mesh.n_links),
+              "fabricated": lambda: fabricated_params(mesh.n_tbus, mesh.n_links, rng),
+              "sloped": lambda: fabricated_params(mesh.n_tbus, mesh.n_links, rng,
+                                                  PhysicsDefaults(coupler_slope_per_nm=0.002))}[make]()
+    state = MeshState.random(mesh, rng, n_states=3) if kind == "random" else MeshState.uniform(mesh, kind)
+    for wl in (np.array([1550.0]), np.linspace(1500.0, 1600.0, 9)):
+        k, top, bot = arm_factors(params, state, wl)
+        assert tbu_transfers(params, state, wl).tobytes() == arm_transfers(top, bot, k).tobytes()
