@@ -1,15 +1,101 @@
 """The same mesh circuit written for SAX, used to cross-check and time our circuit solve.
 
-Imported only by the benchmark and by an optional test (skipped when SAX is absent).
+Imported only by the benchmarks and by an optional test (skipped when SAX is absent).
 """
 
 from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from photonics.physics import C_UM_PER_PS, TBUParams
 from photonics.state import MeshState
 from photonics.topology import PORT_LABELS, Mesh
+
+SHIM_SOURCE = Path(__file__).with_name("thread_stack_shim.c")  # why: see its comment
+
+
+def ensure_deep_thread_stacks(folder: Path) -> None:
+    """Re-execute this process with :data:`SHIM_SOURCE` preloaded (compiled with ``cc`` into
+    ``folder`` once), so XLA's compiler threads get stacks deep enough for SAX's larger
+    circuits. Call before JAX loads. Without a C compiler: a warning on stderr and no change.
+    """
+    import hashlib
+    import shutil
+    import subprocess
+
+    code = SHIM_SOURCE.read_bytes()
+    lib = folder / f"thread_stack_shim-{hashlib.sha256(code).hexdigest()[:12]}.so"
+    if str(lib) in os.environ.get("LD_PRELOAD", "").split(":"):
+        return  # already the re-executed process
+    if not lib.exists():
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            print("warning: no C compiler: XLA may crash (SIGSEGV) compiling SAX's larger circuits",
+                  file=sys.stderr)
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+        subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SHIM_SOURCE), "-ldl"], check=True)
+        os.replace(tmp, lib)
+    preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "LD_PRELOAD": preload})
+
+
+def use_compile_cache(folder: Path) -> None:
+    """Keep XLA's compiled SAX circuits in ``folder`` (JAX's persistent compilation cache), so
+    a second run of a benchmark loads them instead of compiling for minutes again.
+    """
+    import jax
+
+    folder.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+PROGRESS_EVERY_S = 60.0  # a line on stderr this often while SAX compiles: a long compile is seen
+
+
+def first_call(fn: Callable[[], object], what: str, timeout_s: float,
+               cache: Path | None) -> tuple[float, str]:
+    """Run SAX's first call ``fn`` (trace + XLA compile + run) in a thread, saying on stderr
+    that it is under way every :data:`PROGRESS_EVERY_S` s. Returns its wall seconds and how it
+    was compiled ("compiled", or "from cache" when ``cache`` gained no file). Exits the process
+    (status 3, one line on stderr) when it has not returned after ``timeout_s`` s, or re-raises
+    what it raised.
+    """
+    before = set(cache.iterdir()) if cache else set()
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+
+    t = time.perf_counter()
+    worker = threading.Thread(target=run, daemon=True, name="sax-first-call")
+    worker.start()
+    while worker.is_alive():
+        worker.join(min(PROGRESS_EVERY_S, max(0.0, timeout_s - (time.perf_counter() - t))))
+        waited = time.perf_counter() - t
+        if worker.is_alive() and waited >= timeout_s:
+            print(f"SAX's first call ({what}) did not return in {waited:.0f} s (--sax-timeout); stopping",
+                  file=sys.stderr, flush=True)
+            os._exit(3)
+        if worker.is_alive():
+            print(f"  SAX compiling {what}: {waited:.0f} s so far, load average {os.getloadavg()[0]:.1f}",
+                  file=sys.stderr, flush=True)
+    if "error" in box:
+        raise box["error"]
+    how = "from cache" if cache and set(cache.iterdir()) == before else "compiled"
+    return time.perf_counter() - t, how
 
 
 def build_sax_circuit(mesh: Mesh, backend: str = "klu", return_type: str = "SDict"):
