@@ -37,7 +37,7 @@ UNKNOWN_COST = 10.0  # a TBU at an unknown split: passable (it is a fixed linear
 
 
 def feed_path(peer: np.ndarray | list[int], target: int, allowed: set[int], banned: set[int],
-              passable: bool = False) -> tuple[int, list[Hop]] | None:
+              passable: bool = False, touched: set[int] | None = None) -> tuple[int, list[Hop]] | None:
     """Cheapest way to bring light from a mesh port into global TBU port ``target``.
 
     TBUs in ``allowed`` cost 1; with ``passable`` other TBUs (not ``banned``) may be
@@ -45,31 +45,39 @@ def feed_path(peer: np.ndarray | list[int], target: int, allowed: set[int], bann
     which scales a fringe seen through it but does not distort it.
 
     Returns ``(mesh_port, hops)`` with hops in light order (excluding the target TBU), or
-    None when no path exists.
+    None when no path exists. ``touched`` (when given) collects every TBU the search asked
+    about (see :func:`_search`).
     """
-    return _search(peer, target, allowed, banned, passable, forward=False)
+    return _search(peer, target, allowed, banned, passable, forward=False, touched=touched)
 
 
 def drain_path(peer: np.ndarray | list[int], source: int, allowed: set[int], banned: set[int],
-               passable: bool = False) -> tuple[int, list[Hop]] | None:
+               passable: bool = False, touched: set[int] | None = None) -> tuple[int, list[Hop]] | None:
     """Cheapest way for light leaving global TBU port ``source`` to reach a mesh port.
 
-    Returns ``(mesh_port, hops)`` with hops in light order, or None.
+    Returns ``(mesh_port, hops)`` with hops in light order, or None. ``touched``: as for
+    :func:`feed_path`.
     """
-    return _search(peer, source, allowed, banned, passable, forward=True)
+    return _search(peer, source, allowed, banned, passable, forward=True, touched=touched)
 
 
 def _search(peer: np.ndarray | list[int], start: int, allowed: set[int], banned: set[int], passable: bool,
-            forward: bool) -> tuple[int, list[Hop]] | None:
+            forward: bool, touched: set[int] | None = None) -> tuple[int, list[Hop]] | None:
     """Dijkstra over TBUs (each used once) from a TBU port out to a mesh port.
 
     A path is kept as a chain of (TBU, entry, exit, previous link) entries in ``trail`` and
     made into :class:`Hop` objects only for the answer: the heap holds (cost, push order,
     port, chain end), and ties in cost go to the earlier push.
+
+    ``touched`` (when given) receives the start's TBU and every TBU whose membership of
+    ``allowed`` the search looked up: a TBU it never looked up cannot change the answer
+    whatever ``allowed`` says about it (:class:`ProbePlanner` relies on this).
     """
     heap: list[tuple[float, int, int, int]] = [(0.0, 0, start, -1)]
     trail: list[tuple[int, int, int, int]] = []
     seen = {start // 4}
+    if touched is not None:
+        touched.add(start // 4)
     counter = 0
     while heap:
         cost, _, g, node = heapq.heappop(heap)
@@ -86,6 +94,8 @@ def _search(peer: np.ndarray | list[int], start: int, allowed: set[int], banned:
             continue
         if tbu in banned:
             continue
+        if touched is not None:
+            touched.add(tbu)
         if tbu in allowed:
             step = 1.0
         elif passable:
@@ -128,12 +138,14 @@ class Probe:
 
 
 def plan_probe(mesh: Mesh, tbu: int, allowed: set[int], peer: np.ndarray | None = None,
-               passable: bool = False, banned: set[int] | frozenset[int] = frozenset()) -> Probe | None:
+               passable: bool = False, banned: set[int] | frozenset[int] = frozenset(),
+               touched: set[int] | None = None) -> Probe | None:
     """The best probe of ``tbu``: fewest uncalibrated TBUs, most outputs observed, shortest.
 
     Paths go through ``allowed`` TBUs, and with ``passable`` also through others (see
     :func:`feed_path`), never through ``banned`` ones (failed, or suspected of blocking
-    light). Returns None when no input or no output can be reached.
+    light). Returns None when no input or no output can be reached. ``touched`` (when
+    given) collects every TBU whose membership of ``allowed`` the answer depends on.
     """
     # A list: the searches index it one port at a time, where a numpy array's scalar
     # indexing costs several times a list's (a calibration plans ~3,000 probes).
@@ -142,14 +154,14 @@ def plan_probe(mesh: Mesh, tbu: int, allowed: set[int], peer: np.ndarray | None 
     allowed = set(allowed) - banned
     best: Probe | None = None
     for entry in range(4):
-        fed = feed_path(peer, 4 * tbu + entry, allowed, banned, passable)
+        fed = feed_path(peer, 4 * tbu + entry, allowed, banned, passable, touched)
         if fed is None:
             continue
         src, in_hops = fed
         used = {h.tbu for h in in_hops}
         outs, signs, hops = [], [], list(in_hops)
         for out in far_end(entry):
-            drained = drain_path(peer, 4 * tbu + out, allowed, used | {tbu} | banned, passable)
+            drained = drain_path(peer, 4 * tbu + out, allowed, used | {tbu} | banned, passable, touched)
             if drained is None:
                 continue
             port, out_hops = drained
@@ -171,3 +183,37 @@ def probe_rank(probe: Probe, allowed: set[int]) -> tuple[int, int, int, int]:
     """Sort key of probes, best first: fewest unknown TBUs, most outputs, shortest, lowest index."""
     unknown = sum(h.tbu not in allowed for h in probe.hops)
     return unknown, -len(probe.outputs), probe.length, probe.tbu
+
+
+class ProbePlanner:
+    """:func:`plan_probe` with a memory: the bootstrap re-plans every remaining TBU after
+    each fit (~2,300 plans on smartlight, 8 % of a calibration's CPU), and one newly
+    calibrated TBU changes few of them.
+
+    A plan is kept with the ``allowed`` set it was made for and the TBUs its searches looked
+    up (``touched``). Asked again with the same ``banned`` set and an ``allowed`` set that
+    differs from the kept one only in TBUs it never looked up, every search runs exactly as
+    before (the same pops, the same ties), so the kept probe *is* the answer: same probes,
+    same map. Anything else is planned afresh.
+    """
+
+    def __init__(self, mesh: Mesh, peer: np.ndarray | None = None) -> None:
+        self.mesh = mesh
+        self.peer = mesh.peer() if peer is None else peer
+        self._kept: dict[tuple, tuple[frozenset[int], frozenset[int], Probe | None]] = {}
+        self.planned = 0  # plans actually searched (the rest came from memory)
+
+    def plan(self, tbu: int, allowed: set[int], passable: bool = False,
+             banned: set[int] | frozenset[int] = frozenset()) -> Probe | None:
+        """The same as ``plan_probe(mesh, tbu, allowed, peer, passable, banned)``."""
+        key = (tbu, passable, frozenset(banned))
+        kept = self._kept.get(key)
+        if kept is not None:
+            was, touched, probe = kept
+            if touched.isdisjoint(was.symmetric_difference(allowed)):
+                return probe
+        touched_now: set[int] = set()
+        probe = plan_probe(self.mesh, tbu, allowed, self.peer, passable, banned, touched_now)
+        self._kept[key] = (frozenset(allowed), frozenset(touched_now), probe)
+        self.planned += 1
+        return probe

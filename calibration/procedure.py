@@ -124,7 +124,7 @@ from calibration.heater_map import UnreachableError, invert_cubic
 from calibration.map import CalibrationError, CalibrationMap, CalibrationRefusedError
 from calibration.model import heater_positions, neighbour_heaters
 from calibration.options import NOMINAL_GAMMA_PER_MA, NOMINAL_R0_KOHM, Options
-from calibration.paths import Probe, plan_probe, probe_rank
+from calibration.paths import Probe, ProbePlanner, plan_probe, probe_rank
 from calibration.records import CrosstalkRecord, TBURecord, base_currents, tbu_currents, victim_currents
 from calibration.resume import RESUME_MOVED_RAD, resumed_move
 from photonics.physics import PhysicsDefaults
@@ -493,6 +493,7 @@ def bootstrap(run: Run) -> None:
     """
     mesh = run.mesh
     avoid: dict[int, set[int]] = {}  # per TBU: TBUs its probes must not cross (they went dark)
+    planner = ProbePlanner(mesh, run.peer)  # the same probes as plan_probe, most from memory
     while True:
         todo = [t for t in range(mesh.n_tbus)
                 if t not in run.records and t not in run.failed and t not in run.suspects]
@@ -501,8 +502,8 @@ def bootstrap(run: Run) -> None:
         allowed = set(run.records)
         banned_all = set(run.failed) | set(run.suspects)
         probes = [p for t in todo
-                  if (p := plan_probe(mesh, t, allowed, run.peer, passable=True,
-                                      banned=banned_all | avoid.get(t, set()))) is not None]
+                  if (p := planner.plan(t, allowed, passable=True,
+                                        banned=banned_all | avoid.get(t, set()))) is not None]
         if not probes:
             if not run.records:
                 raise CalibrationError(
