@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import OptimizeResult, least_squares
 
-from calibration.lsq import LOSSES, LsqResult, least_squares_trf
+from calibration.lsq import LOSSES, LsqResult, least_squares_trf, least_squares_trf_unbounded
 
 # The nominal heater (R0 = 250 Ohm, eta = pi / 1.3 mW) has rho2 = 0.60 rad/mA^2: the rate
 # search spans a factor 5 either way, far wider than any fabrication spread.
@@ -605,8 +605,12 @@ def fit_crosstalk(power_mw: np.ndarray, signs: np.ndarray, setting: np.ndarray, 
         return J.reshape(n * n_out, -1)
 
     v0 = np.concatenate([np.maximum(np.mean(p, axis=0), 1e-12), np.zeros(2), np.zeros(n_agg)])
-    res = least_squares(residuals, v0, jac=jacobian, loss=loss, f_scale=ROBUST_SCALE, x_scale="jac",
-                        max_nfev=MAX_NFEV)
+    if loss in LOSSES:  # the lean copy of scipy's unbounded TRF: the same numbers
+        res = least_squares_trf_unbounded(residuals, jacobian, v0, loss=loss, f_scale=ROBUST_SCALE,
+                                          max_nfev=MAX_NFEV)
+    else:
+        res = least_squares(residuals, v0, jac=jacobian, loss=loss, f_scale=ROBUST_SCALE, x_scale="jac",
+                            max_nfev=MAX_NFEV)
     m, n_par = res.fun.size, v0.size
     s2 = 2 * res.cost / max(m - n_par, 1)
     cov = np.linalg.pinv(res.jac.T @ res.jac) * s2

@@ -452,3 +452,115 @@ def least_squares_trf(
             scale = 1 / scale_inv
     return LsqResult(x=x, cost=float(cost), fun=f_true, jac=J, nfev=nfev, njev=njev,
                      status=0 if status is None else status)
+
+
+def least_squares_trf_unbounded(
+    fun: Callable[[np.ndarray], np.ndarray],
+    jac: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    loss: str = "soft_l1",
+    f_scale: float = 1.0,
+    max_nfev: int | None = None,
+    ftol: float = 1e-8,
+    xtol: float = 1e-8,
+    gtol: float = 1e-8,
+) -> LsqResult:
+    """``scipy.optimize.least_squares(fun, x0, jac=jac, loss=loss, f_scale=f_scale,
+    x_scale="jac", max_nfev=max_nfev)`` without bounds: scipy's ``trf_no_bounds`` loop
+    with the exact trust-region solver, written out like :func:`least_squares_trf` (the
+    same operations on the same arrays, so the same numbers; the crosstalk fits, ~70 per
+    calibration, spent most of their time in scipy's wrappers).
+    """
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, not {loss!r}")
+    x0 = np.atleast_1d(x0).astype(float)
+    x = x0.copy()
+    f = np.atleast_1d(fun(x0))
+    J = np.atleast_2d(jac(x0))
+    if not np.all(np.isfinite(f)):
+        raise ValueError("Residuals are not finite in the initial point.")
+    f_true = f.copy()
+    nfev = njev = 1
+    m, n = J.shape
+    robust = loss == "soft_l1"
+    rho = np.empty((3, m))
+    if robust:
+        _soft_l1(f, f_scale, rho)
+        cost = 0.5 * np.sum(rho[0])
+        J, f = _robust_scale(J, f, rho)
+    else:
+        cost = 0.5 * np.dot(f, f)
+    g = J.T.dot(f)
+    scale_inv = np.sum(J**2, axis=0) ** 0.5  # scipy's compute_jac_scale
+    scale_inv[scale_inv == 0] = 1
+    scale = 1 / scale_inv
+    Delta = _norm(x0 * scale_inv)
+    if Delta == 0:
+        Delta = 1.0
+    if max_nfev is None:
+        max_nfev = x0.size * 100
+    alpha = 0.0
+    status = None
+    while True:
+        g_norm = np.max(np.abs(g))
+        if g_norm < gtol:
+            status = 1
+        if status is not None or nfev == max_nfev:
+            break
+        d = scale
+        g_h = d * g
+        J_h = J * d
+        U, s, V = _svd(J_h)
+        V = V.T
+        uf = U.T.dot(f)
+        actual_reduction = -1
+        while actual_reduction <= 0 and nfev < max_nfev:
+            step_h, alpha = _solve_tr(n, m, uf, s, V, Delta, initial_alpha=alpha)
+            Js = J_h.dot(step_h)  # scipy's evaluate_quadratic without a diagonal
+            predicted_reduction = -(0.5 * np.dot(Js, Js) + np.dot(step_h, g_h))
+            step = d * step_h
+            x_new = x + step
+            f_new = np.atleast_1d(fun(x_new))
+            nfev += 1
+            step_h_norm = _norm(step_h)
+            if not np.all(np.isfinite(f_new)):
+                Delta = 0.25 * step_h_norm
+                continue
+            cost_new = _soft_l1_cost(f_new, f_scale) if robust else 0.5 * np.dot(f_new, f_new)
+            actual_reduction = cost - cost_new
+            # scipy's update_tr_radius
+            if predicted_reduction > 0:
+                ratio = actual_reduction / predicted_reduction
+            elif predicted_reduction == actual_reduction == 0:
+                ratio = 1
+            else:
+                ratio = 0
+            Delta_new = Delta
+            if ratio < 0.25:
+                Delta_new = 0.25 * step_h_norm
+            elif ratio > 0.75 and step_h_norm > 0.95 * Delta:
+                Delta_new *= 2.0
+            step_norm = _norm(step)
+            # scipy's check_termination
+            ftol_ok = actual_reduction < ftol * cost and ratio > 0.25
+            xtol_ok = step_norm < xtol * (xtol + _norm(x))
+            status = 4 if ftol_ok and xtol_ok else 2 if ftol_ok else 3 if xtol_ok else None
+            if status is not None:
+                break
+            alpha *= Delta / Delta_new
+            Delta = Delta_new
+        if actual_reduction > 0:
+            x = x_new
+            f = f_new
+            f_true = f.copy()
+            cost = cost_new
+            J = np.atleast_2d(jac(x))
+            njev += 1
+            if robust:
+                _soft_l1(f, f_scale, rho)
+                J, f = _robust_scale(J, f, rho)
+            g = J.T.dot(f)
+            scale_inv = np.maximum(np.sum(J**2, axis=0) ** 0.5, scale_inv)
+            scale = 1 / scale_inv
+    return LsqResult(x=x, cost=float(cost), fun=f_true, jac=J, nfev=nfev, njev=njev,
+                     status=0 if status is None else status)

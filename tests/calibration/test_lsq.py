@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import least_squares
 
 from calibration.fit import fringe_model
-from calibration.lsq import least_squares_trf
+from calibration.lsq import least_squares_trf, least_squares_trf_unbounded
 
 
 def _problem(seed: int):
@@ -65,3 +65,44 @@ def test_refuses_what_it_does_not_implement():
     outside[1] = ub[1] + 1
     with pytest.raises(ValueError, match="outside"):
         least_squares_trf(fun, jac, outside, lb, ub)
+
+
+def _crosstalk_problem(seed: int):
+    """A victim near quadrature read at two outputs while three aggressors are driven, with
+    an outlier: fit_crosstalk's unbounded problem."""
+    from calibration.fit import crosstalk_model
+
+    rng = np.random.default_rng(seed)
+    n, n_agg = 24, 3
+    signs = np.array([1.0, -1.0])
+    setting = np.arange(n) % 2
+    drive = rng.uniform(0, 3, (n, n_agg))
+    truth_f = rng.uniform(0.002, 0.03, n_agg)
+    p = crosstalk_model(np.array([0.3, 0.2]), signs, setting, np.array([0.05, -0.04]), truth_f, drive)
+    p = p * (1 + 0.005 * rng.standard_normal(p.shape))
+    p[3, 1] *= 1.2
+    w = 1 / (0.005 * p + 1e-4)
+
+    def fun(v):
+        return ((crosstalk_model(v[:2], signs, setting, v[2:4], v[4:], drive) - p) * w).ravel()
+
+    def jac(v):
+        eps = 1e-7
+        return np.stack([(fun(v + eps * e) - fun(v - eps * e)) / (2 * eps) for e in np.eye(v.size)], axis=1)
+
+    return fun, jac, np.concatenate([p.mean(axis=0), np.zeros(2 + n_agg)])
+
+
+@pytest.mark.parametrize("loss", ["soft_l1", "linear"])
+@pytest.mark.parametrize("seed", range(4))
+def test_unbounded_same_numbers_as_scipy(seed, loss):
+    """The unbounded loop (fit_crosstalk's) returns scipy's trf_no_bounds numbers, bit for bit."""
+    fun, jac, x0 = _crosstalk_problem(seed)
+    for max_nfev in (200, 3):
+        ref = least_squares(fun, x0, jac=jac, loss=loss, f_scale=3.0, x_scale="jac", max_nfev=max_nfev)
+        got = least_squares_trf_unbounded(fun, jac, x0, loss=loss, f_scale=3.0, max_nfev=max_nfev)
+        assert np.array_equal(got.x, ref.x)
+        assert got.cost == ref.cost
+        assert np.array_equal(got.fun, ref.fun)
+        assert np.array_equal(got.jac, ref.jac)
+        assert (got.nfev, got.njev, got.status) == (ref.nfev, ref.njev, ref.status)
