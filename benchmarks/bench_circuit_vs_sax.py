@@ -26,7 +26,9 @@ The flop floor: the merge's complex multiply-adds per wavelength (`merge_macs`) 
 best per-MAC time `np.matmul` reaches on this core for a 22x6 @ 6x40 product stack,
 measured in the same run; "gap" is our time over that floor.
 
-`--scaling` instead times our solve on 2 cores against 1 (wall clock, alternating).
+`--scaling` instead times our solve on 2 cores against 1 (wall clock, alternating);
+`--split` splits our solve's CPU time into the transfer matrices, the merge kernel and the
+rest (Python around them), per wavelength, against the flop floor.
 
 Run: make bench, or
     python benchmarks/bench_circuit_vs_sax.py            (one core; needs the bench extra)
@@ -59,6 +61,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--wavelengths", default="1,100,1000", help="comma-separated sweep sizes")
     ap.add_argument("--meshes", default="smartlight,hex:6x6", help="comma-separated meshes")
     ap.add_argument("--scaling", action="store_true", help="ours on all --cores against one core")
+    ap.add_argument("--split", action="store_true", help="where our solve's time goes (no SAX)")
     ap.add_argument("--backend", default="klu", help="SAX circuit backend (default klu: SAX's default, "
                     "its sparse-LU backend for large circuits)")
     ap.add_argument("--sax-timeout", type=float, default=3600.0,
@@ -125,18 +128,61 @@ def scaling(args, np) -> None:
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
+def split(args, np) -> None:
+    """Our solve's CPU time per wavelength split into its parts (best of ``--repeats``)."""
+    from photonics.circuit import solve, tbu_transfers
+    from photonics.circuit_merge import merge_macs, merge_plan, solve_merge
+    from photonics.physics import fabricated_params
+    from photonics.state import MeshState
+
+    ns_mac = matmul_ns_per_mac(np)
+    print(f"cores: {sorted(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f} at start; "
+          f"matmul best {ns_mac:.2f} ns per complex MAC")
+    print("| mesh | wavelengths | solve (us/wl) | transfer matrices | merge kernel | merge ns per MAC "
+          "| rest | flop floor (us/wl) | merge / floor |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in args.meshes.split(","):
+        mesh = make_mesh(name)
+        rng = np.random.default_rng(2024)
+        params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+        state = MeshState.random(mesh, rng)
+        plan = merge_plan(mesh)
+        floor_us = merge_macs(plan) * ns_mac * 1e-3
+        t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
+        for n_wl in (int(v) for v in args.wavelengths.split(",")):
+            wl = np.linspace(1540.0, 1560.0, n_wl)
+            T = np.ascontiguousarray(tbu_transfers(params, state, wl).reshape(n_wl, mesh.n_tbus, 4))
+            out = np.empty((n_wl, mesh.n_ports, mesh.n_ports), dtype=complex)
+            calls = max(1, 1000 // n_wl)  # calls per timing: a one-wavelength call is ~0.2 ms
+
+            def best(fn, calls=calls):
+                fn()
+                runs = (cpu_timed(lambda: [fn() for _ in range(calls)])[0] for _ in range(args.repeats))
+                return min(runs) / calls
+
+            total = best(lambda wl=wl, m=mesh, st=state, pa=params: solve(m, st, wl, pa))
+            tr = best(lambda wl=wl, st=state, pa=params: tbu_transfers(pa, st, wl))
+            mg = best(lambda p=plan, T=T, o=out, tl=t_link: solve_merge(p, T, tl, None, o))
+            us = 1e6 / n_wl
+            ns = mg / n_wl / merge_macs(plan) * 1e9
+            print(f"| {name} | {n_wl} | {total * us:.1f} | {tr * us:.1f} ({tr / total:.0%}) | {mg * us:.1f} "
+                  f"({mg / total:.0%}) | {ns:.2f} | {(total - tr - mg) * us:.1f} | {floor_us:.1f} "
+                  f"| {mg * us / floor_us:.1f}x |")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
 def main() -> None:
     args = _args()
     _one_core(args.cores)  # kept by the re-executed process below (environment, affinity)
-    if not args.scaling:
+    if not (args.scaling or args.split):
         sys.path.insert(0, str(Path(__file__).parent))
         from sax_circuit import ensure_deep_thread_stacks
 
         ensure_deep_thread_stacks(args.jax_cache)  # before JAX loads: may re-execute this process
     import numpy as np
 
-    if args.scaling:
-        scaling(args, np)
+    if args.scaling or args.split:
+        (scaling if args.scaling else split)(args, np)
         return
     import jax.numpy as jnp
     from sax_circuit import build_sax_lean, first_call, sax_table, use_compile_cache
