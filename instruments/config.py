@@ -285,8 +285,17 @@ def uses_sim(cfg: Mapping[str, Any]) -> bool:
     return "sim" in addrs
 
 
-def start_simulators(cfg: Mapping[str, Any], seed: int | None = None, chip: Any = None) -> Any:
-    """Start a :class:`SimulatedBench` wired as ``cfg`` says (around ``chip`` if given)."""
+def start_simulators(cfg: Mapping[str, Any], seed: int | None = None, chip: Any = None,
+                     heater_clock: Any = None) -> Any:
+    """Start a :class:`SimulatedBench` wired as ``cfg`` says (around ``chip`` if given).
+
+    ``heater_clock``: the simulated heater module's clock (:mod:`instruments.sim.link_clock`);
+    a simulated one only with ``[sim] heater_link = "url"`` (its reads move it).
+    """
+    link = cfg.get("sim", {}).get("heater_link", "pty")
+    if getattr(heater_clock, "simulated", False) and link != "url":
+        raise ValueError("a simulated heater clock needs [sim] heater_link = \"url\": only the in-process "
+                         f"link's reads move it, not a pty client's ({link!r})")
     from instruments.sim.bench import SimulatedBench
 
     mesh = chip.mesh if chip is not None else mesh_from_spec(cfg.get("mesh", "smartlight"))
@@ -299,7 +308,7 @@ def start_simulators(cfg: Mapping[str, Any], seed: int | None = None, chip: Any 
         {"crosstalk_fraction": float(sim.get("crosstalk_fraction", 0.01)),
          "model": str(sim.get("chip", "realistic"))}  # [sim] chip: docs/calibration.md
     return SimulatedBench(
-        mesh, s, **options,
+        mesh, s, **options, heater_clock=heater_clock,
         switch_ports={int(k): p for p, k in _port_map(mesh, switch, "[laser.switch]").items()}
         if switch else None,
         meter_heads={(int(v[0]), int(v[1])): p for p, v in _port_map(mesh, heads, "[power_meter.channels]")
@@ -324,18 +333,19 @@ def _limit_in_hardware(driver: HeaterDriver, n_heaters: int, max_current_ma: flo
 
 def open_bench(source: str | Path | Mapping[str, Any] | None = None, *, seed: int | None = None,
                heater_map: HeaterMap | None = None, timeout_s: float = 2.0, chip: Any = None,
-               verify: str | None = None) -> InstrumentBench:
+               verify: str | None = None, heater_clock: Any = None) -> InstrumentBench:
     """Open every instrument of a bench config and wrap them in an :class:`InstrumentBench`.
 
     ``sim`` addresses start a :class:`~instruments.sim.bench.SimulatedBench` (closed with
     the bench; reachable as ``bench.sim``), around ``chip`` when given. All drivers talk
     over real transports. ``verify`` overrides the config's ``[heater_driver] verify``.
+    ``heater_clock`` goes to :func:`start_simulators` (tests: a fault campaign on simulated time).
     """
     cfg = load_config(source)
     mesh = chip.mesh if chip is not None else mesh_from_spec(cfg.get("mesh", "smartlight"))
     lock = BenchLock(shared_addresses(cfg))  # one bench, one writer: before anything is opened
     try:
-        sim = start_simulators(cfg, seed, chip) if uses_sim(cfg) else None
+        sim = start_simulators(cfg, seed, chip, heater_clock) if uses_sim(cfg) else None
     except BaseException:
         lock.release()
         raise

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from instruments.sim.chip import Chip
 from instruments.sim.heater_device import HeaterDeviceSim, PtyLink, register, unregister
+from instruments.sim.link_clock import SimulatedClock, WallClock
 from instruments.sim.scpi_devices import ScpiServer, SimLaser, SimPowerMeter
 from instruments.sim.transceivers import BridgeDeviceSim, SimI2CBus, SimTransceiver, TransceiverBench
 from photonics.topology import Mesh
@@ -98,6 +99,9 @@ class SimulatedBench:
         switch_ports: switch output -> mesh port (default :func:`default_switch`).
         meter_heads: (slot, chan) -> mesh port (default :func:`default_heads`).
         transceivers: dicts with name, spec (sff8636|cmis), tx_ports, rx_ports.
+        heater_clock: the heater module's clock (default the wall clock); a
+            :class:`~instruments.sim.link_clock.SimulatedClock` only for a bench whose heater
+            driver is reached over ``heater_url`` (:mod:`instruments.sim.link_clock`).
         chip_options: passed to :class:`Chip` (``crosstalk_fraction``, ``failed``).
     """
 
@@ -105,7 +109,7 @@ class SimulatedBench:
                  switch_ports: Mapping[int, int] | None = None,
                  meter_heads: Mapping[tuple[int, int], int] | None = None,
                  transceivers: Sequence[Mapping[str, Any]] | None = None, bridges: bool = True,
-                 **chip_options: Any) -> None:
+                 heater_clock: WallClock | SimulatedClock | None = None, **chip_options: Any) -> None:
         if chip is None:
             if mesh is None:
                 raise ValueError("give a mesh or a chip")
@@ -115,7 +119,7 @@ class SimulatedBench:
         self.mesh = chip.mesh
         self._closers: list[Any] = []
         try:
-            self.heater = HeaterDeviceSim(chip)
+            self.heater = HeaterDeviceSim(chip, clock=heater_clock)
             self.pty = PtyLink(self.heater)
             self._closers.append(self.pty)
             self._url_name = f"bench{os.getpid()}-{next(_names)}"

@@ -14,7 +14,18 @@ After every step :meth:`FaultCampaign.check` asserts what issue 13 promises:
   wavelength the bench believes (no reading in the wrong unit or of the wrong setting).
 
 :func:`random_steps` makes seeded step lists (the benchmark); the test draws them with
-hypothesis. Runs use short time-outs, since many faults end in one.
+hypothesis.
+
+Many faults end in a time-out, and none of them may depend on how busy the machine is
+(docs/testing.md, "Waiting for replies that never come"). The heater module is reached
+over ``lumionsim://`` on a :class:`~instruments.sim.link_clock.SimulatedClock`: its replies
+are in the port's buffer when a write returns, a read that finds none moves the module's
+clock on by the driver's time-out instead of sleeping, and the module's frame timeout
+(a cut command dropped after 50 ms without bytes) sees those gaps and no others. The laser
+and the meter answer over TCP from their server threads; their drivers read through the
+reply oracle (:mod:`instruments.sim.reply_oracle`): a reply on its way gets
+:data:`SCPI_LONG_S`, one that will never come is declared lost after :data:`SCPI_SHORT_S`.
+So a seed takes the same path through its faults on any machine under any load.
 """
 
 from __future__ import annotations
@@ -42,6 +53,11 @@ METER_FLOOR_MW = 1e-7  # -70 dBm
 # Read-backs tried to resolve an unknown heater state: a step schedules one fault, which
 # spoils at most one command (``count`` 1), so the second attempt meets none; a third is margin.
 RESOLVE_ATTEMPTS = 3
+# The laser's and the meter's time-outs through the reply oracle (s): a reply on its way gets
+# SCPI_LONG_S, far beyond a loaded machine's stalls; one the server will never send is lost
+# after SCPI_SHORT_S (the values of tests/instruments/test_scpi_faults.py).
+SCPI_LONG_S = 5.0
+SCPI_SHORT_S = 0.01
 
 
 class CampaignViolationError(AssertionError):
@@ -78,19 +94,33 @@ def random_steps(n: int, seed: int = 0, fault_rate: float = 0.1,
     return steps
 
 
+def _read_through_oracle(inst: Any, server: Any) -> None:
+    """Put an opened SCPI driver's link on the reply oracle of its simulated ``server``."""
+    from instruments.sim.reply_oracle import oracle_opener
+    from instruments.transport import VisaTransport
+
+    old = inst.transport
+    inst.transport = VisaTransport(old.address, timeout_s=SCPI_LONG_S,
+                                   opener=oracle_opener(server, long_s=SCPI_LONG_S, short_s=SCPI_SHORT_S))
+    old.close()
+
+
 class FaultCampaign:
     """A simulated bench over the real transports, and the checks.
 
     Args:
         mesh: mesh spec of the simulated chip (small meshes make fast steps).
         seed: the chip's seed.
-        timeout_s: every driver's time-out (s).
+        timeout_s: the heater driver's time-out (s), waited on the module's simulated clock;
+            above the module's 50 ms frame timeout, as on a real line, so a command cut by a
+            fault is dropped before the driver resends it.
         heater: ``[heater_driver]`` settings (``protocol``; ``verify`` is passed to the driver).
     """
 
     def __init__(self, mesh: str = "hex:1x2", seed: int = 0, timeout_s: float = 0.15,
                  heater: dict[str, Any] | None = None) -> None:
         from instruments.config import open_bench
+        from instruments.sim.link_clock import SimulatedClock
 
         heater = {"address": "sim", **(heater or {})}
         verify = heater.pop("verify", "last")
@@ -99,9 +129,17 @@ class FaultCampaign:
                # The ideal chip: readings are checked against the light at check time, which
                # the realistic chip's thermal settling would move after a current change.
                "sim": {"seed": seed, "heater_link": "url", "chip": "ideal"}}
-        self.bench = open_bench(cfg, seed=seed, timeout_s=timeout_s)
+        self.clock = SimulatedClock()
+        self.bench = open_bench(cfg, seed=seed, timeout_s=timeout_s, heater_clock=self.clock)
         self.bench.controller.driver.verify = verify
         self.sim = self.bench.sim
+        try:
+            for inst, server in ((self.bench.laser, self.sim.laser_server),
+                                 (self.bench.meter, self.sim.meter_server)):
+                _read_through_oracle(inst, server)
+        except BaseException:
+            self.bench.close()
+            raise
         self.faults = FaultInjector(self.sim)
         self.outcomes: Counter[str] = Counter()
         # heater states the controller marked unknown after a step ("seen"), and read back ("resolved")

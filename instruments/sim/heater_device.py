@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +40,7 @@ import numpy as np
 from instruments.sim.chip import Chip
 from instruments.sim.faults import KINDS, take_due
 from instruments.sim.heater_load import current_at_voltage, drive
+from instruments.sim.link_clock import SimulatedClock, WallClock
 from instruments.sim.pty_link import DROP, ByteDevice, LineDevice, PtyLink
 
 __all__ = ["DROP", "EXACT", "RECORDED", "REGISTRY", "ByteDevice", "HeaterDeviceSim", "LineDevice", "PtyLink",
@@ -145,12 +145,17 @@ class HeaterDeviceSim:
             Channels past the chip's heaters exist but drive nothing.
         readback: offsets and scatter of the readings (default: the recorded ones).
         seed: of the offsets and scatter; default the chip's seed.
+        clock: the firmware's clock (its frame timeout): the wall clock by default; a
+            :class:`~instruments.sim.link_clock.SimulatedClock` for a device reached only
+            over ``lumionsim://``, whose reads move it (:mod:`instruments.sim.link_clock`).
     """
 
     def __init__(self, chip: Chip, *, modules: Sequence[str] | None = None,
-                 readback: Readback = RECORDED, seed: int | None = None) -> None:
+                 readback: Readback = RECORDED, seed: int | None = None,
+                 clock: WallClock | SimulatedClock | None = None) -> None:
         chip.follow_wall_clock()  # served over a wire: its clients wait by sleeping
         self.chip = chip
+        self.clock = clock or WallClock()
         n_h = chip.mesh.n_heaters
         types = list(modules) if modules else ["Q8iv"] * max(1, math.ceil(n_h / CHANNELS_PER_MODULE))
         unknown = [t for t in types if t not in FULL_SCALES]
@@ -244,7 +249,7 @@ class HeaterDeviceSim:
     def feed(self, data: bytes) -> list[object]:
         """Take received bytes; return the replies (text lines, bytes or :data:`DROP`) in order."""
         with self.lock:
-            now = time.monotonic()
+            now = self.clock.now()
             out: list[object] = self._unsolicited
             self._unsolicited = []
             if self._rx and now - self._last_byte > FRAME_TIMEOUT_S:

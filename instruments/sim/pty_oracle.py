@@ -20,11 +20,15 @@ Example (the vendor's client, test-side)::
 
     monkeypatch.setattr(qontrol.serial, "Serial", oracle_serial(link))
     q = qontrol.QXOutput(serial_port_name=link.path, response_timeout=0.05)
+
+Our own driver reads lines (``read_until``, which settles first too) through
+:func:`oracle_opener`, an opener for :class:`~instruments.transport.SerialTransport`.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import serial
@@ -48,6 +52,7 @@ def oracle_serial(link: PtyLink, long_s: float = LONG_S) -> type[serial.Serial]:
             self.taken = 0  # bytes of the link's output read or discarded here
             self._base_handled = link.bytes_handled
             self._base_sent = link.bytes_sent
+            self._base_drops = link.drops
             super().__init__(*args, **kwargs)
 
         @staticmethod
@@ -60,7 +65,11 @@ def oracle_serial(link: PtyLink, long_s: float = LONG_S) -> type[serial.Serial]:
                 time.sleep(POLL_S)
 
         def settled(self) -> bool:
-            """True when the link handled every byte written here and all it sent is here."""
+            """True when the link handled every byte written here and all it sent is here, or
+            when it dropped this port's pty (nothing more comes on it: reads see the drop).
+            """
+            if link.drops != self._base_drops:
+                return True
             handled = link.bytes_handled - self._base_handled
             sent = link.bytes_sent - self._base_sent
             return handled >= self.written and self.taken + super().in_waiting >= sent
@@ -87,9 +96,30 @@ def oracle_serial(link: PtyLink, long_s: float = LONG_S) -> type[serial.Serial]:
             self.taken += len(data)
             return data
 
+        def read_until(self, expected: bytes = b"\n", size: int | None = None) -> bytes:
+            """A line (pyserial's ``read_until``), once every reply owed has arrived: a client
+            that reads lines without polling ``in_waiting`` (our heater driver) only waits
+            out its timeout when no line is coming.
+            """
+            self.wait_settled()
+            return super().read_until(expected, size)
+
         def reset_input_buffer(self) -> None:
             self.wait_settled()  # what is owed arrives first, then goes with the rest
             self.taken += super().in_waiting
             super().reset_input_buffer()
 
     return OracleSerial
+
+
+def oracle_opener(link: PtyLink, long_s: float = LONG_S) -> Callable[[str, int, float], serial.Serial]:
+    """An ``opener`` for :class:`~instruments.transport.SerialTransport` whose ports are
+    :func:`oracle_serial` ports on ``link`` (8N1, the transport's timeout as the quiet time).
+    """
+    port_class = oracle_serial(link, long_s)
+
+    def opener(url: str, baudrate: int, timeout_s: float) -> serial.Serial:
+        return port_class(url, baudrate=baudrate, bytesize=8, parity="N", stopbits=1, timeout=timeout_s,
+                          write_timeout=long_s)
+
+    return opener

@@ -143,3 +143,27 @@ def test_mixed_module_types_have_their_own_full_scale(small_chip):
         drv.close()
     finally:
         unregister("mixed-chain")
+
+
+def test_the_pty_driver_waits_for_a_late_reply_instead_of_resending(pty_link, pty_driver, small_chip):
+    """The pty driver reads through the pty oracle (issue 29): a module answering 0.3 s late,
+    five of its 0.06 s timeouts, is waited for and nothing is resent; so its short timeout
+    only ever waits out a reply that is not coming, whatever the machine's load.
+    """
+    pty_link.turnaround_s = 0.3
+    pty_driver.set_current(2, 1.25)
+    assert pty_driver.current(2) == pytest.approx(1.25, abs=2e-4)
+    assert pty_driver.resyncs == 0  # no exchange went out of step: no time-out, no resend
+    assert small_chip.currents_ma[2] == pytest.approx(1.25, abs=1e-4)
+
+
+def test_on_lumionsim_a_lost_reply_is_waited_out_on_the_modules_simulated_clock(url_driver, heater_device):
+    """The lumionsim:// port answers in the writer's thread, so a reply not in its buffer will
+    not come: the read moves the module's simulated clock on by its whole timeout instead of
+    sleeping it (instruments/sim/link_clock.py), and the driver still sees a time-out.
+    """
+    heater_device.inject("timeout")  # the setting is swallowed: no reply
+    before = heater_device.clock.now()
+    url_driver.set_current(1, 1.0)  # times out, resyncs, resends
+    assert url_driver.resyncs == 1
+    assert heater_device.clock.now() - before == pytest.approx(url_driver.transport.timeout_s)

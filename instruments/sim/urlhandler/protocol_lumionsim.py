@@ -4,6 +4,13 @@ Registered by :func:`instruments.transport.open_serial_port` (it appends
 ``instruments.sim.urlhandler`` to ``serial.protocol_handler_packages``). The name picks
 a device from :data:`instruments.sim.heater_device.REGISTRY`. A ``drop`` fault raises
 ``SerialException`` on the next read and closes the port; reopening works.
+
+The device answers in the writer's thread, so a write's replies are in the buffer when it
+returns. On a device with a :class:`~instruments.sim.link_clock.SimulatedClock` a read
+that does not find what it waits for therefore never sleeps: it moves the device's clock
+on by its timeout and returns what there is, as a real read would after the timeout
+(:mod:`instruments.sim.link_clock`); opening a port moves it on by :data:`REENUMERATION_S`,
+the least time a USB-serial adapter that dropped off the bus takes to come back.
 """
 
 from __future__ import annotations
@@ -14,6 +21,11 @@ import urllib.parse
 from serial.serialutil import PortNotOpenError, SerialBase, SerialException, Timeout
 
 from instruments.sim.heater_device import DROP, REGISTRY
+
+# A port opened again after its link dropped is a USB-serial adapter back on the bus: the
+# host waits at least 100 ms after it attaches before resetting it (USB 2.0, 7.1.7.3,
+# TATTDB), so a command the drop cut in half has gone stale in the module (50 ms) by then.
+REENUMERATION_S = 0.1
 
 
 class Serial(SerialBase):
@@ -27,6 +39,8 @@ class Serial(SerialBase):
         if name not in REGISTRY:
             raise SerialException(f"no simulated heater driver named {name!r} (lumionsim://{name})")
         self._device = REGISTRY[name]
+        if self._device.clock.simulated:
+            self._device.clock.advance(REENUMERATION_S)
         self._rx = bytearray()
         self._cond = threading.Condition()
         self._dropped = False
@@ -80,12 +94,25 @@ class Serial(SerialBase):
             self.is_open = False
             raise SerialException("read failed: device disconnected (lumionsim drop)")
 
+    def _wait_simulated(self, done: bool) -> bool:
+        """On a simulated clock, a read that is not ``done`` waits its whole timeout at once.
+
+        True when the clock was simulated (the caller then does not wait on the wall).
+        """
+        clock = self._device.clock
+        if not clock.simulated or self._timeout is None:
+            return False
+        if not done:
+            clock.advance(self._timeout)
+        return True
+
     def read(self, size: int = 1) -> bytes:
         """Read up to ``size`` bytes within the timeout."""
         self._check_readable()
         timeout = Timeout(self._timeout)
         with self._cond:
-            while len(self._rx) < size and not timeout.expired():
+            simulated = self._wait_simulated(len(self._rx) >= size)
+            while not simulated and len(self._rx) < size and not timeout.expired():
                 if self._timeout == 0:
                     break
                 self._cond.wait(min(0.05, timeout.time_left()) if self._timeout is not None else 0.05)
@@ -98,7 +125,8 @@ class Serial(SerialBase):
         self._check_readable()
         timeout = Timeout(self._timeout)
         with self._cond:
-            while expected not in self._rx and not timeout.expired():
+            simulated = self._wait_simulated(expected in self._rx)
+            while not simulated and expected not in self._rx and not timeout.expired():
                 self._cond.wait(min(0.05, timeout.time_left()) if self._timeout is not None else 0.05)
             k = self._rx.find(expected)
             n = len(self._rx) if k < 0 else k + len(expected)
