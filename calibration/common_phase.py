@@ -28,7 +28,7 @@ into one port, power meter at two ports, heaters driven through the finished map
    in the map's quality) and a fit whose residual exceeds :data:`CHECK_TOL_RAD` is named.
 
 Cost: :data:`SWEEP_POINTS` set-and-read operations per interferometer (two ports read at
-once): 360 on ``square:6x6``, 240 on ``hex:3x3``, 496 on SmartLight (docs/calibration.md,
+once): 360 on ``square:6x6``, 240 on ``hex:3x3``, 520 on SmartLight (docs/calibration.md,
 "Common phases").
 """
 
