@@ -66,6 +66,7 @@ class Service:
                 env={**os.environ, **(env or {})},
             )
             self.info = self._announce()
+        assert "api" in self.info, self.info
         self.api = self.info["api"]
         self.token = Path(self.info["token_file"]).read_text().strip()
         self.client = httpx.Client(
@@ -109,7 +110,7 @@ class Service:
     def kill9(self) -> None:
         """SIGKILL (idempotent) and reap."""
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.kill()  # a forked one that just killed itself is not an error
         self.proc.wait(30)
         self.client.close()
 

@@ -18,8 +18,8 @@ from tests.controlplane.conftest import Service
 
 
 @pytest.fixture(scope="module")
-def svc(tmp_path_factory):
-    s = Service(tmp_path_factory.mktemp("api") / "cp.db", "--rate-limit-per-s", "0")
+def svc(tmp_path_factory, serve_zygote):
+    s = Service(tmp_path_factory.mktemp("api") / "cp.db", "--rate-limit-per-s", "0", zygote=serve_zygote)
     yield s
     assert s.stop() == 0
 

@@ -17,14 +17,9 @@ import contextlib
 import json
 import os
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
 import threading
-import time
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -35,7 +30,7 @@ from instruments.sim.bench import SimulatedBench
 from photonics.fabric import default_fabric
 from photonics.fabric.plan_io import plan_from_dict
 from photonics.topology import smartlight
-from tests.controlplane.conftest import ROOT, START_TIMEOUT_S, Service
+from tests.controlplane.conftest import Service
 
 # Trials per run: enough that the 4 reconciliation outcomes all occur for failovers (asserted)
 # in a test run; the soak runs 100 or more (benchmarks/bench_crash_soak.py sets this variable).
@@ -62,91 +57,6 @@ EXPECTED = {
 }
 ARM_FAILOVER_ONLY = 0.75  # the other trials also arm placing and deleting
 TIMER_MAX_S = 0.15  # a recovery through the API takes ~20-100 ms here: the timer lands before, in or after it
-
-
-class Zygote:
-    """The forking parent (tests/controlplane/zygote.py) in a subprocess."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "controlplane" / "zygote.py")],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        assert self.proc.stdout.readline().strip() == "ready"
-
-    def fork(self, argv: list[str], env: dict[str, str], out: str) -> int:
-        self.proc.stdin.write(json.dumps({"argv": argv, "env": env, "out": out}) + "\n")
-        self.proc.stdin.flush()
-        return int(self.proc.stdout.readline())
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(30)
-
-
-class ForkedService(Service):
-    """`lumion serve` forked from the zygote: same checks as :class:`Service`, no interpreter start."""
-
-    def __init__(self, zygote: Zygote, db, *args: str, env: dict[str, str]) -> None:
-        self.db = db
-        self.out = f"{db}.{time.monotonic_ns()}.out"
-        argv = ["serve", "--db", str(db), "--port", "0", "--json", "--telemetry-period-s", "0", *args]
-        self.pid = zygote.fork(argv, env, self.out)
-        self.proc = None
-        self.info = self._announce_file()
-        self.api = self.info["api"]
-        self.token = Path(self.info["token_file"]).read_text().strip()
-        self.client = httpx.Client(
-            base_url=self.api, headers={"Authorization": f"Bearer {self.token}"}, timeout=60.0
-        )
-        self._wait_healthy()
-
-    def _announce_file(self) -> dict:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if os.path.exists(self.out):
-                with open(self.out) as handle:
-                    line = handle.readline()
-                if line.endswith("\n"):
-                    return json.loads(line)
-            if not self.alive():
-                break
-            time.sleep(0.02)
-        err_file = Path(self.out + ".err")
-        err = err_file.read_text() if err_file.exists() else ""
-        raise AssertionError(f"forked lumion serve did not announce itself: {err[-2000:]}")
-
-    def alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def kill9(self) -> None:
-        with contextlib.suppress(ProcessLookupError):  # it may have killed itself a moment ago
-            os.kill(self.pid, signal.SIGKILL)
-        while self.alive():  # the zygote reaps it
-            time.sleep(0.005)
-        self.client.close()
-
-    def stop(self) -> int:
-        os.kill(self.pid, signal.SIGTERM)
-        while self.alive():
-            time.sleep(0.01)
-        self.client.close()
-        return 0 if "stopped" in Path(self.out + ".err").read_text() else 1
-
-
-@pytest.fixture(scope="module")
-def zygote():
-    z = Zygote()
-    yield z
-    z.close()
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +125,7 @@ def _ensure_job(svc: Service) -> tuple[str, list[str]]:
 
 
 @pytest.mark.slow
-def test_kill9_during_recoveries_then_restart(bench, zygote, tmp_path):
+def test_kill9_during_recoveries_then_restart(bench, serve_zygote, tmp_path):
     sim, config = bench
     fabric = default_fabric()
     db = tmp_path / "cp.db"
@@ -228,7 +138,7 @@ def test_kill9_during_recoveries_then_restart(bench, zygote, tmp_path):
         # trial does when the spares are used up), so those die mid-transaction too
         kinds = "failover" if rng.random() < ARM_FAILOVER_ONLY else "failover,place,delete"
         env = {"LUMION_CRASH_AT": "" if step == "timer" else step, "LUMION_CRASH_ON": kinds}
-        svc = ForkedService(zygote, db, "--bench", str(config), env=env)
+        svc = Service(db, "--bench", str(config), env=env, zygote=serve_zygote)
         try:
             st = check_agree(db, sim, fabric)
             if previous is not None:
@@ -244,7 +154,7 @@ def test_kill9_during_recoveries_then_restart(bench, zygote, tmp_path):
                 job_id, members = _ensure_job(svc)
                 victim = rng.choice(members)
                 if step == "timer":
-                    timer = threading.Timer(rng.uniform(0, TIMER_MAX_S), os.kill, (svc.pid, signal.SIGKILL))
+                    timer = threading.Timer(rng.uniform(0, TIMER_MAX_S), svc.proc.kill)
                     timer.start()
                     svc.client.post(f"/jobs/{job_id}/failures", json={"accelerator": victim})
                     timer.join()
@@ -253,7 +163,7 @@ def test_kill9_during_recoveries_then_restart(bench, zygote, tmp_path):
         finally:
             svc.kill9()
         previous = (step, before)
-    svc = ForkedService(zygote, db, "--bench", str(config), env={"LUMION_CRASH_AT": ""})
+    svc = Service(db, "--bench", str(config), env={"LUMION_CRASH_AT": ""}, zygote=serve_zygote)
     try:
         check_agree(db, sim, fabric)
         assert svc.client.get("/status").json()["chips"][0]["open_intents"] == []

@@ -235,6 +235,7 @@ def test_the_api_refuses_what_light_rejects_with_502_and_measured_vs_planned(ser
     assert events[-1]["verification"] == body["verification"]["attempts"]
 
 
+@pytest.mark.slow  # its own rack and a repaired placement: 11.8 s at load ~13
 def test_a_placement_through_a_hidden_pi_fault_is_repaired_around(tmp_path):
     from controlplane import placement
     from photonics.fabric import ring_job

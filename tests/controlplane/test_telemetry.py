@@ -56,6 +56,7 @@ def test_auto_policy_recovers_a_killed_accelerator_with_the_measured_detect_stag
     assert not handle.running
 
 
+@pytest.mark.slow  # three placements verified by light: 9.7 s at load ~5
 def test_jobs_deleted_and_placed_again_are_not_failures(rack):
     handle = telemetry.start(rack.cp, PERIOD_S, "auto")
     try:
