@@ -25,6 +25,7 @@ from calibration.procedure import Progress, calibrate
 from instruments.sim.chip import Chip
 from instruments.sim.direct import DirectBench
 from photonics.circuit import solve
+from photonics.circuit_gradient import power_jacobian
 from photonics.state import MeshState
 from photonics.synthesis import chip_model, ring_filter, unitary
 from photonics.synthesis.port_phases import fidelity_up_to_port_phases
@@ -294,3 +295,19 @@ def test_on_a_hexagonal_chip_every_arm_sum_light_could_show_comes_out_right():
     rows = np.array([i.signs(chip.mesh.n_tbus) for i in span + rest])  # every candidate, measured or not
     err = wrap(rows @ found.common - rows @ ((p.offset_top + p.offset_bot) / 2))
     assert np.abs(err).max() < 0.05
+
+
+@pytest.mark.parametrize("mesh", [square(3, 3), hexagonal(2, 2)], ids=["square:3x3", "hex:2x2"])
+def test_the_interferometers_see_every_combination_a_power_reading_shows(mesh):
+    """The other half of completeness: the arm sums span as many directions as the port powers
+    of random heater states move with (the rank of their exact Jacobian over the common phases).
+    """
+    rng = np.random.default_rng(2)
+    n = mesh.n_tbus
+    states = MeshState(rng.uniform(0, 2 * np.pi, (4, n)), rng.uniform(0, 2 * np.pi, (4, n)))
+    params = chip_model(mesh, rng.uniform(0, 2 * np.pi, n), rng.uniform(0, 2 * np.pi, n))
+    _, dp = power_jacobian(mesh, states, [1550.0], params)
+    jac = np.moveaxis(dp.sum(axis=3), 2, -1).reshape(-1, n)  # a common phase is both heaters' phase
+    sv = np.linalg.svd(jac, compute_uv=False)
+    ifms, _, _ = design(mesh)
+    assert np.linalg.matrix_rank(np.array([i.signs(n) for i in ifms])) == int((sv > 1e-8 * sv[0]).sum())
