@@ -102,44 +102,52 @@ def build_sax_circuit(mesh: Mesh, backend: str = "klu", return_type: str = "SDic
     """A jitted SAX circuit of ``mesh`` (its result an SDict, or with ``return_type="SDense"``
     a dense array and the port map)."""
     import jax
-    import jax.numpy as jnp
     import sax
 
     jax.config.update("jax_enable_x64", True)
-
-    def tbu(
-        wl: float = 1.55, heat_top: float = 0.0, heat_bot: float = 0.0, off_top: float = 0.0,
-        off_bot: float = 0.0, kappa1: float = 0.5, kappa2: float = 0.5, kappa_slope: float = 0.0,
-        loss_db: float = 0.0, imb_db: float = 0.0, phase0: float = 0.0, delay_ps: float = 11.25,
-        wl0: float = 1.55,
-    ) -> sax.SDict:
-        f, f0 = C_UM_PER_PS / wl, C_UM_PER_PS / wl0
-        gain = 10 ** (-loss_db / 20) * jnp.exp(1j * (phase0 + 2 * jnp.pi * delay_ps * (f - f0)))
-        # heater phases are set at wl0 and scale as wl0 / wl; couplers follow their slope (per nm)
-        dnm = (wl - wl0) * 1e3
-        kap1 = jnp.clip(kappa1 + kappa_slope * dnm, 0.0, 1.0)
-        kap2 = jnp.clip(kappa2 + kappa_slope * dnm, 0.0, 1.0)
-        t1, k1 = jnp.sqrt(1 - kap1), 1j * jnp.sqrt(kap1)
-        t2, k2 = jnp.sqrt(1 - kap2), 1j * jnp.sqrt(kap2)
-        top = jnp.exp(1j * (heat_top * wl0 / wl + off_top))
-        bot = 10 ** (-imb_db / 20) * jnp.exp(1j * (heat_bot * wl0 / wl + off_bot))
-        t00 = gain * (t2 * top * t1 + k2 * bot * k1)
-        t01 = gain * (t2 * top * k1 + k2 * bot * t1)
-        t10 = gain * (k2 * top * t1 + t2 * bot * k1)
-        t11 = gain * (k2 * top * k1 + t2 * bot * t1)
-        return sax.reciprocal({("a0", "b0"): t00, ("a1", "b0"): t01,
-                               ("a0", "b1"): t10, ("a1", "b1"): t11})
-
-    def label(g: int) -> str:
-        return f"t{g // 4},{PORT_LABELS[g % 4]}"
-
-    netlist = {
-        "instances": {f"t{i}": "tbu" for i in range(mesh.n_tbus)},
-        "connections": {label(int(p)): label(int(q)) for p, q in mesh.links},
-        "ports": {f"p{n}": label(int(g)) for n, g in enumerate(mesh.port_tbu_ports)},
-    }
-    circuit, _ = sax.circuit(netlist, {"tbu": tbu}, backend=backend, return_type=return_type)
+    circuit, _ = sax.circuit(_netlist(mesh), {"tbu": _tbu}, backend=backend, return_type=return_type)
     return jax.jit(circuit)
+
+
+def _tbu(
+    wl: float = 1.55, heat_top: float = 0.0, heat_bot: float = 0.0, off_top: float = 0.0,
+    off_bot: float = 0.0, kappa1: float = 0.5, kappa2: float = 0.5, kappa_slope: float = 0.0,
+    loss_db: float = 0.0, imb_db: float = 0.0, phase0: float = 0.0, delay_ps: float = 11.25,
+    wl0: float = 1.55,
+) -> dict:
+    """The TBU as a SAX model (an SDict); every argument may be an array (broadcast)."""
+    import jax.numpy as jnp
+    import sax
+
+    f, f0 = C_UM_PER_PS / wl, C_UM_PER_PS / wl0
+    gain = 10 ** (-loss_db / 20) * jnp.exp(1j * (phase0 + 2 * jnp.pi * delay_ps * (f - f0)))
+    # heater phases are set at wl0 and scale as wl0 / wl; couplers follow their slope (per nm)
+    dnm = (wl - wl0) * 1e3
+    kap1 = jnp.clip(kappa1 + kappa_slope * dnm, 0.0, 1.0)
+    kap2 = jnp.clip(kappa2 + kappa_slope * dnm, 0.0, 1.0)
+    t1, k1 = jnp.sqrt(1 - kap1), 1j * jnp.sqrt(kap1)
+    t2, k2 = jnp.sqrt(1 - kap2), 1j * jnp.sqrt(kap2)
+    top = jnp.exp(1j * (heat_top * wl0 / wl + off_top))
+    bot = 10 ** (-imb_db / 20) * jnp.exp(1j * (heat_bot * wl0 / wl + off_bot))
+    t00 = gain * (t2 * top * t1 + k2 * bot * k1)
+    t01 = gain * (t2 * top * k1 + k2 * bot * t1)
+    t10 = gain * (k2 * top * t1 + t2 * bot * k1)
+    t11 = gain * (k2 * top * k1 + t2 * bot * t1)
+    return sax.reciprocal({("a0", "b0"): t00, ("a1", "b0"): t01,
+                           ("a0", "b1"): t10, ("a1", "b1"): t11})
+
+
+def _label(g: int) -> str:
+    return f"t{g // 4},{PORT_LABELS[g % 4]}"
+
+
+def _netlist(mesh: Mesh) -> dict:
+    """``mesh`` as a SAX netlist: one ``tbu`` instance per TBU, its links, its mesh ports."""
+    return {
+        "instances": {f"t{i}": "tbu" for i in range(mesh.n_tbus)},
+        "connections": {_label(int(p)): _label(int(q)) for p, q in mesh.links},
+        "ports": {f"p{n}": _label(int(g)) for n, g in enumerate(mesh.port_tbu_ports)},
+    }
 
 
 def sax_settings(mesh: Mesh, params: TBUParams, state: MeshState, wavelengths_nm: np.ndarray) -> dict:
@@ -200,5 +208,36 @@ def build_sax_lean(mesh: Mesh, wl0_nm: float, backend: str = "klu"):
         dense, ports = circuit(**kwargs)  # dense[..., i, j]: from port i to port j
         idx = jnp.array([ports[f"p{k}"] for k in range(n)])
         return jnp.swapaxes(dense[..., idx, :][..., :, idx], -1, -2)  # (n_wl, out, in), our order
+
+    return jax.jit(run)
+
+
+def build_sax_vectorized(mesh: Mesh, wl0_nm: float, backend: str = "klu"):
+    """:func:`build_sax_lean` with the TBU model evaluated once for every TBU (one broadcast
+    call over the settings table instead of one traced call per instance), then SAX's own
+    backend (``sax.backends.circuit_backends[backend]``: its instance and circuit analysis and
+    its evaluation) joins them. The same circuit and result; a program XLA compiles in a
+    fraction of the time (the per-instance model calls are most of :func:`build_sax_lean`'s
+    graph). Returns the jitted ``run(wl_um, table) -> (n_wl, n_ports, n_ports)``.
+    """
+    import jax
+    import jax.numpy as jnp
+    from sax.backends import circuit_backends
+
+    jax.config.update("jax_enable_x64", True)
+    analyze_instances, analyze_circuit, evaluate = circuit_backends[backend]
+    netlist = _netlist(mesh)
+    instances = {name: {"component": "tbu", "settings": {}} for name in netlist["instances"]}
+    nets = [{"p1": a, "p2": b} for a, b in netlist["connections"].items()]
+    analyzed = analyze_circuit(analyze_instances(instances, {"tbu": _tbu}), nets, netlist["ports"])
+    n = mesh.n_ports
+
+    def run(wl, table):
+        cols = {name: table[:, c, None] for c, name in enumerate(_COLUMNS)}  # (n_tbus, 1) each
+        every = _tbu(wl=wl[None, :], wl0=wl0_nm * 1e-3, **cols)  # values (n_tbus, n_wl)
+        per = {f"t{i}": {key: v[i] for key, v in every.items()} for i in range(mesh.n_tbus)}
+        dense, ports = evaluate(analyzed, per)
+        idx = jnp.array([ports[f"p{k}"] for k in range(n)])
+        return jnp.swapaxes(dense[..., idx, :][..., :, idx], -1, -2)
 
     return jax.jit(run)
