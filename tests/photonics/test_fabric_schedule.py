@@ -76,23 +76,39 @@ def test_schedule_configs_conflict_free_and_verified(sched8):
 
 
 @pytest.fixture(scope="module")
-def sched14():
-    """14 spread ports on smartlight: no circle labeling reaches 13, the search does."""
+def sched12():
+    """12 spread ports on smartlight: no circle labeling reaches 11, the search does (134 checks).
+
+    With the fast router only (``exact=False``): the integer programs the search otherwise
+    asks stop at a wall-clock limit (SEARCH_EXACT_LIMIT_S; 3 of the 12 of the 14-port search
+    this test ran before stopped there at 0.8-1.0 s of CPU at load 15), so whether one counts
+    as unroutable, and the search's path, depended on the machine's load (issue 29). The
+    fast router has no clock: the same checks, the same schedule, under any load. The
+    14- and 16-port searches with the integer program are benchmarks (docs/routing.md).
+    """
+    from photonics.routing import exact
+
     mesh = smartlight()
-    return mesh, schedule(mesh, spread_ports(mesh, 14))
+    programs = []
+    with pytest.MonkeyPatch.context() as mp:
+        milp = exact.milp
+        mp.setattr(exact, "milp", lambda *a, **k: programs.append(1) or milp(*a, **k))
+        s = schedule(mesh, spread_ports(mesh, 12), exact=False)
+    return mesh, s, len(programs)
 
 
 @pytest.mark.slow
-def test_schedule_14_ports_search_reaches_bound(sched14):
-    mesh, s = sched14
+def test_schedule_12_ports_search_reaches_bound(sched12):
+    mesh, s, programs = sched12
+    assert programs == 0  # no wall-clock-limited integer program took part
     assert s.method == "search"
     assert 0 < s.search_checks <= SEARCH_CHECKS
-    assert len(s.configs) == s.lower_bound == 13
+    assert len(s.configs) == s.lower_bound == 11
     assert s.overhead == 0
-    for c in s.configs:  # each a perfect matching of the 14 ports
+    for c in s.configs:  # each a perfect matching of the 12 ports
         assert sorted(v for p in c.pairs for v in p) == sorted(s.ports)
     pairs = [frozenset(p) for c in s.configs for p in c.pairs]
-    assert len(pairs) == len(set(pairs)) == 91  # every pair exactly once
+    assert len(pairs) == len(set(pairs)) == 66  # every pair exactly once
     assert set(pairs) == {frozenset(p) for p in itertools.combinations(s.ports, 2)}
     for c in s.configs:  # re-checked here, not taken from the search
         routes = list(c.configuration.routes)
