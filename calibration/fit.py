@@ -240,7 +240,8 @@ def _delta_seed(x: np.ndarray, p: np.ndarray, w: np.ndarray, rate: float, arm: i
 
 
 # A start: (delta seed (rad), rho2 seed (rad/mA^2) per swept arm).
-Start = tuple[float, dict[int, float]]
+# (delta, rho2 per arm) of a start; an earlier fit's start also carries its rho3 per arm.
+Start = tuple[float, dict[int, float]] | tuple[float, dict[int, float], dict[int, float]]
 # One start's fit: the lean TRF's result, or scipy's for the losses it does not write out
 # (both carry x, cost, fun, jac and status).
 FitResult = LsqResult | OptimizeResult
@@ -367,12 +368,15 @@ def _start_levels(sweeps: list[Sweep], n_outputs: int) -> tuple[np.ndarray, np.n
 
 def _start_vector(start: Start, arms: list[int], levels: tuple[np.ndarray, np.ndarray],
                   bounds: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """The parameter vector of a start: no rho3, the fringe spanning the readings' range."""
-    delta0, rates = start
+    """The parameter vector of a start: its rho3 (none but an earlier fit's), the fringe
+    spanning the readings' range.
+    """
+    delta0, rates = start[0], start[1]
+    cubic = start[2] if len(start) > 2 else {}
     top, bottom = levels
     v0 = [delta0]
     for a in arms:
-        v0 += [rates[a], 0.0]
+        v0 += [rates[a], cubic.get(a, 0.0)]
     v0 += list(np.maximum(top - bottom, MIN_START_AMPLITUDE_MW)) + list(bottom)
     lo, hi = bounds
     return np.clip(np.array(v0), lo + BOUND_MARGIN, hi - BOUND_MARGIN)
@@ -393,7 +397,8 @@ def fit_tbu(
         signs: (n_outputs,) +1 for an output on the TBU's cross path, -1 for the bar path.
         noise: reading noise model used for weights.
         loss: robust loss of ``least_squares`` ("soft_l1", "huber", "linear", ...).
-        prior: optional (delta, rho2 (2,), rho3 (2,)) of an earlier fit, added as a start.
+        prior: optional (delta, rho2 (2,), rho3 (2,)) of an earlier fit, added as the first
+            start (its rho3 included: a refit then starts on the earlier curve).
         trial_nfev: a start after the first runs this many evaluations, then is dropped
             when its cost is still above the best start's final cost (default
             :data:`TRIAL_EVALUATIONS`; on smartlight the dropped aliased starts took ~4/5 of
@@ -413,7 +418,8 @@ def fit_tbu(
     weights = [1.0 / noise.sigma(s.power_mw) for s in sweeps]
     starts = _periodogram_starts(sweeps, weights, signs)
     if prior is not None and np.isfinite(prior[0]):  # an earlier fit is the likeliest start: first
-        starts.insert(0, (float(prior[0]), {a: float(prior[1][a]) for a in arms}))
+        starts.insert(0, (float(prior[0]), {a: float(prior[1][a]) for a in arms},
+                          {a: float(prior[2][a]) for a in arms if np.isfinite(prior[2][a])}))
     problem = _stack_sweeps(sweeps, weights, signs)
     best = _best_of_starts(problem, starts, sweeps, loss, trial_nfev)
     return _fit_result(problem, best, sweeps)

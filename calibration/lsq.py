@@ -93,7 +93,7 @@ def _soft_l1_cost(f: np.ndarray, f_scale: float) -> float:
     """The soft_l1 cost alone (scipy's ``cost_only`` branch)."""
     z = (f / f_scale) ** 2
     t = 1 + z
-    return 0.5 * f_scale**2 * np.sum(2 * (t**0.5 - 1))
+    return 0.5 * f_scale**2 * (2 * (t**0.5 - 1)).sum()  # ndarray.sum: np.sum's reduction, no dispatch
 
 
 def _robust_scale(J: np.ndarray, f: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,7 +239,7 @@ def _solve_tr(n: int, m: int, uf: np.ndarray, s: np.ndarray, V: np.ndarray, Delt
     def phi_and_derivative(alpha: float) -> tuple[float, float]:
         denom = s**2 + alpha
         p_norm = _norm(suf / denom)
-        return p_norm - Delta, -np.sum(suf**2 / denom**3) / p_norm
+        return p_norm - Delta, -(suf**2 / denom**3).sum() / p_norm
 
     alpha_upper = _norm(suf) / Delta
     if full_rank:
@@ -272,7 +272,7 @@ def _select_step(x: np.ndarray, J_h: np.ndarray, diag_h: np.ndarray, g_h: np.nda
                  theta: float) -> tuple[np.ndarray, np.ndarray, float]:
     """The same as scipy's ``select_step`` of the trust region reflective algorithm."""
     x_p = x + p
-    if np.all((x_p >= lb) & (x_p <= ub)):
+    if ((x_p >= lb) & (x_p <= ub)).all():
         return p, p_h, -_evaluate_quadratic(J_h, g_h, p_h, diag_h)
     p_stride, hits = _step_to_bound(x, p, lb, ub)
     r_h = np.copy(p_h)
@@ -368,7 +368,7 @@ def least_squares_trf(
     else:
         cost = 0.5 * np.dot(f, f)
     g = J.T.dot(f)
-    scale_inv = np.sum(J**2, axis=0) ** 0.5
+    scale_inv = (J**2).sum(axis=0) ** 0.5
     scale_inv[scale_inv == 0] = 1
     scale = 1 / scale_inv
     v, dv = _cl_scaling(x, g, lb, ub, lb_fin, ub_fin)
@@ -378,13 +378,14 @@ def least_squares_trf(
         Delta = 1.0
     f_augmented = np.zeros(m + n)
     J_augmented = np.empty((m + n, n))
+    diag_rows, diag_cols = m + np.arange(n), np.arange(n)
     if max_nfev is None:
         max_nfev = x0.size * 100
     alpha = 0.0
     status = None
     while True:
         v, dv = _cl_scaling(x, g, lb, ub, lb_fin, ub_fin)
-        g_norm = np.max(np.abs(g * v))
+        g_norm = np.abs(g * v).max()
         if g_norm < gtol:
             status = 1
         if status is not None or nfev == max_nfev:
@@ -396,7 +397,8 @@ def least_squares_trf(
         f_augmented[:m] = f
         J_augmented[:m] = J * d
         J_h = J_augmented[:m]
-        J_augmented[m:] = np.diag(diag_h**0.5)
+        J_augmented[m:] = 0.0  # np.diag(diag_h**0.5), written in place
+        J_augmented[diag_rows, diag_cols] = diag_h**0.5
         U, s, V = _svd(J_augmented)
         V = V.T
         uf = U.T.dot(f_augmented)
@@ -411,7 +413,7 @@ def least_squares_trf(
             f_new = np.array(fun(x_new), dtype=float)
             nfev += 1
             step_h_norm = _norm(step_h)
-            if not np.all(np.isfinite(f_new)):
+            if not np.isfinite(f_new).all():
                 Delta = 0.25 * step_h_norm
                 continue
             cost_new = _soft_l1_cost(f_new, f_scale) if robust else 0.5 * np.dot(f_new, f_new)
@@ -448,7 +450,7 @@ def least_squares_trf(
                 _soft_l1(f, f_scale, rho)
                 J, f = _robust_scale(J, f, rho)
             g = J.T.dot(f)
-            scale_inv = np.maximum(np.sum(J**2, axis=0) ** 0.5, scale_inv)
+            scale_inv = np.maximum((J**2).sum(axis=0) ** 0.5, scale_inv)
             scale = 1 / scale_inv
     return LsqResult(x=x, cost=float(cost), fun=f_true, jac=J, nfev=nfev, njev=njev,
                      status=0 if status is None else status)
@@ -491,7 +493,7 @@ def least_squares_trf_unbounded(
     else:
         cost = 0.5 * np.dot(f, f)
     g = J.T.dot(f)
-    scale_inv = np.sum(J**2, axis=0) ** 0.5  # scipy's compute_jac_scale
+    scale_inv = (J**2).sum(axis=0) ** 0.5  # scipy's compute_jac_scale
     scale_inv[scale_inv == 0] = 1
     scale = 1 / scale_inv
     Delta = _norm(x0 * scale_inv)
@@ -502,7 +504,7 @@ def least_squares_trf_unbounded(
     alpha = 0.0
     status = None
     while True:
-        g_norm = np.max(np.abs(g))
+        g_norm = np.abs(g).max()
         if g_norm < gtol:
             status = 1
         if status is not None or nfev == max_nfev:
@@ -523,7 +525,7 @@ def least_squares_trf_unbounded(
             f_new = np.atleast_1d(fun(x_new))
             nfev += 1
             step_h_norm = _norm(step_h)
-            if not np.all(np.isfinite(f_new)):
+            if not np.isfinite(f_new).all():
                 Delta = 0.25 * step_h_norm
                 continue
             cost_new = _soft_l1_cost(f_new, f_scale) if robust else 0.5 * np.dot(f_new, f_new)
@@ -560,7 +562,7 @@ def least_squares_trf_unbounded(
                 _soft_l1(f, f_scale, rho)
                 J, f = _robust_scale(J, f, rho)
             g = J.T.dot(f)
-            scale_inv = np.maximum(np.sum(J**2, axis=0) ** 0.5, scale_inv)
+            scale_inv = np.maximum((J**2).sum(axis=0) ** 0.5, scale_inv)
             scale = 1 / scale_inv
     return LsqResult(x=x, cost=float(cost), fun=f_true, jac=J, nfev=nfev, njev=njev,
                      status=0 if status is None else status)

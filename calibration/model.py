@@ -107,8 +107,14 @@ class HeaterModel:
         return s * (1 + self.kappa_per_mw[col] * s / self.eta[col])
 
     def phases(self, current_ma: np.ndarray, with_alpha: bool = True) -> np.ndarray:
-        """Total arm phases (rad) for heater currents (mA), crosstalk included."""
-        total = self.own_phase(current_ma) + self.crosstalk @ self.heat_mw(current_ma)
+        """Total arm phases (rad) for heater currents (mA) (n_heaters,), crosstalk included.
+
+        The same arithmetic as ``own_phase(I) + crosstalk @ heat_mw(I)`` with the cubic
+        evaluated once (a simulated chip computes this at every current setting).
+        """
+        s = self_phase(np.asarray(current_ma, dtype=float), self.rho2, self.rho3)
+        own = s if self.kappa_per_mw is None else s * (1 + self.kappa_per_mw * s / self.eta)
+        total = own + self.crosstalk @ (s / self.eta)
         return total + self.alpha if with_alpha else total
 
 

@@ -477,20 +477,26 @@ class Chip:
         fast, slow = self._left(now)
         return self._to - fast - slow
 
-    def _temperature_now(self) -> float:
-        """Chip temperature offset (K) now, rounded for the optics cache."""
+    def _temperature_now(self, now: float | None = None) -> float:
+        """Chip temperature offset (K) at ``now`` (default: now), rounded for the optics cache."""
         if self._truth.drift_rad_per_k is None:
             return 0.0
-        t = float(self.temperature_k(self.now_s()))
+        t = float(self.temperature_k(self.now_s() if now is None else now))
         return round(t / TEMPERATURE_RESOLUTION_K) * TEMPERATURE_RESOLUTION_K
 
     def heater_state(self) -> MeshState:
         """Heater-induced arm phases (rad, crosstalk and drift included, passive phase excluded)."""
         with self._lock:
-            phases = self._arm_phases(self.now_s())
+            now = self.now_s()
+            return self._state_at(now, self._temperature_now(now))
+
+    def _state_at(self, now: float, temperature_k: float) -> MeshState:
+        """:meth:`heater_state` at ``now`` with the chip at ``temperature_k`` (rounded, K)."""
+        with self._lock:
+            phases = self._arm_phases(now)
             top, bot = phases[0::2].copy(), phases[1::2].copy()
             if self._truth.drift_rad_per_k is not None:
-                top += self._truth.drift_rad_per_k * self._temperature_now()
+                top += self._truth.drift_rad_per_k * temperature_k
             params = self._truth.params
             for tbu, how in self.failed.items():
                 if how in ("bar", "cross"):
@@ -511,11 +517,11 @@ class Chip:
                 self._params = with_dead(self._truth.params, dead)
             return self._params
 
-    def _solve(self, input_port: int, wavelength_nm: float) -> np.ndarray:
-        """Field at every port for unit field into ``input_port`` in the chip's state now,
-        at ``wavelength_nm``: the kept solver re-runs only what changed since its last state.
+    def _solve(self, input_port: int, wavelength_nm: float, state: MeshState) -> np.ndarray:
+        """Field at every port for unit field into ``input_port`` in ``state`` (the chip's
+        now), at ``wavelength_nm``: the kept solver re-runs only what changed since its last state.
         """
-        state, params = self.heater_state(), self.optical_params()
+        params = self.optical_params()
         if not self.incremental:  # the reference: the general solve, every time
             self.solves["full"] += 1
             return solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
@@ -537,10 +543,12 @@ class Chip:
     def output_field(self, input_port: int, wavelength_nm: float) -> np.ndarray:
         """Complex field at every mesh port (n_ports,) for unit field into ``input_port``."""
         with self._lock:
-            settling = self._settling(self.now_s())
-            key = (int(input_port), round(float(wavelength_nm), 9), self._temperature_now())
+            now = self.now_s()  # one instant for the whole reading
+            settling = self._settling(now)
+            temperature = self._temperature_now(now)
+            key = (int(input_port), round(float(wavelength_nm), 9), temperature)
             if settling or key not in self._cache:
-                field = self._solve(int(input_port), float(wavelength_nm))
+                field = self._solve(int(input_port), float(wavelength_nm), self._state_at(now, temperature))
                 if settling:
                     return field
                 self._cache[key] = field

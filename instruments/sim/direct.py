@@ -111,7 +111,9 @@ class DirectBench:
     def set_currents(self, currents_ma: np.ndarray) -> None:
         """Set all heater currents (mA); refuses values over the limit before applying any."""
         c = np.asarray(currents_ma, dtype=float)
-        if (c > self.max_current_ma).any() or (c < 0).any() or not np.isfinite(c).all():
+        # min/max are NaN when any value is, and NaN fails both comparisons: two reductions
+        # check range and finiteness (this runs at every current setting)
+        if c.size and not (c.min() >= 0 and c.max() <= self.max_current_ma):
             bad = int(np.argmax((c > self.max_current_ma) | (c < 0) | ~np.isfinite(c)))
             raise BenchLimitError(
                 f"channel {bad}: {c[bad]:.3f} mA is outside 0..{self.max_current_ma} mA"
