@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -37,8 +38,9 @@ class Options:
             neighbour could fit ~7x too large); the low level is read at one setting only. The
             drives stay near the swept range (3 pi): a real heater's curve extrapolated to
             6-8 pi is off by 0.3-0.9 rad, which breaks the whole turns.
-        max_operations: operation budget of the whole run; crosstalk victims that do not fit
-            in it keep the fallback law.
+        max_operations: operation budget of the whole run (None: no limit; "auto": the
+            mesh's nominal plan times a margin, :func:`calibration.budget.operation_budget`:
+            10,000 on SmartLight); crosstalk victims that do not fit in it keep the fallback law.
         recheck_passes: at most this many passes re-measuring TBUs whose fit is suspect (see
             :func:`calibrate`, step 2b); 0 turns rechecks off.
         recheck_tol_rad: a re-fit that moves a TBU's differential phase by more than this
@@ -74,7 +76,7 @@ class Options:
     crosstalk_repeats: int = 1
     crosstalk_baseline: int = 2
     crosstalk_drives_rad: tuple[tuple[float, ...], tuple[float, ...]] = ((4 * np.pi, 2 * np.pi), (4 * np.pi,))
-    max_operations: int | None = 10_000
+    max_operations: int | Literal["auto"] | None = "auto"
     recheck_passes: int = 4
     recheck_tol_rad: float = 0.15
     poor_fit_residual: float = 4.0

@@ -77,7 +77,7 @@ import numpy as np
 
 from calibration.assemble import build_map
 from calibration.bench import Bench, settle
-from calibration.budget import BudgetedBench
+from calibration.budget import BudgetedBench, operation_budget
 from calibration.checkpoint import (
     CHECKPOINT_SCHEMA,
     CHECKPOINT_VERSION,
@@ -302,6 +302,7 @@ class Run:
     # of its checkpoint (calibration.resume) comes before the Run and counts as its own.
     ops_start: int | None = None
     resume_check_ops: int = 0
+    budget: int | None = field(default=None, init=False)  # operations (operation_budget)
 
     def __post_init__(self) -> None:
         self.mesh = self.bench.mesh
@@ -310,7 +311,7 @@ class Run:
                                             self.options.crosstalk_cutoff_tbu)
         self.t0 = time.monotonic()
         self.ops0 = self.bench.operations if self.ops_start is None else self.ops_start
-        budget = self.options.max_operations
+        budget = self.budget = operation_budget(self.options, self.mesh)
         limit = None if budget is None else budget - self.ops_before + self.ops0
         self.doing = "in the electrical check"  # what is measured now (words, for the budget's refusal)
         self.bench = BudgetedBench(self.bench, limit, budget, lambda: self.doing)
@@ -328,9 +329,8 @@ class Run:
         return self.dur_before + time.monotonic() - self.t0
 
     def fits_budget(self, cost: int) -> bool:
-        """True when ``cost`` more operations stay within ``options.max_operations``."""
-        return (self.options.max_operations is None
-                or self.ops() + cost + self.reserved <= self.options.max_operations)
+        """True when ``cost`` more operations stay within the run's budget."""
+        return self.budget is None or self.ops() + cost + self.reserved <= self.budget
 
     def working(self) -> set[int]:
         """TBUs light may be routed through: the calibrated ones (never a broken or suspect TBU)."""
@@ -858,7 +858,7 @@ def confirm_stage(run: Run) -> CalibrationMap:
     run.unverified = {t: run.confirmations[t].disagreement_rad for t in sorted(doubtful)}
     for t, rad in run.unverified.items():
         seen = "no fringe through any path" if not np.isfinite(rad) else f"{rad:.3f} rad"
-        spent = (f"; not re-fitted: the budget of {run.options.max_operations} operations was spent"
+        spent = (f"; not re-fitted: the budget of {run.budget} operations was spent"
                  if t in unaffordable else "")
         run.warnings.append(f"{run.mesh.tbu_names[t]}: unverified: light disagrees with its fit "
                             f"({seen}; tolerance {CONFIRM_TOL_RAD} rad{spent}); routing avoids it")
@@ -967,6 +967,7 @@ def run_quality(run: Run) -> dict[str, Any]:
         "resumed_operations": run.ops_before,
         "resume_check_operations": run.resume_check_ops,
         "operations": run.ops(),
+        "operation_budget": run.budget,
         "duration_s": run.elapsed(),
         "fit_rms_residual": rms([r.rms_residual for r in records.values()]),
         "fit_rms_residual_rel": rms([r.rms_residual_rel for r in records.values()]),

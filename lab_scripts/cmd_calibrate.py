@@ -7,7 +7,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lab_scripts.common import UsageError, add_json_flag, count, fraction, load_mesh, print_json, seed, table
+from lab_scripts.common import (
+    UsageError,
+    add_json_flag,
+    count,
+    fraction,
+    load_mesh,
+    positive,
+    print_json,
+    seed,
+    table,
+)
 from lab_scripts.errors import EXIT_OK, EXIT_UNVERIFIED, opening, reading
 from lab_scripts.paths import JSON_SUFFIXES, output_file, output_folder
 
@@ -36,6 +46,11 @@ WARNING_MEANINGS: dict[str, str] = {
 }
 
 
+def operation_budget_arg(text: str) -> int | str:
+    """Argument type of ``--max-operations``: ``auto`` or an integer >= 1."""
+    return "auto" if text == "auto" else positive(text)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
@@ -61,6 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify-routes", type=count, default=8,
                    help="routes to program and measure afterwards, with and without crosstalk "
                    "compensation (0 skips)")
+    p.add_argument("--max-operations", type=operation_budget_arg, default="auto", metavar="N|auto",
+                   help="set-and-read operations the run may take before it is refused (auto: the "
+                   "mesh's nominal plan x 1.35, 10,000 on SmartLight; docs/calibration.md)")
     p.add_argument("--no-drift-tracking", action="store_true",
                    help="do not re-measure reference TBUs through the run to follow and compensate the "
                    "chip's temperature drift (on by default, ~2 %% of the operations; docs/calibration.md)")
@@ -137,17 +155,18 @@ def _calibrate_and_report(bench: Any, args: argparse.Namespace, out: Path, ckpt:
     from calibration.procedure import Options, Progress, calibrate
 
     options = Options(points=args.points, refine_points=args.refine_points,
-                      crosstalk_fraction=args.crosstalk_fraction,
+                      crosstalk_fraction=args.crosstalk_fraction, max_operations=args.max_operations,
                       drift_references=0 if args.no_drift_tracking else Options.drift_references)
     progress = Progress(stream=None if args.quiet or args.json else sys.stderr)
     result = calibrate(bench, options, checkpoint=ckpt, progress=progress, keep_sweeps=plot_dir is not None)
     cmap = result.cmap
     if args.common_phase and not cmap.quality.get("crosstalk_refusal"):  # a refused map is only written
+        from calibration.budget import operation_budget
         from calibration.common_phase import run_stage
 
         before = bench.operations
-        cmap, _ = run_stage(bench, cmap, options.max_operations, result.operations, options.wavelength_nm,
-                            options.settle_s)
+        cmap, _ = run_stage(bench, cmap, operation_budget(options, bench.mesh), result.operations,
+                            options.wavelength_nm, options.settle_s)
         result = replace(result, cmap=cmap, operations=result.operations + bench.operations - before)
     payload = _map_summary(result, bench.mesh, out)
     if cmap.common is not None:

@@ -201,7 +201,9 @@ def classify(exc: BaseException) -> str:
         return "usage"
     if isinstance(exc, BenchConfigError):
         return "input"
-    if type(exc).__name__ == "CalibrationRefusedError":  # by name: calibration is not imported for --help
+    # by name: calibration is not imported for --help; its subclasses too (OperationBudgetError
+    # went out as an input error, exit 2, while docs/calibration.md promised exit 6)
+    if any(c.__name__ == "CalibrationRefusedError" for c in type(exc).__mro__):
         return "refused"
     if isinstance(exc, LimitError | RoutingError | BudgetError) or type(exc).__name__ == "UnreachableError":
         return "impossible"

@@ -110,3 +110,19 @@ def test_calibrate_tracks_drift_by_default_and_reports_it(tmp_path, capsys):
     assert off["drift_tracking"] is False
     assert off["drift"] is None
     assert "drift" not in json.loads((tmp_path / "m.json").read_text())["quality"]
+
+
+def test_max_operations_on_the_command_line(tmp_path, capsys):
+    """--max-operations sets the budget (the refusal names it and how to raise it); a bad value
+    is a usage error before any work."""
+    out = tmp_path / "m.json"
+    args = ["calibrate", "--bench", "sim", "--mesh", "hex:1x1", "--seed", "4", "--out", str(out),
+            "--verify-routes", "0", "--quiet"]
+    assert main([*args, "--max-operations", "50"]) == 6
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "budget of 50 set-and-read operations" in err[0]
+    assert "--max-operations" in err[0]
+    assert not out.exists()
+    assert main([*args, "--max-operations", "0"]) == 64  # usage
+    assert "--max-operations" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import pytest
 
 from calibration.bench import HeaterReadback
 from calibration.electrical import PROBE_MA, check_heaters, classify
-from calibration.map import CalibrationError, CalibrationMap
+from calibration.map import SCHEMA_VERSION, CalibrationError, CalibrationMap
 from calibration.procedure import Options, Progress, calibrate
 from instruments.sim.chip import Chip
 from instruments.sim.direct import DirectBench
@@ -104,7 +104,7 @@ def _map_dict(cmap: CalibrationMap) -> dict:
 def test_map_loader_reads_old_maps_and_refuses_inconsistent_heater_faults(open_run):
     _, cmap = open_run
     data = _map_dict(cmap)
-    assert data["version"] == 3
+    assert data["version"] == SCHEMA_VERSION == 4  # 4: common phases (calibration.common_phase)
     old = json.loads(json.dumps(data))
     old["version"] = 2
     old["tbus"][2].pop("failed")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import unitary_group
 
+from calibration.budget import operation_budget
 from calibration.common_phase import calibrate_common, run_stage
 from calibration.map import CalibrationMap
 from calibration.options import Options
@@ -56,7 +57,7 @@ def test_a_triangular_unitary_through_the_calibrated_map_of_a_fabricated_chip():
     chip = Chip(triangular(3, 4), seed=TRIANGULAR_SEED)
     bench = DirectBench(chip)
     result = calibrate(bench, Options(), progress=Progress(stream=None))
-    cmap, _ = run_stage(bench, result.cmap, Options().max_operations, result.operations)
+    cmap, _ = run_stage(bench, result.cmap, operation_budget(Options(), bench.mesh), result.operations)
     assert cmap.phase_calibrated
     for seed in (0, 1):
         fid = unitary_through(chip, bench, cmap, 3, seed)
@@ -70,7 +71,7 @@ def test_a_mz_filter_through_the_calibrated_map_of_a_fabricated_hex_chip():
     chip = Chip(mesh, seed=HEX_SEED)
     bench = DirectBench(chip)
     result = calibrate(bench, Options(), progress=Progress(stream=None))
-    cmap, warnings = run_stage(bench, result.cmap, Options().max_operations, result.operations)
+    cmap, warnings = run_stage(bench, result.cmap, operation_budget(Options(), bench.mesh), result.operations)
     assert warnings == []
     got = {}
     for name, m in (("calibrated", cmap), ("power-only", result.cmap)):
