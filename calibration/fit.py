@@ -27,6 +27,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult, least_squares
 
 from calibration.lsq import LOSSES, LsqResult, least_squares_trf, least_squares_trf_unbounded
+from calibration.options import TRIAL_EVALUATIONS
 
 # The nominal heater (R0 = 250 Ohm, eta = pi / 1.3 mW) has rho2 = 0.60 rad/mA^2: the rate
 # search spans a factor 5 either way, far wider than any fabrication spread.
@@ -39,13 +40,6 @@ RHO3_RATIO_BOUNDS = (-0.1, 0.2)
 GOOD_ENOUGH_RMS = 2.0
 # Function evaluations a fit may take from one start.
 MAX_NFEV = 200
-# A start after the first runs this many evaluations on trial and is dropped when its cost is
-# still above the best start's final cost (a trust-region fit's cost never rises, so it could
-# only win by overtaking later). Measured on smartlight seeds 7000-7003 (issue 28): every later
-# start that went on to win was already at 0.04-0.15 of the best cost after 10 evaluations
-# (0.17-0.53 after 5), while the losing aliased starts, ~80 % of all fitting time, stay 3-100x
-# above it to their end (up to MAX_NFEV evaluations).
-TRIAL_EVALUATIONS = 10
 # Periodogram minima tried per arm as starts: the deepest and the next two, since noise or
 # stray light can rank the true fringe rate second.
 SEED_RANKS = 3

@@ -7,7 +7,15 @@ from typing import Literal
 
 import numpy as np
 
-from calibration.fit import TRIAL_EVALUATIONS
+# A start after the first runs this many evaluations on trial and is dropped when its cost is
+# still above the best start's final cost (a trust-region fit's cost never rises, so it could
+# only win by overtaking later). Measured on smartlight seeds 7000-7003 (issue 28): every later
+# start that went on to win was already at 0.04-0.15 of the best cost after 10 evaluations
+# (0.17-0.53 after 5), while the losing aliased starts, ~80 % of all fitting time, stay 3-100x
+# above it to their end (up to MAX_NFEV evaluations).
+# (Here, not in calibration.fit: importing the knobs must not import scipy.optimize, which
+# every `lumion program` and `lumion serve` start paid for.)
+TRIAL_EVALUATIONS = 10
 
 # Nominal heater, used only to choose the sweep range: R0 = 250 Ohm, tempco 0.02 /mA.
 NOMINAL_R0_KOHM = 0.25
@@ -61,7 +69,7 @@ class Options:
             --no-drift-tracking``): a chip that drifts is then only caught when light disagrees
             with a quarter of the finished map (docs/calibration.md, "Drift during the run").
         fit_trial_evaluations: a later start of a fringe fit still behind the best after this
-            many evaluations is dropped (default :data:`calibration.fit.TRIAL_EVALUATIONS`,
+            many evaluations is dropped (default :data:`TRIAL_EVALUATIONS`,
             issue 28: on smartlight seed 7000 the losing starts took 6.1 of 7.5 s of
             fitting). 0 runs every start to its end (the maps of earlier releases; a fit
             can differ by ~1e-6, :func:`calibration.fit.fit_tbu`).
