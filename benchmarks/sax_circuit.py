@@ -222,6 +222,7 @@ def build_sax_vectorized(mesh: Mesh, wl0_nm: float, backend: str = "klu"):
     """
     import jax
     import jax.numpy as jnp
+    import sax
     from sax.backends import circuit_backends
 
     jax.config.update("jax_enable_x64", True)
@@ -236,7 +237,7 @@ def build_sax_vectorized(mesh: Mesh, wl0_nm: float, backend: str = "klu"):
         cols = {name: table[:, c, None] for c, name in enumerate(_COLUMNS)}  # (n_tbus, 1) each
         every = _tbu(wl=wl[None, :], wl0=wl0_nm * 1e-3, **cols)  # values (n_tbus, n_wl)
         per = {f"t{i}": {key: v[i] for key, v in every.items()} for i in range(mesh.n_tbus)}
-        dense, ports = evaluate(analyzed, per)
+        dense, ports = sax.sdense(evaluate(analyzed, per))  # klu gives SDense, filipsson_gunnar an SDict
         idx = jnp.array([ports[f"p{k}"] for k in range(n)])
         return jnp.swapaxes(dense[..., idx, :][..., :, idx], -1, -2)
 
