@@ -317,6 +317,30 @@ def _select_step(x: np.ndarray, J_h: np.ndarray, diag_h: np.ndarray, g_h: np.nda
     return ag, ag_h, -ag_value
 
 
+def _update_tr_radius(Delta: float, actual_reduction: float, predicted_reduction: float,
+                      step_norm: float) -> tuple[float, float]:
+    """The next trust radius and the reduction ratio, as scipy's ``update_tr_radius``."""
+    if predicted_reduction > 0:
+        ratio = actual_reduction / predicted_reduction
+    elif predicted_reduction == actual_reduction == 0:
+        ratio = 1
+    else:
+        ratio = 0
+    if ratio < 0.25:
+        Delta = 0.25 * step_norm
+    elif ratio > 0.75 and step_norm > 0.95 * Delta:
+        Delta *= 2.0
+    return Delta, ratio
+
+
+def _termination(actual_reduction: float, cost: float, step_norm: float, x_norm: float, ratio: float,
+                 ftol: float, xtol: float) -> int | None:
+    """The termination status as scipy's ``check_termination``: 2 ftol, 3 xtol, 4 both, None: go on."""
+    ftol_ok = actual_reduction < ftol * cost and ratio > 0.25
+    xtol_ok = step_norm < xtol * (xtol + x_norm)
+    return 4 if ftol_ok and xtol_ok else 2 if ftol_ok else 3 if xtol_ok else None
+
+
 def least_squares_trf(
     fun: Callable[[np.ndarray], np.ndarray],
     jac: Callable[[np.ndarray], np.ndarray],
@@ -418,23 +442,8 @@ def least_squares_trf(
                 continue
             cost_new = _soft_l1_cost(f_new, f_scale) if robust else 0.5 * np.dot(f_new, f_new)
             actual_reduction = cost - cost_new
-            # scipy's update_tr_radius
-            if predicted_reduction > 0:
-                ratio = actual_reduction / predicted_reduction
-            elif predicted_reduction == actual_reduction == 0:
-                ratio = 1
-            else:
-                ratio = 0
-            Delta_new = Delta
-            if ratio < 0.25:
-                Delta_new = 0.25 * step_h_norm
-            elif ratio > 0.75 and step_h_norm > 0.95 * Delta:
-                Delta_new *= 2.0
-            step_norm = _norm(step)
-            # scipy's check_termination
-            ftol_ok = actual_reduction < ftol * cost and ratio > 0.25
-            xtol_ok = step_norm < xtol * (xtol + _norm(x))
-            status = 4 if ftol_ok and xtol_ok else 2 if ftol_ok else 3 if xtol_ok else None
+            Delta_new, ratio = _update_tr_radius(Delta, actual_reduction, predicted_reduction, step_h_norm)
+            status = _termination(actual_reduction, cost, _norm(step), _norm(x), ratio, ftol, xtol)
             if status is not None:
                 break
             alpha *= Delta / Delta_new
@@ -530,23 +539,8 @@ def least_squares_trf_unbounded(
                 continue
             cost_new = _soft_l1_cost(f_new, f_scale) if robust else 0.5 * np.dot(f_new, f_new)
             actual_reduction = cost - cost_new
-            # scipy's update_tr_radius
-            if predicted_reduction > 0:
-                ratio = actual_reduction / predicted_reduction
-            elif predicted_reduction == actual_reduction == 0:
-                ratio = 1
-            else:
-                ratio = 0
-            Delta_new = Delta
-            if ratio < 0.25:
-                Delta_new = 0.25 * step_h_norm
-            elif ratio > 0.75 and step_h_norm > 0.95 * Delta:
-                Delta_new *= 2.0
-            step_norm = _norm(step)
-            # scipy's check_termination
-            ftol_ok = actual_reduction < ftol * cost and ratio > 0.25
-            xtol_ok = step_norm < xtol * (xtol + _norm(x))
-            status = 4 if ftol_ok and xtol_ok else 2 if ftol_ok else 3 if xtol_ok else None
+            Delta_new, ratio = _update_tr_radius(Delta, actual_reduction, predicted_reduction, step_h_norm)
+            status = _termination(actual_reduction, cost, _norm(step), _norm(x), ratio, ftol, xtol)
             if status is not None:
                 break
             alpha *= Delta / Delta_new
