@@ -21,7 +21,7 @@ from calibration.map import CalibrationError, CalibrationMap, mesh_signature
 from calibration.model import heater_positions
 from calibration.options import Options
 from calibration.phase_drive import currents_for_state
-from calibration.procedure import Progress, calibrate
+from calibration.procedure import Progress, Result, calibrate
 from instruments.sim.chip import Chip
 from instruments.sim.direct import DirectBench
 from photonics.circuit import solve
@@ -37,6 +37,15 @@ SQUARE_SEED, HEX_SEED, SQUARE66_SEED, TRUTH_SEED, CLI_SEED = 4311, 4312, 4313, 4
 UNITARY_FIDELITY = 0.999  # stated fidelity of a 3x3 unitary through a phase-calibrated map (docs)
 UNITARY66_FIDELITY = 0.995  # of a 6x6 unitary on square:6x6 (docs/calibration.md, "Common phases")
 CENTRE_TOL_NM = 0.002  # a ring notch's centre through a phase-calibrated map (1.7 % of the FSR)
+
+
+def calibrated_with_common_phases(chip: Chip) -> tuple[DirectBench, Result, CalibrationMap, list[str]]:
+    """``chip`` calibrated at the defaults, then its common phases: (bench, the run's result with
+    its power-only map, the phase-calibrated map, the stage's warnings)."""
+    bench = DirectBench(chip)
+    result = calibrate(bench, Options(), progress=Progress(stream=None))
+    cmap, warnings = run_stage(bench, result.cmap, operation_budget(Options(), bench.mesh), result.operations)
+    return bench, result, cmap, warnings
 
 
 def truth_map(chip: Chip, common: bool = False) -> CalibrationMap:
@@ -184,9 +193,7 @@ def test_the_budgeted_bench_refuses_a_reading_past_the_budget():
 @pytest.mark.slow
 def test_a_unitary_through_the_calibrated_map_of_a_fabricated_square_chip():
     chip = Chip(square(3, 3), seed=SQUARE_SEED)
-    bench = DirectBench(chip)
-    result = calibrate(bench, Options(), progress=Progress(stream=None))
-    cmap, warnings = run_stage(bench, result.cmap, operation_budget(Options(), bench.mesh), result.operations)
+    bench, result, cmap, warnings = calibrated_with_common_phases(chip)
     assert warnings == []
     assert cmap.phase_calibrated
     assert bench.operations <= 10_000
@@ -201,9 +208,7 @@ def test_a_unitary_through_the_calibrated_map_of_a_fabricated_square_chip():
 def test_a_ring_filter_through_the_calibrated_map_of_a_fabricated_hex_chip():
     mesh = hexagonal(2, 2)
     chip = Chip(mesh, seed=HEX_SEED)
-    bench = DirectBench(chip)
-    result = calibrate(bench, Options(), progress=Progress(stream=None))
-    cmap, warnings = run_stage(bench, result.cmap, operation_budget(Options(), bench.mesh), result.operations)
+    bench, result, cmap, warnings = calibrated_with_common_phases(chip)
     assert warnings == []
     lay = ring_layout(mesh)
     centres = {}
@@ -225,9 +230,7 @@ def test_a_6x6_unitary_on_a_calibrated_square_6x6_chip():
     fixed 10,000 refused; the automatic budget (14,200 here) holds it and the stage.
     """
     chip = Chip(square(6, 6), seed=SQUARE66_SEED)
-    bench = DirectBench(chip)
-    result = calibrate(bench, Options(), progress=Progress(stream=None))
-    cmap, warnings = run_stage(bench, result.cmap, operation_budget(Options(), bench.mesh), result.operations)
+    bench, _, cmap, warnings = calibrated_with_common_phases(chip)
     assert warnings == []
     fid, _ = unitary_on_chip(chip, bench, cmap, 6, 0)
     assert fid > UNITARY66_FIDELITY

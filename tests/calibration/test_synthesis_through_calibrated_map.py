@@ -9,18 +9,15 @@ import numpy as np
 import pytest
 from scipy.stats import unitary_group
 
-from calibration.budget import operation_budget
-from calibration.common_phase import calibrate_common, run_stage
+from calibration.common_phase import calibrate_common
 from calibration.map import CalibrationMap
-from calibration.options import Options
-from calibration.procedure import Progress, calibrate
 from instruments.sim.chip import Chip
 from instruments.sim.direct import DirectBench
 from photonics.synthesis import chip_model, mz_filter, unitary
 from photonics.synthesis.mzi import passband, sweep
 from photonics.synthesis.port_phases import fidelity_up_to_port_phases
 from photonics.topology import hexagonal, triangular
-from tests.calibration.test_common_phase import realised, truth_map
+from tests.calibration.test_common_phase import calibrated_with_common_phases, realised, truth_map
 
 # Seeds of the chips below: no other test uses them (tests/ grep 4321 .. 4323).
 TRUTH_SEED, TRIANGULAR_SEED, HEX_SEED = 4321, 4322, 4323
@@ -55,9 +52,7 @@ def test_a_triangular_unitary_through_a_perfect_map_with_the_stages_common_phase
 @pytest.mark.slow  # a whole calibration of triangular:3x4 (about 5 s of CPU)
 def test_a_triangular_unitary_through_the_calibrated_map_of_a_fabricated_chip():
     chip = Chip(triangular(3, 4), seed=TRIANGULAR_SEED)
-    bench = DirectBench(chip)
-    result = calibrate(bench, Options(), progress=Progress(stream=None))
-    cmap, _ = run_stage(bench, result.cmap, operation_budget(Options(), bench.mesh), result.operations)
+    bench, result, cmap, _ = calibrated_with_common_phases(chip)
     assert cmap.phase_calibrated
     for seed in (0, 1):
         fid = unitary_through(chip, bench, cmap, 3, seed)
@@ -69,9 +64,7 @@ def test_a_triangular_unitary_through_the_calibrated_map_of_a_fabricated_chip():
 def test_a_mz_filter_through_the_calibrated_map_of_a_fabricated_hex_chip():
     mesh = hexagonal(2, 2)
     chip = Chip(mesh, seed=HEX_SEED)
-    bench = DirectBench(chip)
-    result = calibrate(bench, Options(), progress=Progress(stream=None))
-    cmap, warnings = run_stage(bench, result.cmap, operation_budget(Options(), bench.mesh), result.operations)
+    bench, result, cmap, warnings = calibrated_with_common_phases(chip)
     assert warnings == []
     got = {}
     for name, m in (("calibrated", cmap), ("power-only", result.cmap)):
