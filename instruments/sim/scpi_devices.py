@@ -409,6 +409,12 @@ class SimPowerMeter(ScpiDevice):
                  noise_fraction: float = 0.005) -> None:
         super().__init__(fault_seed=seed)
         chip.follow_wall_clock()  # served over a wire: its clients wait by sleeping
+        from photonics.kernel_loader import kernels
+
+        # Ready when it exists, as a real meter after power-on: on a checkout whose circuit
+        # kernels are not compiled yet (a fresh clone, a kernel change) the first reading would
+        # compile them (a minute or more) inside a client's 1 s timeout.
+        kernels()
         self.chip, self.laser = chip, laser
         self.heads = dict(heads)
         self.switch_ports = dict(switch_ports)

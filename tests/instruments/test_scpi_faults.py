@@ -72,7 +72,6 @@ def rig(seed: int = 0) -> Iterator[Rig]:
     chip = Chip(hexagonal(1, 2), seed=5)
     laser_dev = SimLaser(switch_outputs=SWITCH_OUTPUTS, fault_seed=seed)
     meter_dev = SimPowerMeter(chip, laser_dev, HEADS, {k + 1: k for k in range(4)}, seed=seed + 1)
-    meter_dev.true_power_mw(1, 1)  # the first circuit solve loads the compiled kernels: not in a timeout
     servers = [ScpiServer(laser_dev), ScpiServer(meter_dev)]
     laser = connected(TunableLaser, servers[0], switch_outputs=SWITCH_OUTPUTS)
     meter = connected(PowerMeter, servers[1])
