@@ -12,6 +12,7 @@ would be one operation too many, whichever stage asks.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MethodType
 from typing import Any
 
 import numpy as np
@@ -102,4 +103,7 @@ class BudgetedBench:
         return self._bench.read_powers_dbm(ports)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._bench, name)
+        value = getattr(self._bench, name)
+        if isinstance(value, MethodType):  # a method of the bench (set_currents, wait, ...): kept, so
+            self.__dict__[name] = value  # the ~8,500 settings of a run do not look it up again
+        return value

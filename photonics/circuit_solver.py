@@ -43,6 +43,7 @@ import numpy as np
 
 from photonics.circuit import arm_transfers, solve, tbu_transfers, transfer_constants
 from photonics.circuit_merge import (
+    _kernel,
     ancestors,
     join,
     join_plan,
@@ -54,6 +55,7 @@ from photonics.circuit_merge import (
     solve_merge,
 )
 from photonics.errors import StateError
+from photonics.kernel_loader import _ptr
 from photonics.physics import TBUParams, nominal_params
 from photonics.state import MeshState
 from photonics.topology import Mesh
@@ -113,6 +115,7 @@ class CircuitSolver:
         self._last_single = -1  # the TBU the previous update changed alone (-1: not one)
         self.last_update_tbus = np.arange(mesh.n_tbus)
         self.last_update_merges = 0
+        self._step: _StepScratch | None = None  # update_phases' buffers, made on its first call
         self._full(state)
 
     @property
@@ -171,6 +174,54 @@ class CircuitSolver:
             return 1
         self._remerge(changed)
         return len(changed)
+
+    def update_phases(self, top: np.ndarray, bot: np.ndarray) -> int:
+        """:meth:`update` for one state given as its heater phases ``top``/``bot`` (rad, float
+        (n_tbus,) each, contiguous and finite: a simulated chip's reading). At one wavelength
+        the changed TBUs, their transfer matrices and the merges above them come from one
+        compiled call (:func:`photonics.step_kernels.step_transfers`), then the merges run:
+        the same numbers as :meth:`update`. Returns how many TBUs changed.
+        """
+        if self._tc is None:
+            return self.update(MeshState(top, bot))
+        st = self._step
+        if st is None or st.tc is not self._tc:
+            st = self._step = _StepScratch(self._plan, self._tc, self._t_link, self._arenas)
+        n = self.mesh.n_tbus
+        stale = st.stale
+        if self._pending:  # a TBU swept alone left its arena entries stale: re-merge it too
+            stale = np.zeros(n, dtype=np.uint8)
+            stale[sorted(self._pending)] = 1
+        counts = st.counts
+        if st.transfers_c is not None:  # the C entry points, with the kept arrays' pointers made once
+            st.transfers_c(_ptr(top), _ptr(bot), _ptr(self._top), _ptr(self._bot), _ptr(stale), n,
+                           *st.transfer_args)
+        else:
+            tc = self._tc
+            st.transfers(top, bot, self._top, self._bot, stale, tc.scale, tc.amp_top, tc.amp_bot,
+                         tc.c_top, tc.c_bot, *tc.couplers, st.paths, st.mark, st.changed, st.tbus, st.T,
+                         st.order, counts)
+        k, k2, m = counts.tolist()
+        self.last_update_tbus = st.changed[:k].copy()
+        self.last_update_merges = 0
+        if not k:
+            return 0
+        if k < n:  # (every TBU moved: a whole solve, which leaves the sweep memory as it was)
+            t = int(st.changed[0]) if k == 1 else -1
+            sweeping = t >= 0 and t == self._last_single and self._pending <= {t}
+            self._last_single = t
+            if sweeping and self._plan.parent[self._plan.leaf_node[t]] >= 0:
+                self._join_one(t)  # the same TBU again: a sweep, worth its complement
+                return 1
+        if st.remerge_c is not None:
+            st.remerge_c(st.T_ptr, 1, k2, *st.remerge_args, m, *st.arena_args)
+        else:
+            plan, arenas = self._plan, self._arenas
+            st.remerge(st.T[None, :k2], st.tbus[:k2], self._t_link, plan.merges, plan.pool, st.order[:m],
+                       arenas.re, arenas.im, st.wr, st.wi)
+        self._pending, self._root, self._comp = set(), None, None
+        self.last_update_merges = m  # every merge when every TBU changed: a full solve's
+        return k
 
     def _transfers(self, tbus: np.ndarray) -> np.ndarray:
         """Transfer matrices (n_wl, len(tbus), 2, 2) of ``tbus`` at the held phases."""
@@ -241,6 +292,72 @@ class CircuitSolver:
         if self._root is not None:
             return self._root[:, :, inputs]
         return root_matrix(self._plan, self._arenas, inputs)
+
+    def column(self, port: int) -> np.ndarray:
+        """The field at every port (n_ports,) for unit field into ``port``: ``matrix([port])``
+        of a one-wavelength solver, read without its general gathers (a simulated chip's reading).
+        """
+        if len(self.wavelengths_nm) != 1 or not 0 <= port < self.mesh.n_ports:
+            return self.matrix(inputs=[port])[0, :, 0]
+        if self._root is not None:
+            return self._root[0, :, port]
+        if self._step is None or self._step.tc is not self._tc:
+            self._step = _StepScratch(self._plan, self._tc, self._t_link, self._arenas)
+        idx = self._step.columns[port]
+        out = np.empty(len(idx), dtype=complex)
+        out.real = self._arenas.re[0, idx, 0]
+        out.imag = self._arenas.im[0, idx, 0]
+        return out
+
+
+class _StepScratch:
+    """:meth:`CircuitSolver.update_phases`' kernels and buffers, made once per solver (and
+    again for a changed chip): every TBU's merge-table rows to the root, bottom-up (-1 past the
+    root); room for the changed TBUs, their transfer matrices and the merges to run; and, where
+    the compiled kernels' C entry points are loaded, the pointers of every array that stays put
+    (the buffers are sliced from their start, so a slice's pointer is the buffer's).
+    """
+
+    def __init__(self, plan, tc: TransferCache, t_link: np.ndarray, arenas) -> None:  # noqa: ANN001
+        from photonics.kernel_loader import step_kernels
+
+        n, n_merges = plan.n_tbus, plan.n_merges
+        rows = []
+        for t in range(n):
+            node, path = int(plan.leaf_node[t]), []
+            while plan.parent[node] >= 0:
+                node = int(plan.parent[node])
+                path.append(int(plan.node_merge[node]))
+            rows.append(path)
+        self.paths = np.full((n, max(1, *map(len, rows))), -1, dtype=np.int64)
+        for t, path in enumerate(rows):
+            self.paths[t, :len(path)] = path
+        self.tc = tc
+        self.stale = np.zeros(n, dtype=np.uint8)
+        self.mark = np.zeros(n_merges, dtype=np.uint8)
+        self.changed = np.zeros(n, dtype=np.int64)
+        self.tbus = np.zeros(n, dtype=np.int64)
+        self.T = np.zeros((n, 4), dtype=complex)
+        self.order = np.zeros(n_merges, dtype=np.int64)
+        self.counts = np.zeros(3, dtype=np.int64)
+        self.wr = np.zeros((plan.work_size, 1))
+        self.wi = np.zeros((plan.work_size, 1))
+        self.columns = [np.ascontiguousarray(plan.out_idx[:, p]) for p in range(plan.n_ports)]
+        self.transfers = step_kernels()["step_transfers"]
+        self.remerge = _kernel("remerge_blocks", 1)
+        self.transfers_c = getattr(self.transfers, "c", None)
+        self.remerge_c = getattr(self.remerge, "c", None)
+        self._keep = (t_link, arenas, plan)  # the arrays behind the pointers below live as long
+        consts = (tc.amp_top, tc.amp_bot, tc.c_top, tc.c_bot, *tc.couplers)
+        self._consts = [np.ascontiguousarray(c, dtype=float) for c in consts]
+        self.transfer_args = (float(tc.scale), *map(_ptr, self._consts), _ptr(self.paths),
+                              self.paths.shape[1], _ptr(self.mark), n_merges, _ptr(self.changed),
+                              _ptr(self.tbus), _ptr(self.T), _ptr(self.order), _ptr(self.counts))
+        self.T_ptr = _ptr(self.T)
+        self.remerge_args = (_ptr(self.tbus), _ptr(t_link), len(t_link), _ptr(plan.merges), len(plan.merges),
+                             _ptr(plan.pool), len(plan.pool), _ptr(self.order))
+        self.arena_args = (_ptr(arenas.re), _ptr(arenas.im), arenas.re.shape[0], arenas.re.shape[1],
+                           _ptr(self.wr), _ptr(self.wi), self.wr.shape[0])
 
 
 def _sub_params(params: TBUParams, tbus: np.ndarray) -> TBUParams:

@@ -44,6 +44,10 @@ import numpy as np
 from photonics.merge_layout import LANES, LEAF_SIZE
 
 _SOURCE = Path(__file__).with_name("circuit_kernels.py")
+# The single-wavelength step kernels of a simulated bench (photonics.step_kernels): their own
+# object file, so a change to them does not recompile the merge kernels (nor the reverse).
+_STEP_SOURCE = Path(__file__).with_name("step_kernels.py")
+_STEP_ENTRIES = ("settle_step", "step_transfers")
 _NAMES = ("solve_blocks", "remerge_blocks", "keep_blocks", "adjoint_blocks", "cotangent_blocks",
           "transfer_blocks")
 # Lane counts built (photonics.circuit_kernels.build): four blocks side by side, and one
@@ -60,6 +64,7 @@ def entry_name(name: str, lanes: int) -> str:
 _ENTRIES = tuple(_NAMES) + tuple(entry_name(name, 1) for name in _ONE_LANE_NAMES)
 _LOCK = threading.Lock()
 _LOADED: dict[str, Callable] = {}
+_STEP_LOADED: dict[str, Callable] = {}
 _KEEP: list = []  # the execution engine and its symbols live as long as the process
 
 
@@ -96,13 +101,50 @@ def _load_or_build() -> dict[str, Callable]:
                 for name, fn in circuit_kernels.KERNELS[lanes].items() if entry_name(name, lanes) in _ENTRIES}
 
 
-def _key(llvmlite_version: str) -> str:
-    """Hash of everything the machine code depends on (see the module docstring)."""
+def step_kernels() -> dict[str, Callable]:
+    """``{"settle_step": fn, "step_transfers": fn}``: :mod:`photonics.step_kernels` loaded the
+    same way as :func:`kernels` (object code kept per machine), each called with numpy arrays
+    (and the scalars) as the function of its name.
+    """
+    if not _STEP_LOADED:
+        with _LOCK:
+            if not _STEP_LOADED:
+                _STEP_LOADED.update(_load_steps())
+    return _STEP_LOADED
+
+
+def _load_steps() -> dict[str, Callable]:
+    try:
+        import llvmlite
+
+        stem = f"step_kernels-{_key(llvmlite.__version__, _STEP_SOURCE)}"
+        for folder in _cache_dirs():
+            obj = folder / f"{stem}.o"
+            if obj.exists():
+                names = json.loads(obj.with_suffix(".json").read_text())
+                return _wrap_steps(_map(obj.read_bytes(), names, _STEP_ENTRIES))
+        from photonics import step_kernels
+
+        data, names = _object_file(step_kernels.c_entry_points(), _STEP_ENTRIES)
+        for folder in _cache_dirs():
+            if _write(folder, stem, data, names):
+                break
+        return _wrap_steps(_map(data, names, _STEP_ENTRIES))
+    except Exception:  # any failure: numba's dispatcher runs the same kernels
+        from photonics import step_kernels
+
+        return {name: getattr(step_kernels, name) for name in _STEP_ENTRIES}
+
+
+def _key(llvmlite_version: str, source: Path | None = None) -> str:
+    """Hash of everything the machine code of ``source`` (default: the merge kernels) depends
+    on (see the module docstring).
+    """
     import llvmlite.binding as ll
 
     spec = importlib.util.find_spec("numba")
     numba_version = (Path(spec.origin).with_name("_version.py")).read_bytes() if spec else b""
-    parts = [_SOURCE.read_bytes(), f"{LANES},{LEAF_SIZE}".encode(), numba_version,
+    parts = [(source or _SOURCE).read_bytes(), f"{LANES},{LEAF_SIZE}".encode(), numba_version,
              llvmlite_version.encode(), sys.version.encode(), platform.machine().encode(),
              ll.get_host_cpu_name().encode(), _features().encode()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:24]
@@ -156,8 +198,15 @@ def _build() -> tuple[bytes, dict[str, str]]:
                  for name, fn in circuit_kernels.c_entry_points(lanes).items()}
     finally:
         config.SLP_VECTORIZE = held
-    names = {name: funcs[name].native_name for name in _ENTRIES}
-    objs = [_object_code(funcs[name]._library) for name in _ENTRIES]
+    return _object_file(funcs, _ENTRIES)
+
+
+def _object_file(funcs: dict, entries: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
+    """The object code of the ``cfunc``s ``funcs`` named ``entries``, one after another behind
+    a header of their sizes, and their symbol names.
+    """
+    names = {name: funcs[name].native_name for name in entries}
+    objs = [_object_code(funcs[name]._library) for name in entries]
     header = json.dumps([len(o) for o in objs]).encode()
     return len(header).to_bytes(4, "little") + header + b"".join(objs), names
 
@@ -187,8 +236,8 @@ def _helper_symbols() -> dict[str, int]:
     return out
 
 
-def _map(data: bytes, names: dict[str, str]) -> dict[str, int]:
-    """Load the object code into an llvmlite execution engine: {name: function address}."""
+def _map(data: bytes, names: dict[str, str], entries: tuple[str, ...] = _ENTRIES) -> dict[str, int]:
+    """Load the object code of ``entries`` into llvmlite execution engines: {name: function address}."""
     import builtins
 
     import llvmlite.binding as ll
@@ -204,7 +253,7 @@ def _map(data: bytes, names: dict[str, str]) -> dict[str, int]:
     n_header = int.from_bytes(data[:4], "little")
     lo, addresses = 4 + n_header, {}
     cpu, features = ll.get_host_cpu_name(), _features()
-    for name, size in zip(_ENTRIES, json.loads(data[4:lo]), strict=True):  # an engine each: all
+    for name, size in zip(entries, json.loads(data[4:lo]), strict=True):  # an engine each: all
         tm = ll.Target.from_default_triple().create_target_machine(  # carry the shared kernels
             cpu=cpu, features=features, jit=True)
         engine = ll.create_mcjit_compiler(ll.parse_assembly(""), tm)
@@ -234,6 +283,9 @@ def _ptr(a: np.ndarray) -> int:
         return _ADDRESS(_AS_CHARS(a))
     except (TypeError, ValueError, BufferError):
         return a.__array_interface__["data"][0]
+
+
+array_pointer = _ptr  # for a caller that keeps its arrays and calls a kernel's C entry point (``fn.c``)
 
 
 def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
@@ -323,4 +375,29 @@ def _remerge_caller(remerge_c: Callable) -> Callable:
                   len(merges), _ptr(pool), len(pool), _ptr(order), len(order), _ptr(re), _ptr(im),
                   re.shape[0], re.shape[1], _ptr(wr), _ptr(wi), wr.shape[0])
 
-    return remerge_blocks
+    remerge_blocks.c = remerge_c  # the C entry point itself: a caller that keeps its arrays passes
+    return remerge_blocks  # their pointers once made (CircuitSolver.update_phases)
+
+
+def _wrap_steps(addresses: dict[str, int]) -> dict[str, Callable]:
+    """Python callables over the step kernels' C entry points, with the kernels' argument lists."""
+    settle_c = ctypes.CFUNCTYPE(None, _P, _P, _P, _I, _P, _P, _P, _I, _P, _P, _P, _I, ctypes.c_double,
+                                ctypes.c_double, ctypes.c_double)(addresses["settle_step"])
+    transfers_c = ctypes.CFUNCTYPE(None, _P, _P, _P, _P, _P, _I, ctypes.c_double, _P, _P, _P, _P, _P, _P, _P,
+                                   _P, _P, _I, _P, _I, _P, _P, _P, _P, _P)(addresses["step_transfers"])
+    _KEEP.extend((settle_c, transfers_c))
+
+    def settle_step(s, eta, kappa, has_kappa, indptr, indices, data, to, fast_left, slow_left, fast, slow,  # noqa: ANN001
+                    slow_share) -> None:  # noqa: ANN001
+        settle_c(_ptr(s), _ptr(eta), _ptr(kappa), int(has_kappa), _ptr(indptr), _ptr(indices), _ptr(data),
+                 len(data), _ptr(to), _ptr(fast_left), _ptr(slow_left), len(s), fast, slow, slow_share)
+
+    def step_transfers(top, bot, held_top, held_bot, stale, scale, amp_top, amp_bot, c_top, c_bot, t2t1,  # noqa: ANN001
+                       s2s1, t2s1, s2t1, paths, mark, changed, tbus, T, order, counts) -> None:  # noqa: ANN001
+        transfers_c(_ptr(top), _ptr(bot), _ptr(held_top), _ptr(held_bot), _ptr(stale), len(top), scale,
+                    _ptr(amp_top), _ptr(amp_bot), _ptr(c_top), _ptr(c_bot), _ptr(t2t1), _ptr(s2s1),
+                    _ptr(t2s1), _ptr(s2t1), _ptr(paths), paths.shape[1], _ptr(mark), len(mark), _ptr(changed),
+                    _ptr(tbus), _ptr(T), _ptr(order), _ptr(counts))
+
+    settle_step.c, step_transfers.c = settle_c, transfers_c  # as remerge_blocks.c
+    return {"settle_step": settle_step, "step_transfers": step_transfers}

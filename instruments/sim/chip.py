@@ -53,11 +53,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from calibration.model import HeaterModel, crosstalk_matrix, heater_positions, heater_voltage_v
+from calibration.model import HeaterModel, crosstalk_matrix, heater_positions, heater_voltage_v, self_phase
 from instruments.sim.heater_load import check_fault, drive, heating_currents
 from photonics.circuit import solve
 from photonics.circuit_solver import CircuitSolver
 from photonics.errors import StateError
+from photonics.kernel_loader import array_pointer, step_kernels
 from photonics.physics import PhysicsDefaults, TBUParams, fabricated_params, split_phases
 from photonics.state import MeshState
 from photonics.topology import Mesh
@@ -315,6 +316,7 @@ class Chip:
         self._to = np.zeros(n)
         self._fast_left = np.zeros(n)
         self._slow_left = np.zeros(n)
+        self._settle: tuple | None = None  # (heater model, its settle step, its arrays): _settler
         self.temperature_k: Callable[[float], float] = self._wander
         for tbu, how in (failed or {}).items():
             self.fail_tbu(tbu, how)
@@ -375,16 +377,49 @@ class Chip:
             raise StateError(f"need {self.mesh.n_heaters} finite, non-negative currents (mA)")
         with self._lock:
             now = self.now_s()
-            fast, slow = self._left(now)
-            to = self._truth.heaters.phases(heating_currents(c, self.heater_faults), with_alpha=False)
+            fast, slow = settle_decay(now - self._set_at_s, self._truth.realism)
+            h = self._truth.heaters
             r = self._truth.realism
             slow_share = 0.0 if r is None else r.slow_fraction
-            self._fast_left = fast + (1 - slow_share) * (to - self._to)
-            self._slow_left = slow + slow_share * (to - self._to)
-            self._to = to
+            # heater phases with crosstalk and the settling bookkeeping in one compiled call,
+            # the numpy arithmetic of HeaterModel.phases and of the superposed responses
+            # (docs/calibration.md) in the same order: the same bytes
+            s = self_phase(heating_currents(c, self.heater_faults), h.rho2, h.rho3)
+            self._settler(h)(s, fast, slow, slow_share)
             self._set_at_s = now
             self.currents_ma = c.copy()
             self._cache.clear()
+
+    def _settler(self, heaters: HeaterModel) -> Callable[[np.ndarray, float, float, float], None]:
+        """``run(s, fast, slow, slow_share)``: :func:`photonics.step_kernels.settle_step` on this
+        chip's heaters and settling arrays (which it updates in place), its crosstalk in CSR form
+        with int64 indices and, where the C entry point is loaded, every kept array's pointer
+        made once (per heater model).
+        """
+        held = self._settle
+        if held is None or held[0] is not heaters:
+            K = heaters.crosstalk.tocsr()
+            kappa = heaters.kappa_per_mw
+            arrays = (np.ascontiguousarray(heaters.eta, dtype=float),
+                      np.ascontiguousarray(heaters.eta if kappa is None else kappa, dtype=float),
+                      K.indptr.astype(np.int64), K.indices.astype(np.int64),
+                      np.ascontiguousarray(K.data, dtype=float))
+            eta, kap, indptr, indices, data = arrays
+            fn = step_kernels()["settle_step"]
+            c_fn = getattr(fn, "c", None)
+            to, fl, sl = self._to, self._fast_left, self._slow_left
+            if c_fn is not None:
+                fixed = (array_pointer(eta), array_pointer(kap), int(kappa is not None),
+                         array_pointer(indptr), array_pointer(indices), array_pointer(data), len(data),
+                         array_pointer(to), array_pointer(fl), array_pointer(sl), len(to))
+
+                def run(s: np.ndarray, fast: float, slow: float, share: float) -> None:
+                    c_fn(array_pointer(s), *fixed, fast, slow, share)
+            else:
+                def run(s: np.ndarray, fast: float, slow: float, share: float) -> None:
+                    fn(s, eta, kap, kappa is not None, indptr, indices, data, to, fl, sl, fast, slow, share)
+            held = self._settle = (heaters, run, arrays)
+        return held[1]
 
     def set_current(self, channel: int, current_ma: float) -> None:
         """Set one heater current (mA)."""
@@ -461,21 +496,16 @@ class Chip:
             self._params = None
 
     # -- optics -----------------------------------------------------------------------
-    def _left(self, now: float) -> tuple[np.ndarray, np.ndarray]:
-        """What the fast and the slow thermal responses still have to move (rad) at ``now``."""
-        fast, slow = settle_decay(now - self._set_at_s, self._truth.realism)
-        return fast * self._fast_left, slow * self._slow_left
-
     def _settling(self, now: float) -> bool:
         """Whether the heaters are still moving at ``now``."""
         return any(settle_decay(now - self._set_at_s, self._truth.realism))
 
     def _arm_phases(self, now: float) -> np.ndarray:
         """Heater-made arm phases (rad) at time ``now``, on their way to ``_to``."""
-        if not self._settling(now):
+        fast, slow = settle_decay(now - self._set_at_s, self._truth.realism)  # (once: every reading)
+        if not (fast or slow):
             return self._to
-        fast, slow = self._left(now)
-        return self._to - fast - slow
+        return self._to - fast * self._fast_left - slow * self._slow_left
 
     def _temperature_now(self, now: float | None = None) -> float:
         """Chip temperature offset (K) at ``now`` (default: now), rounded for the optics cache."""
@@ -492,6 +522,10 @@ class Chip:
 
     def _state_at(self, now: float, temperature_k: float) -> MeshState:
         """:meth:`heater_state` at ``now`` with the chip at ``temperature_k`` (rounded, K)."""
+        return MeshState(*self._phases_at(now, temperature_k))
+
+    def _phases_at(self, now: float, temperature_k: float) -> tuple[np.ndarray, np.ndarray]:
+        """The (top, bottom) arm phases of :meth:`_state_at`, contiguous arrays (rad)."""
         with self._lock:
             phases = self._arm_phases(now)
             top, bot = phases[0::2].copy(), phases[1::2].copy()
@@ -503,7 +537,7 @@ class Chip:
                     t, b = split_phases(1.0 if how == "cross" else 0.0,
                                         params.offset_top[tbu], params.offset_bot[tbu])
                     top[tbu], bot[tbu] = float(t), float(b)
-            return MeshState(top, bot)
+            return top, bot
 
     def optical_params(self) -> TBUParams:
         """TBU parameters with dead TBUs made opaque.
@@ -517,18 +551,21 @@ class Chip:
                 self._params = with_dead(self._truth.params, dead)
             return self._params
 
-    def _solve(self, input_port: int, wavelength_nm: float, state: MeshState) -> np.ndarray:
-        """Field at every port for unit field into ``input_port`` in ``state`` (the chip's
-        now), at ``wavelength_nm``: the kept solver re-runs only what changed since its last state.
+    def _solve(self, input_port: int, wavelength_nm: float, top: np.ndarray, bot: np.ndarray) -> np.ndarray:
+        """Field at every port for unit field into ``input_port`` with arm phases ``top``/``bot``
+        (the chip's now), at ``wavelength_nm``: the kept solver re-runs only what changed since
+        its last state.
         """
         params = self.optical_params()
         if not self.incremental:  # the reference: the general solve, every time
             self.solves["full"] += 1
+            state = MeshState(top, bot)
             return solve(self.mesh, state, [wavelength_nm], params, inputs=[input_port])[0, 0, :, 0]
         held = self._solvers.pop(wavelength_nm, None)
         if held is not None and held.params is params:
-            how = "reused" if held.update(state) == 0 else "incremental"
+            how = "reused" if held.update_phases(top, bot) == 0 else "incremental"
         else:
+            state = MeshState(top, bot)
             try:
                 held, how = CircuitSolver(self.mesh, state, [wavelength_nm], params), "built"
             except StateError:  # a mesh without a merge plan: the general solve covers it
@@ -538,7 +575,7 @@ class Chip:
         self._solvers[wavelength_nm] = held
         while len(self._solvers) > MAX_SOLVERS:
             self._solvers.popitem(last=False)
-        return held.matrix(inputs=[input_port])[0, :, 0]
+        return held.column(input_port)
 
     def output_field(self, input_port: int, wavelength_nm: float) -> np.ndarray:
         """Complex field at every mesh port (n_ports,) for unit field into ``input_port``."""
@@ -548,7 +585,7 @@ class Chip:
             temperature = self._temperature_now(now)
             key = (int(input_port), round(float(wavelength_nm), 9), temperature)
             if settling or key not in self._cache:
-                field = self._solve(int(input_port), float(wavelength_nm), self._state_at(now, temperature))
+                field = self._solve(int(input_port), float(wavelength_nm), *self._phases_at(now, temperature))
                 if settling:
                     return field
                 self._cache[key] = field

@@ -171,5 +171,6 @@ class DirectBench:
         if n.outlier_rate:
             hit = self._rng.random(mw.shape) < n.outlier_rate
             rel = rel + hit * n.outlier_rel * self._rng.standard_normal(mw.shape)
-        noisy = np.abs(mw * (1 + rel) + self.noise_floor_mw * self._rng.standard_normal(mw.shape))
+        floor_mw = 10 ** (n.floor_dbm / 10)  # noise_floor_mw, without a property call per reading
+        noisy = np.abs(mw * (1 + rel) + floor_mw * self._rng.standard_normal(mw.shape))
         return 10 * np.log10(np.maximum(noisy, 1e-12))
