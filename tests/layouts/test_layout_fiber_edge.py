@@ -17,12 +17,13 @@ from photonics.topology import mesh_from_spec
 
 pytestmark = pytest.mark.slow  # layout builds of every edge mode (25 s fixture at load 30)
 
-#: the meshes the edge modes are built for in the tests (~30 s CPU for all of them,
-#: checks included): hex:2x2 and hex:4x3 are the two whose bundle collided when the
-#: column was centred on the strip; hex:1x2 the smallest. Every hex mesh up to 5x5 and
-#: smartlight in both modes: benchmarks/bench_layout_fiber_edge.py (~8 min CPU).
-SWEEP = [("hex:1x2", "edge-coupler"), ("hex:2x2", "grating-edge"), ("hex:2x2", "edge-coupler"),
-         ("hex:4x3", "grating-edge"), ("hex:4x3", "edge-coupler")]
+#: the meshes the edge modes are built for in the tests, checks included: hex:2x2 and
+#: hex:4x3 are the two whose bundle collided when the column was centred on the strip, and
+#: hex:2x2 (both modes, the cheaper of the two) still fails on that; hex:1x2 the smallest.
+#: hex:4x3 in both modes (~11 s CPU more) left the suite in issue 29: it is in
+#: benchmarks/bench_layout_fiber_edge.py with every hex mesh up to 5x5 and smartlight in
+#: both modes, under the same checks and the electrical LVS (~8 min CPU).
+SWEEP = [("hex:1x2", "edge-coupler"), ("hex:2x2", "grating-edge"), ("hex:2x2", "edge-coupler")]
 #: the cheapest of the tall meshes the edge modes refused while each side had only its
 #: half of the top and bottom pad rows (46 TBUs; its 40 west wires need 20 pads a row, the
 #: half holds 18; its east column holds all 52 east wires); the sides now share the rows

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections import defaultdict
 
 import pytest
@@ -26,6 +27,10 @@ from photonics.rack.circuits import _nominal_graph
 from photonics.routing import conflicts, route_loss_db
 
 RACK = default_rack()
+#: random traces the invariants are checked on: every event of each runs the whole fabric check
+#: under both policies (~1 s of CPU a trace). The suite's 4 are a new draw each run;
+#: LUMION_RACK_EXAMPLES=50 (or more) is the long version.
+RACK_EXAMPLES = int(os.environ.get("LUMION_RACK_EXAMPLES", "4"))
 
 
 def check_fabric_state(sim):
@@ -113,7 +118,7 @@ jobs_st = st.lists(
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=RACK_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=jobs_st, seed=st.integers(0, 1000), backfill=st.booleans())
 def test_invariants_under_random_traces(jobs, seed, backfill):
     trace = [TraceJob(f"j{k}", a, s, p, d) for k, (a, s, p, d) in enumerate(jobs)]
