@@ -86,6 +86,15 @@ class Reading:
     dark_dbm: float | None = None
 
 
+def _own(on: Reading, dark_dbm: float) -> Reading:
+    """``on`` with its measurement the transmitter's own light: ``on`` less ``dark_dbm`` in mW
+    (the :data:`FLOOR_DBM` when nothing is left), and ``dark_dbm`` kept.
+    """
+    own_mw = 10 ** (float(on.measured_dbm) / 10) - 10 ** (dark_dbm / 10) if math.isfinite(dark_dbm) else 0.0
+    own = 10 * math.log10(own_mw) if own_mw > 10 ** (FLOOR_DBM / 10) else FLOOR_DBM
+    return replace(on, measured_dbm=own, dark_dbm=dark_dbm)
+
+
 def _port(name: Any, mesh: Any) -> int:
     return int(mesh.port_index(name))
 
@@ -166,7 +175,7 @@ class LightMeter:
         """Read every probe once (transceivers in one pass, then the meter link by link).
 
         ``identify``: indices of probes (new links) whose transceiver reading must be their
-        own transmitter's light (:meth:`_own_light`).
+        own transmitter's light (:meth:`_own_lights`).
         """
         meters = [self.meter_for(p) for p in probes]
         self._await_fresh()
@@ -176,12 +185,12 @@ class LightMeter:
         out = []
         for p, (kind, why) in zip(probes, meters, strict=True):
             if kind == TRANSCEIVERS:
-                r = self._by_transceivers(p, dom)
-                out.append(self._own_light(p, r) if len(out) in identify and r.meter else r)
+                out.append(self._by_transceivers(p, dom))
             elif kind == POWER_METER:
                 out.append(self._by_power_meter(p))
             else:
                 out.append(Reading(None, None, None, why))
+        self._own_lights(probes, out, [k for k in identify if out[k].meter == TRANSCEIVERS])
         self._await_fresh()  # a lane enabled again is lit in the modules' monitors for the next read
         return out
 
@@ -220,37 +229,69 @@ class LightMeter:
             return Reading(None, planned, None, why)
         return Reading(TRANSCEIVERS, planned, float(rx[rx_lane]))
 
-    def _own_light(self, p: Probe, on: Reading) -> Reading:
-        """``on`` with its measurement replaced by the transmitter's own light: the receiver read
-        again with the transmitting lane disabled, and enabled again whatever happens.
+    def _own_lights(self, probes: Sequence[Probe], out: list[Reading], confirm: Sequence[int]) -> None:
+        """Replace each reading ``out[k]`` of ``confirm`` by its transmitter's own light: the
+        receiver read again with the transmitting lane disabled (``dark``), then enabled again
+        whatever happens.
+
+        The lane of one link is enabled again in the same moment the next link's is disabled,
+        so one monitor refresh (:data:`DOM_REFRESH_WAIT_S`) serves both: the next dark read
+        sees the previous link's light back and its own gone. ``k`` links wait ``k + 1``
+        refreshes (the last one in :meth:`measure`), not ``2k``. Two links from one lane
+        take it in turn (enabled, then disabled again).
         """
-        tx_name, tx_lane = self.tx_lane[p.src]
-        rx_name, rx_lane = self.rx_lane[p.dst]
-        tx, rx = self.modules[tx_name], self.modules[rx_name]
+        held: tuple[int, Any, str, int] | None = None  # (k, module, name, lane) left disabled
         try:
-            state = tx.tx_disabled()
-            if state is None:
-                return replace(on, meter=None, measured_dbm=None, reason=f"{tx_name} does not advertise TX "
-                               "disable: its light cannot be told from other transmitters' at the receiver")
-            if state[tx_lane]:
-                return replace(on, meter=None, measured_dbm=None,
-                               reason=f"{tx_name} lane {tx_lane} is disabled by the host: it sends no light")
-            self._await_fresh()  # the previous link's lane enabled again: its light is back
-            tx.set_tx_disable(tx_lane, True)
-            try:
-                self._changed_lane()
-                self._await_fresh()  # else the read returns the sample taken while lit
-                dark = float(rx.rx_power_dbm()[rx_lane])
-            finally:
-                self._enable_again(tx, tx_name, tx_lane)
-                self._changed_lane()
+            for k in confirm:
+                p = probes[k]
+                tx_name, tx_lane = self.tx_lane[p.src]
+                rx_name, rx_lane = self.rx_lane[p.dst]
+                tx, rx = self.modules[tx_name], self.modules[rx_name]
+                if held is not None and held[2:] == (tx_name, tx_lane):  # the same lane: lit again first
+                    self._release(held, out)
+                    held = None
+                try:
+                    why = self._cannot_darken(tx, tx_name, tx_lane)
+                    if why:
+                        out[k] = replace(out[k], meter=None, measured_dbm=None, reason=why)
+                        continue
+                    tx.set_tx_disable(tx_lane, True)
+                    if held is not None:
+                        self._release(held, out)
+                    held = (k, tx, tx_name, tx_lane)
+                    self._changed_lane()
+                    self._await_fresh()  # else the read returns the sample taken while lit
+                    dark = float(rx.rx_power_dbm()[rx_lane])
+                except (InstrumentError, OSError, LumionError, TypeError) as exc:
+                    out[k] = replace(out[k], meter=None, measured_dbm=None,
+                                     reason=f"confirming {tx_name}'s light: {exc}")
+                    continue
+                out[k] = _own(out[k], dark)
+        finally:
+            if held is not None:
+                self._release(held, out)
+
+    @staticmethod
+    def _cannot_darken(tx: Any, name: str, lane: int) -> str:
+        """Why the lane's own light cannot be read by disabling it ('' when it can)."""
+        state = tx.tx_disabled()
+        if state is None:
+            return (f"{name} does not advertise TX disable: its light cannot be told from other "
+                    "transmitters' at the receiver")
+        if state[lane]:
+            return f"{name} lane {lane} is disabled by the host: it sends no light"
+        return ""
+
+    def _release(self, held: tuple[int, Any, str, int], out: list[Reading]) -> None:
+        """Enable again the lane disabled for reading ``out[k]`` dark; when that fails, the
+        reading becomes not measured, naming the lane left disabled.
+        """
+        k, tx, name, lane = held
+        try:
+            self._enable_again(tx, name, lane)
         except _LeftDisabledError as exc:
-            return replace(on, meter=None, measured_dbm=None, reason=str(exc))
-        except (InstrumentError, OSError, LumionError, TypeError) as exc:
-            return replace(on, meter=None, measured_dbm=None, reason=f"confirming {tx_name}'s light: {exc}")
-        own_mw = 10 ** (float(on.measured_dbm) / 10) - 10 ** (dark / 10) if math.isfinite(dark) else 0.0
-        own = 10 * math.log10(own_mw) if own_mw > 10 ** (FLOOR_DBM / 10) else FLOOR_DBM
-        return replace(on, measured_dbm=own, dark_dbm=dark)
+            out[k] = replace(out[k], meter=None, measured_dbm=None, reason=str(exc))
+        self._changed_lane()
 
     @staticmethod
     def _enable_again(tx: Any, name: str, lane: int) -> None:
@@ -317,7 +358,7 @@ class PlanLight:
         held = [i not in rec.rerouted and i < len(old) and old[i].route == lk.route
                 for i, lk in enumerate(links)]
         new = [i for i, h in enumerate(held) if not h]
-        # a new link's reading must be its own transmitter's light (LightMeter._own_light)
+        # a new link's reading must be its own transmitter's light (LightMeter._own_lights)
         readings = self.meter.measure(probes_for(rec.plan, self.fabric), new)
         out = []
         for i, (lk, r) in enumerate(zip(links, readings, strict=True)):

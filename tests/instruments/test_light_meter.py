@@ -128,3 +128,81 @@ def test_the_dark_read_waits_for_the_modules_monitor_refresh(period_s):
     assert own.measured_dbm == pytest.approx(plain.measured_dbm, abs=0.1)
     # and when measure returns, the lane enabled again is lit in the receiver's monitors
     assert modules["b"].rx_power_dbm()[0] == pytest.approx(plain.measured_dbm, abs=0.1)
+
+
+class LaggingWorld:
+    """Links ``k``: transmitter ``t<k>`` lights receiver ``r<k>`` with ``OWN_MW`` and receiver
+    ``r<k+1>`` with ``STRAY_MW``. A receiver reports the transmitters as its last monitor
+    sample saw them: as they were ``DOM_REFRESH_WAIT_S`` ago, on this world's own clock.
+    """
+
+    OWN_MW, STRAY_MW = 1.0, 0.2
+
+    def __init__(self, n_links):
+        self.now = 0.0
+        self.slept = 0.0
+        self.history = {k: [(-math.inf, False)] for k in range(n_links)}  # (since, disabled)
+        self.modules = {}
+        for k in range(n_links):
+            self.modules[f"t{k}"] = self.modules[f"r{k}"] = LaggingModule(self, k)
+
+    def sleep(self, seconds):
+        self.now += seconds
+        self.slept += seconds
+
+    def lit_in_sample(self, k):
+        seen = self.now - DOM_REFRESH_WAIT_S + 1e-9
+        return not [d for since, d in self.history[k] if since <= seen][-1]
+
+    def bench(self):
+        n = len(self.history)
+        ports = {f"t{k}": {"tx_ports": [k], "rx_ports": []} for k in range(n)}
+        ports |= {f"r{k}": {"tx_ports": [], "rx_ports": [n + k]} for k in range(n)}
+        return SimpleNamespace(mesh=hexagonal(1, 3), transceivers=self.modules, transceiver_ports=ports,
+                               clock=lambda: self.now, sleep=self.sleep)
+
+
+class LaggingModule:
+    """Module ``k`` of a :class:`LaggingWorld`: its transmitter ``t<k>`` or its receiver ``r<k>``."""
+
+    def __init__(self, world, k):
+        self.world, self.k = world, k
+
+    def tx_power_dbm(self):
+        return np.array([1.0])
+
+    def tx_disabled(self):
+        return np.array([self.world.history[self.k][-1][1]])
+
+    def set_tx_disable(self, lane, disabled):
+        self.world.history[self.k].append((self.world.now, disabled))
+
+    def rx_power_dbm(self):
+        w, k = self.world, self.k
+        mw = 1e-6 + w.OWN_MW * w.lit_in_sample(k) + (w.STRAY_MW * w.lit_in_sample(k - 1) if k else 0.0)
+        return np.array([10 * math.log10(mw)])
+
+
+def test_new_links_are_confirmed_one_monitor_refresh_each_with_the_others_lit():
+    """Each dark read sees its own lane off and the link before it lit again, and k links wait
+    k + 1 refreshes: one lane is enabled as the next is disabled (they waited 2k)."""
+    n = 4
+    world = LaggingWorld(n)
+    probes = [Probe(k, n + k, -2.0, 0.0) for k in range(n)]
+    readings = LightMeter(world.bench()).measure(probes, identify=range(n))
+    for k, r in enumerate(readings):
+        assert r.meter == TRANSCEIVERS
+        assert r.measured_dbm == pytest.approx(10 * math.log10(world.OWN_MW), abs=0.01), k
+        stray = world.STRAY_MW if k else 0.0  # the link before it was lit again for this dark read
+        assert r.dark_dbm == pytest.approx(10 * math.log10(1e-6 + stray), abs=0.01), k
+    assert world.slept == pytest.approx((n + 1) * DOM_REFRESH_WAIT_S)
+    assert all(not history[-1][1] for history in world.history.values())  # every lane enabled again
+    assert all(world.lit_in_sample(k) for k in range(n))  # and lit in the monitors when measure returns
+
+
+def test_two_links_from_one_lane_take_it_in_turn():
+    world = LaggingWorld(2)
+    probes = [Probe(0, 2, -2.0, 0.0), Probe(0, 2, -2.0, 0.0)]
+    readings = LightMeter(world.bench()).measure(probes, identify=[0, 1])
+    assert [r.measured_dbm for r in readings] == pytest.approx([0.0, 0.0], abs=0.01)
+    assert not world.history[0][-1][1]
