@@ -13,7 +13,8 @@ interpreter. A waiter process between this parent and each child collects the ch
 status (as :class:`subprocess.Popen` would: negative for a signal) into PATH.status once the
 child is gone; this parent starts no thread, so forking it is safe.
 
-Run ``python tests/lumion_zygote.py numpy scipy.optimize ...``; :class:`Zygote` does that.
+Run ``python tests/lumion_zygote.py numpy scipy.optimize ...``; :class:`Zygote` does that
+(``module:function`` also calls the function, :func:`serve_forever`).
 """
 
 from __future__ import annotations
@@ -96,9 +97,17 @@ def _fork_waited(request: dict) -> int:
 
 
 def serve_forever(preload: list[str]) -> None:
-    """Import ``preload``, say ready, then fork one `lumion` per request line on stdin."""
+    """Import ``preload``, say ready, then fork one `lumion` per request line on stdin.
+
+    An entry ``module:function`` also calls ``function()`` once imported, for work every
+    child would otherwise repeat and that leaves no thread behind (loading the compiled
+    circuit kernels, building the argument parser, which imports every subcommand).
+    """
     for name in preload:
-        importlib.import_module(name)
+        module, _, call = name.partition(":")
+        loaded = importlib.import_module(module)
+        if call:
+            getattr(loaded, call)()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the waiters
     print("ready", flush=True)
     for line in sys.stdin:

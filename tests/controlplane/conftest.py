@@ -29,10 +29,17 @@ from tests.lumion_zygote import Forked, Zygote
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0  # a cold start imports numpy/scipy/fastapi on a loaded 2-core machine
 # What a `lumion serve` start imports (no module reads the environment at import: the
-# crash-step variables are read when the service starts).
+# crash-step variables are read when the service starts), and the work every start repeats
+# that leaves no thread behind (``module:function``, tests/lumion_zygote.py): every
+# subcommand's parser, and the circuit kernels' machine code (the simulated bench and the
+# first route check load it: 0.3-0.6 s per start). uvicorn's protocol modules and
+# pydantic.v1 (fastapi asks it of every route) are imported when the server starts.
 SERVE_PRELOAD = ["numpy", "scipy.linalg", "scipy.optimize", "scipy.sparse", "fastapi", "uvicorn",
-                 "pydantic", "serial", "pyvisa", "pyvisa_py", "photonics.fabric", "controlplane.app",
-                 "controlplane.service", "instruments.config", "lab_scripts.cmd_serve"]
+                 "pydantic", "pydantic.v1", "serial", "pyvisa", "pyvisa_py", "photonics.fabric",
+                 "controlplane.app", "controlplane.service", "instruments.config", "instruments.sim.bench",
+                 "lab_scripts.cmd_serve", "lab_scripts.cli:build_parser", "photonics.kernel_loader:kernels",
+                 "uvicorn.loops.auto", "uvicorn.protocols.http.auto", "uvicorn.protocols.websockets.auto",
+                 "uvicorn.lifespan.on"]
 ANNOUNCE_POLL_S = 0.01  # how often the announce line of a forked service is looked for
 
 
