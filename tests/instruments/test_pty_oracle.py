@@ -1,8 +1,8 @@
 """The pty oracle (instruments/sim/pty_oracle.py): a client with a short quiet time loses no reply.
 
 The vendor's client (``qontrol``) gives up on a reply once its timeout has passed and the
-line has been quiet; the qontrol tests run it at 50 ms through the oracle. Here the
-simulated module answers 0.3 s late (``PtyLink.turnaround_s``), six times that timeout:
+line has been quiet; the qontrol tests run it at 50 ms through the oracle. Here at 25 ms the
+simulated module answers 0.15 s late (``PtyLink.turnaround_s``), six times the client's:
 through the oracle every reply still arrives before the client looks. (A plain
 ``serial.Serial`` loses them: the client then finds no daisy chain and no channels.)
 """
@@ -14,8 +14,10 @@ qontrol = pytest.importorskip("qontrol")
 from instruments.sim.heater_device import HeaterDeviceSim, PtyLink  # noqa: E402
 from instruments.sim.pty_oracle import oracle_serial  # noqa: E402
 
-CLIENT_TIMEOUT_S = 0.05
-SLOW_MODULE_S = 0.3  # each answer this late: six client timeouts
+# The client's quiet time and how late each answer comes (s): six client timeouts, what the
+# test is about. Every exchange waits the late answer (at 50 ms and 0.3 s the test took 2.3 s).
+CLIENT_TIMEOUT_S = 0.025
+SLOW_MODULE_S = 6 * CLIENT_TIMEOUT_S
 
 
 @pytest.fixture
@@ -34,7 +36,7 @@ def test_a_reply_later_than_the_clients_timeout_is_not_lost(slow_link, small_chi
         assert q.n_chs == 24
         q.i[2] = 1.25
         assert small_chip.currents_ma[2] == pytest.approx(1.25)
-        assert q.i[2] == pytest.approx(1.25, abs=0.01)  # a read: its reply came 0.3 s late
+        assert q.i[2] == pytest.approx(1.25, abs=0.01)  # a read: its reply came 0.15 s late
     finally:
         q.close()
 

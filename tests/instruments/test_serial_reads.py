@@ -1,4 +1,5 @@
-"""The serial transport reads what is waiting in one call, not a byte per call (issue 29).
+"""The serial transport reads what is waiting in one call, not a byte per call (issue 29);
+a simulated device's pty link closes without waiting for its thread's next poll.
 
 pyserial's ``read_until`` takes one byte per ``read`` (a ``select`` and a ``read`` system
 call each): a 72-channel ``IALL?`` asked twice is ~1,700 bytes, so ~1,700 calls of each, the
@@ -16,6 +17,7 @@ import serial
 
 from instruments.errors import InstrumentTimeoutError
 from instruments.heater_driver import HeaterDriver
+from instruments.sim import pty_link
 from instruments.sim.chip import Chip
 from instruments.sim.heater_device import HeaterDeviceSim, PtyLink
 from instruments.transport import SerialTransport
@@ -148,3 +150,26 @@ def test_reading_every_channel_takes_a_few_reads_per_line_not_one_per_byte(count
             driver.close()
     finally:
         link.close()
+
+
+# Far longer than any test waits: a serving thread that only polled for its stop flag would
+# still be in its select when close() gives up joining it.
+LONG_POLL_S = 60.0
+JOIN_S = 10.0
+
+
+def test_closing_a_pty_link_wakes_its_thread_instead_of_waiting_for_a_poll(monkeypatch, small_chip):
+    monkeypatch.setattr(pty_link, "POLL_S", LONG_POLL_S)
+    link = PtyLink(HeaterDeviceSim(small_chip))
+    thread, alive_after_join = link._thread, []
+    join = thread.join
+
+    def spy(timeout=None):
+        join(timeout)
+        alive_after_join.append(thread.is_alive())
+
+    thread.join = spy
+    link.close(timeout_s=JOIN_S)
+    assert alive_after_join == [False]  # ended by the wake-up, not left behind by the join's timeout
+    assert not os.path.exists(link.path)
+    link.close()  # a second close does nothing (its descriptors' numbers may be reused)
