@@ -135,8 +135,8 @@ def _sax(mesh, name, params, state, args):
     run = build(mesh, params.center_wavelength_nm, args.sax_backend).__wrapped__
     table0 = jnp.asarray(sax_table(mesh, params, state))
 
-    def loss(heat, wl_um, w_all):
-        Y = run(wl_um, table0.at[:, :2].set(heat))
+    def loss(heat, wl_nm, w_all):
+        Y = run(wl_nm, table0.at[:, :2].set(heat))
         return jnp.sum(w_all * jnp.abs(Y) ** 2)
 
     compiled: dict = {}
@@ -149,14 +149,14 @@ def _sax(mesh, name, params, state, args):
         return compiled[n_wl]
 
     def timed(wl, ins, w, repeats):
-        wl_um = jnp.asarray(wl * 1e-3)
+        wl_nm = jnp.asarray(wl)
         w_all = np.zeros((mesh.n_ports, mesh.n_ports))
         w_all[:, ins] = w
         w_all = jnp.asarray(w_all)
         heat = table0[:, :2]
-        value, vg = compile_for(len(wl), heat, wl_um, w_all)
-        sv, _ = _best(lambda: value(heat, wl_um, w_all).block_until_ready(), repeats)
-        sg, (_, g) = _best(lambda: jax.block_until_ready(vg(heat, wl_um, w_all)), repeats)
+        value, vg = compile_for(len(wl), heat, wl_nm, w_all)
+        sv, _ = _best(lambda: value(heat, wl_nm, w_all).block_until_ready(), repeats)
+        sg, (_, g) = _best(lambda: jax.block_until_ready(vg(heat, wl_nm, w_all)), repeats)
         return sv, sg, np.asarray(g)
 
     return timed
