@@ -39,8 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         " The chip model is nominal, or a seeded fabricated chip "
         "(--fabricated), or the chip a calibration map describes (--map: its differential phases; its failed "
         "and unverified TBUs avoided). Reports fidelity, loss, shares, insertion loss and worst crosstalk at "
-        "every wavelength. --out writes the configuration `lumion program` takes (a unitary: the heater "
-        "state, with the reason a configuration cannot hold it). Example: lumion synthesize --mesh "
+        "every wavelength. --out writes the configuration `lumion program` takes (a unitary or a filter: the "
+        "heater state and the powers light should show, which `lumion program --map` sets through a "
+        "phase-calibrated map and checks by light). Example: lumion synthesize --mesh "
         "smartlight --splitter 1:4=1,8=2,12=1 --out split.json --plot split.png",
     )
     p.add_argument("--mesh", default="smartlight",
@@ -207,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         result = synthesis.mz_filter(mesh, centre, bandwidth, params, failed)
     else:
         result = synthesis.coupler(mesh, args.coupler, params, wl, failed)
-    written = _write(out, result)
+    written = _write(out, result, chip_name, wl)
     if plot:
         from lab_scripts.synthesis_plot import synthesis_plot
 
@@ -221,14 +222,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(out: Any, result: Any) -> str | None:
-    """Write the configuration (or the unitary's heater state); the schema written, or None."""
+def _write(out: Any, result: Any, chip_name: str, wavelengths_nm: Any) -> str | None:
+    """Write the configuration, or the heater state with what light should show once it is
+    programmed (``photonics.synthesis.prediction``: `lumion program` checks it); the schema
+    written, or None.
+    """
     if out is None:
         return None
     from photonics.atomic import atomic_write_text
+    from photonics.synthesis.prediction import state_document
 
     doc = (result.configuration.to_dict(result.mesh) if result.configuration is not None
-           else result.state.to_dict(result.mesh))
+           else state_document(result, chip_name, wavelengths_nm))
     atomic_write_text(out, json.dumps(doc, indent=1))
     return doc["schema"]
 

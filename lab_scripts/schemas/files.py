@@ -72,13 +72,35 @@ class Phases(Strict):
     bot: float = Field(description="rad")
 
 
+class StatePrediction(Open):
+    """What light should show once the state is programmed (``photonics.synthesis.prediction``;
+    written by ``lumion synthesize --out``, checked by ``lumion program``).
+    """
+
+    kind: str = Field("", description="the synthesis: unitary, filter, mz_filter, ...")
+    chip: str = Field("", description="the chip model the state was refined on")
+    mesh: MeshSpec
+    mesh_fingerprint: Fingerprint
+    tbus: list[TbuName] = Field(description="the TBUs the target uses (a map must not record them failed)")
+    inputs: list[PortName] = Field(min_length=1, description="the ports light enters by")
+    outputs: list[PortName] = Field(description="the target's output ports")
+    wavelengths_nm: list[Annotated[float, Field(gt=0)]] = Field(min_length=1, max_length=3,
+                                                               description="where the powers hold (nm)")
+    powers: list[list[list[Annotated[float, Field(ge=0)]]]] = Field(
+        description="per wavelength, one row per mesh port, one column per input: the power there per unit "
+        "power in")
+
+
 class StateFile(Open):
-    """``lumion.state`` v1: heater phases per TBU (``MeshState.to_dict``)."""
+    """``lumion.state`` v1: heater phases per TBU (``MeshState.to_dict``), with ``lumion synthesize``'s
+    prediction of what light then shows (optional; readers that do not know it ignore it).
+    """
 
     schema_name: Literal["lumion.state"] = Field(alias="schema")
     version: Literal[1]
     default: TbuState = "bar"
     tbus: dict[str, TbuState | Split | Phases] = Field(default_factory=dict)
+    prediction: StatePrediction | None = None
 
 
 class ConfiguredHop(Open):

@@ -231,11 +231,53 @@ class ProgramVerification(Strict):
     """``lumion program``'s check by light of every route (docs/instruments.md)."""
 
     status: Literal["ok", "off", "unverified", "skipped"] = Field(
-        description="off: a route differs from its plan by more than tolerance_db (exit 4); unverified: "
+        description="off: a route differs from its plan by more than tolerance_db (exit 5); unverified: "
         "some route could not be measured; skipped: --no-verify")
     tolerance_db: float
     wavelength_nm: float
     routes: list[RouteVerification]
+
+
+class StatePortReading(Strict):
+    """One output port lit from one input (fractions of the input's power)."""
+
+    port: PortName
+    predicted: float
+    measured: float
+    difference: float = Field(description="measured - predicted")
+
+
+class StateInputCheck(Strict):
+    """One input of a programmed heater state, lit at one wavelength, every other metered port read."""
+
+    port: PortName
+    wavelength_nm: float
+    status: Literal["ok", "off", "unverified"]
+    reason: str = Field(description="why it could not be confirmed ('' when it was)")
+    worst: StatePortReading | None = Field(description="the port farthest from the prediction; null when "
+                                           "nothing was read")
+    off_ports: list[PortName] = Field(description="ports off by more than the tolerance")
+    predicted_total: float = Field(description="power predicted out of every port (fraction of the input)")
+    measured_total: float | None = Field(description="power read out of the metered ports, or null")
+    ports: list[StatePortReading] = Field(description="ports carrying at least 1e-3 of the input "
+                                          "(predicted or measured), and every port off")
+
+
+class StateVerification(Strict):
+    """``lumion program``'s check by light of a heater state (docs/synthesis.md)."""
+
+    status: Literal["ok", "off", "unverified", "skipped"] = Field(
+        description="off: a port differs from the prediction by more than tolerance (exit 5); unverified: "
+        "some input or light could not be measured; skipped: --no-verify")
+    check: Literal["state"]
+    tolerance: float = Field(description="largest difference at a port (fraction of the input power)")
+    chip: str = Field(description="the chip model the prediction was made on")
+    prediction: Literal["synthesis", "map"] | None = Field(
+        description="synthesis: the state file's own prediction; map: the map's model of the state (the "
+        "file carries none); null when skipped")
+    wavelengths_nm: list[float] = Field(description="where light was checked (a filter: its centre and "
+                                        "half-width points); empty when skipped")
+    inputs: list[StateInputCheck] = Field(description="one per input and wavelength")
 
 
 class ProgramHeaterFault(Strict):
@@ -258,17 +300,20 @@ class ProgramOutput(Strict):
     mesh: MeshSpec
     mesh_fingerprint: Fingerprint
     map: str = Field(description="ideal, or the calibration map file")
+    programmed: Literal["configuration", "state"] = Field(
+        description="a configuration, or a heater state (lumion.state) set through a phase-calibrated map")
     channels: Count = Field(description="heaters written")
     commands: Count
     bytes_written: Count
     bytes_read: Count
     wire_time_s: Seconds = Field(description="modelled time on the wire (s)")
     elapsed_s: Seconds = Field(description="measured here (s)")
-    n_tbus_by_state: ProgramTbus
+    n_tbus_by_state: ProgramTbus | None = Field(description="a configuration's TBUs by state; null for a "
+                                                "heater state")
     heater_faults: list[ProgramHeaterFault] = Field(
         default_factory=list, description="driven heaters whose voltage and current read-back after the "
         "write shows them open or shorted (each also one stderr line; the command then exits 5)")
-    verification: ProgramVerification
+    verification: ProgramVerification | StateVerification
 
 
 class HeaterSetting(Strict):

@@ -85,12 +85,13 @@ def test_mz_filter_reports_its_passband_and_writes_its_heater_state(capsys, tmp_
     code, text, _ = run(capsys, "synthesize", "--mesh", "hex:2x2", "--mz-filter", "1550:0.089")
     assert "passband at port:" in text
     assert "not a configuration" in text
-    # program refuses the state in one line saying what it is and what sets it
-    code, text, err = run(capsys, "program", "--bench", "sim", "--configuration", str(out))
+    # without a phase-calibrated map program refuses the state in one line saying what to run
+    code, text, err = run(capsys, "program", "--bench", "sim", "--mesh", "hex:2x2", "--configuration",
+                          str(out))
     assert code == EXIT_INPUT
     assert len(err.strip().splitlines()) == 1
     assert "is a heater state (lumion.state" in err
-    assert "phase_drive.currents_for_state" in err
+    assert "lumion calibrate --common-phase" in err
 
 
 @pytest.mark.parametrize(("argv", "says"), [

@@ -200,7 +200,8 @@ def test_every_command_is_covered():
 def test_a_wrong_output_is_refused():
     """The schemas can fail: a renamed key, a string for a number, a missing version."""
     good = {"schema": "lumion.program", "version": 1, "chip_id": "c", "mesh": "smartlight",
-            "mesh_fingerprint": "1948373a8d1f84e8", "map": "ideal", "channels": 1, "commands": 1,
+            "mesh_fingerprint": "1948373a8d1f84e8", "map": "ideal", "programmed": "configuration",
+            "channels": 1, "commands": 1,
             "bytes_written": 14, "bytes_read": 14, "wire_time_s": 0.004, "elapsed_s": 0.001,
             "n_tbus_by_state": {"bar": 1, "cross": 70, "split": 0},
             "verification": {"status": "skipped", "tolerance_db": 3.0, "wavelength_nm": 1550.0, "routes": []}}

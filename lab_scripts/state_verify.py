@@ -1,0 +1,225 @@
+"""Verify a programmed heater state by light: each input lit, every output read, compared with
+the powers the synthesis predicted.
+
+After ``lumion program`` sets a heater state, the bench laser is switched into each input
+port the state's prediction names (``photonics.synthesis.prediction``), at each of the
+prediction's wavelengths (a filter: its centre and half-width points), and every power meter
+head but the lit port's is read. Each reading, as a
+fraction of the laser's power, is compared with ``|V_pq|^2`` the synthesis predicted on the
+chip model it was refined on (for a state synthesised with ``--map``: the calibrated chip).
+A port off by more than :data:`STATE_TOL` of the input's power makes the input ``off``, and
+``lumion program`` exits 5 naming every such port and its error. A state without a
+prediction is checked against the map's own model of it (``"prediction": "map"``), lit into
+every port the laser feeds.
+
+Light predicted at a port with no meter head cannot be confirmed: above the tolerance, that
+input is ``unverified`` (named, never ``ok``). The simulated meter reads the chip's own output
+(no facet losses), as in ``lab_scripts.program_verify``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lab_scripts.program_verify import VERIFY_NM
+
+# How far (fraction of the input's power) a port's measured power may be from the prediction.
+# A phase-calibrated map's residual (calibration target 0.02 rad RMS per heater) moves a port's
+# power by up to ~0.03 of the input (docs/synthesis.md, "Measured" table 3: the 1:2:3:4 splitter's
+# worst share error at 0.02 rad); measured through maps calibrated by light on 5 seeded chips
+# (3x3 unitaries, Mach-Zehnder and ring filters): at most 0.020. One used TBU's arm off by pi
+# moved some port by 0.051 or more (median 0.32-0.41; all 140 cases caught, the closest just over
+# the line), a state synthesised through another chip's map by 0.26-0.90
+# (benchmarks/bench_program_state.py).
+STATE_TOL = 0.05
+# Ports shown in the report: those the prediction or the meter puts at least this fraction of
+# the input's power into (the rest hold noise and crosstalk), and every port off.
+SHOWN_FLOOR = 1e-3
+DEFAULT_LASER_DBM = 0.0  # a bench whose laser reports no power: the route check's assumption too
+
+
+@dataclass(frozen=True)
+class PortReading:
+    """One output port lit from one input (fractions of the input's power)."""
+
+    port: str
+    predicted: float
+    measured: float
+
+    @property
+    def difference(self) -> float:
+        """Measured minus predicted."""
+        return self.measured - self.predicted
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (to 1e-4 of the input's power)."""
+        return {"port": self.port, "predicted": round(self.predicted, 4), "measured": round(self.measured, 4),
+                "difference": round(self.difference, 4)}
+
+
+@dataclass(frozen=True)
+class InputResult:
+    """The check of one lit input at one wavelength: its status, its worst port and the ports shown."""
+
+    port: str
+    wavelength_nm: float
+    status: str  # "ok", "off" or "unverified"
+    reason: str
+    worst: PortReading | None
+    off: tuple[PortReading, ...]
+    shown: tuple[PortReading, ...]
+    predicted_total: float
+    measured_total: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"port": self.port, "wavelength_nm": self.wavelength_nm, "status": self.status,
+                "reason": self.reason,
+                "worst": None if self.worst is None else self.worst.to_dict(),
+                "off_ports": [r.port for r in self.off],
+                "predicted_total": round(self.predicted_total, 4),
+                "measured_total": None if self.measured_total is None else round(self.measured_total, 4),
+                "ports": [r.to_dict() for r in self.shown]}
+
+
+def judge_input(name: str, wavelength_nm: float, names: list[str], predicted: np.ndarray,
+                measured: np.ndarray, unmetered: dict[str, float], tol: float = STATE_TOL) -> InputResult:
+    """Compare one input's readings at one wavelength (fractions of its power, one per metered
+    port ``names``) with the prediction; ``unmetered``: predicted power at ports without a meter head.
+    """
+    readings = [PortReading(n, float(p), float(m))
+                for n, p, m in zip(names, predicted, measured, strict=True)]
+    off = tuple(r for r in readings if abs(r.difference) > tol)
+    worst = max(readings, key=lambda r: abs(r.difference)) if readings else None
+    shown = tuple(r for r in readings if max(r.predicted, r.measured) >= SHOWN_FLOOR or r in off)
+    blind = {p: x for p, x in unmetered.items() if x > tol}
+    if off:
+        status, reason = "off", ""
+    elif not readings or blind:
+        status = "unverified"
+        reason = ("no power meter head at any other port" if not readings else
+                  "no power meter head at " + ", ".join(f"{p} (predicted {x:.3f} of the input)"
+                                                        for p, x in blind.items()))
+    else:
+        status, reason = "ok", ""
+    total = float(predicted.sum() + sum(unmetered.values()))
+    measured_total = float(measured.sum()) if readings else None
+    return InputResult(name, wavelength_nm, status, reason, worst, off, shown, total, measured_total)
+
+
+def laser_mw(bench: Any) -> float:
+    """The laser's output power (mW), read from it (0 dBm when it reports none)."""
+    dbm = getattr(bench.laser, "power_dbm", None)
+    return 10 ** ((DEFAULT_LASER_DBM if dbm is None else float(dbm)) / 10)
+
+
+def check_input(bench: Any, port: int, predicted: np.ndarray, wavelength_nm: float, input_mw: float,
+                tol: float = STATE_TOL) -> InputResult:
+    """Light ``port`` and read every other metered port; ``predicted``: (n_ports,) power fractions."""
+    mesh = bench.mesh
+    name = mesh.port_names[port]
+    if getattr(bench, "laser", None) is None or port not in getattr(bench, "switch_outputs", {}):
+        why = f"no laser switch output feeds {name}"
+        return InputResult(name, wavelength_nm, "unverified", why, None, (), (), float(predicted.sum()), None)
+    heads = [p for p in sorted(getattr(bench, "meter_channels", {})) if p != port]
+    unmetered = {mesh.port_names[p]: float(predicted[p]) for p in range(mesh.n_ports)
+                 if p != port and p not in heads}
+    measured = np.zeros(0)
+    if heads:
+        bench.select_input(port, wavelength_nm)
+        measured = 10 ** (np.asarray(bench.read_powers_dbm(heads), dtype=float) / 10) / input_mw
+    return judge_input(name, wavelength_nm, [mesh.port_names[p] for p in heads], predicted[heads], measured,
+                       unmetered, tol)
+
+
+def verify_state(bench: Any, inputs: tuple[int, ...], powers: np.ndarray, wavelengths_nm: tuple[float, ...],
+                 tol: float = STATE_TOL) -> list[InputResult]:
+    """Check every input of a programmed state at every wavelength (``powers``: (n_wavelengths,
+    n_ports, n_inputs) predicted); wavelength by wavelength, so the laser retunes once for each.
+    """
+    input_mw = laser_mw(bench) if getattr(bench, "laser", None) is not None else 1.0
+    return [check_input(bench, q, powers[i, :, k], wl, input_mw, tol)
+            for i, wl in enumerate(wavelengths_nm) for k, q in enumerate(inputs)]
+
+
+Expected = tuple[tuple[int, ...], np.ndarray, tuple[float, ...], str]
+
+
+def expected(bench: Any, program: Any, heater_map: Any) -> Expected:
+    """(inputs, predicted powers, wavelengths nm, source): the state's own prediction, or the map's
+    model of the state at :data:`VERIFY_NM`, lit into every port the laser feeds, when the file
+    carries none.
+    """
+    if program.prediction is not None:
+        p = program.prediction
+        return p.inputs, p.powers, p.wavelengths_nm, "synthesis"
+    from photonics.synthesis import chip_model
+    from photonics.synthesis.prediction import predicted_powers
+
+    mesh = bench.mesh
+    inputs = tuple(sorted(getattr(bench, "switch_outputs", {}))) or tuple(range(mesh.n_ports))
+    model = chip_model(mesh, heater_map.delta, heater_map.common)
+    return inputs, predicted_powers(mesh, program.state, model, inputs, [VERIFY_NM]), (VERIFY_NM,), "map"
+
+
+def state_verification(bench: Any, program: Any, heater_map: Any, skip: bool) -> dict[str, Any]:
+    """The ``verification`` object of ``lumion program --json`` for a heater state (``check``:
+    ``state``; ``status``: ok, off, unverified, skipped).
+    """
+    head = {"check": "state", "tolerance": STATE_TOL,
+            "chip": program.prediction.chip if program.prediction is not None else "the map's model"}
+    if skip:
+        return {"status": "skipped", **head, "prediction": None, "wavelengths_nm": [], "inputs": []}
+    inputs, powers, wl, source = expected(bench, program, heater_map)
+    results = verify_state(bench, inputs, powers, wl)
+    status = "off" if any(r.status == "off" for r in results) else \
+        "unverified" if any(r.status == "unverified" for r in results) or not results else "ok"
+    return {"status": status, **head, "prediction": source, "wavelengths_nm": list(wl),
+            "inputs": [r.to_dict() for r in results]}
+
+
+def state_verification_lines(v: dict[str, Any]) -> list[str]:
+    """What ``lumion program`` prints about a state's check by light (stdout)."""
+    if v["status"] == "skipped":
+        return ["heater state NOT verified by light (--no-verify)"]
+    against = (f"the synthesis's prediction (chip model: {v['chip']})" if v["prediction"] == "synthesis"
+               else "the map's model of the state (the file carries no prediction)")
+    nm = ", ".join(f"{x:.4f}".rstrip("0").rstrip(".") for x in v["wavelengths_nm"])
+    lines = [f"verified by light at {nm} nm against {against}; tolerance {v['tolerance']:g} of the input's "
+             "power at each port:"]
+    several = len(v["wavelengths_nm"]) > 1
+    for r in v["inputs"]:
+        at = f"  into {r['port']}" + (f" at {r['wavelength_nm']:.4f} nm" if several else "")
+        if r["worst"] is None:
+            lines.append(f"{at}: NOT verified by light ({r['reason']})")
+            continue
+        w = r["worst"]
+        tail = f" {r['status']}" + (f" ({r['reason']})" if r["reason"] else "")
+        lines.append(f"{at}: out {r['measured_total']:.3f} of the input (predicted "
+                     f"{r['predicted_total']:.3f}); worst {w['port']}: measured {w['measured']:.3f}, "
+                     f"predicted {w['predicted']:.3f} ({w['difference']:+.3f}){tail}")
+    return lines
+
+
+def state_off_line(v: dict[str, Any]) -> str | None:
+    """The one stderr line naming, for each input off, its worst port with the error and the
+    other ports off (None when every port is within the tolerance).
+    """
+    said = []
+    for r in v["inputs"]:
+        if r["status"] != "off":
+            continue
+        w, others = r["worst"], [p for p in r["off_ports"] if p != r["worst"]["port"]]
+        at = f" at {r['wavelength_nm']:.4f} nm" if len(v["wavelengths_nm"]) > 1 else ""
+        said.append(f"into {r['port']}{at}, {w['port']} measured {w['measured']:.3f} of the input, predicted "
+                    f"{w['predicted']:.3f} ({w['difference']:+.3f})"
+                    + (f", also off: {', '.join(others)}" if others else ""))
+    if not said:
+        return None
+    return (f"lumion program: light disagrees with the heater state's prediction by more than "
+            f"{v['tolerance']:g} of the input's power: {'; '.join(said)}: the chip does not do what was "
+            "synthesized; check that the map (--map) is this chip's, phase-calibrated and recent, and that "
+            "the state was synthesized with it (lumion synthesize --map)")
