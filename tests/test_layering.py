@@ -38,6 +38,7 @@ def test_imports_point_one_way(package):
                     assert top in ALLOWED[package], f"{path.relative_to(ROOT)} imports {name}"
 
 
+@pytest.mark.slow  # a fresh interpreter importing numpy and scipy (1.5 s on a quiet core)
 def test_photonics_imports_fast_and_light():
     import subprocess
     import sys

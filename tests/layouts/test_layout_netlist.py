@@ -39,10 +39,14 @@ def test_smartlight_matches_topology(smartlight_cell):
     assert smartlight_cell.info["n_ports"] == 40
 
 
+@pytest.mark.slow  # the smartlight build (1.5 s on a quiet core); the quick suite checks
+# pads against heaters on small meshes in test_layout_electrical_lvs.py
 def test_smartlight_pads_reach_their_heaters(smartlight_cell):
     _check_pads(smartlight_cell, mesh_from_spec("smartlight"))
 
 
+@pytest.mark.slow  # the smartlight build (1.5 s on a quiet core); the quick suite checks
+# pads against heaters on small meshes in test_layout_electrical_lvs.py
 def test_smartlight_pad_map(smartlight_cell):
     mesh = mesh_from_spec("smartlight")
     rows = [r for r in smartlight_cell.info["pads"] if r["channel"] is not None]
