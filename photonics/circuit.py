@@ -36,6 +36,7 @@ import numpy as np
 
 from photonics.circuit_merge import merge_plan, solve_merge
 from photonics.errors import StateError
+from photonics.merge_layout import LANES
 from photonics.physics import (
     TBUParams,
     heater_phase_scale,
@@ -65,18 +66,48 @@ def tbu_transfers(
     dozen numpy passes over (S, W, n) temporaries: at one wavelength those passes were a
     fifth of a smartlight solve, at 1,000 about a sixth.
     """
+    args = _transfer_args(params, state, np.asarray(wavelengths_nm, dtype=float))
+    n_states, n_wl = args[0].shape[0], args[2].shape[0]
+    out = np.empty((n_states, n_wl, params.n_tbus, 2, 2), dtype=complex)
+    _fill_transfers(args, out.reshape(n_states * n_wl, params.n_tbus, 4), 0, n_states * n_wl)
+    return out
+
+
+def _transfer_args(params: TBUParams, state: MeshState, wl: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The transfer kernel's inputs for ``state`` at ``wl`` (nm): heater phases (S, n), phase
+    scale (W,), arm amplitudes (n,), arm phase constants and coupler products (W, n), each a
+    C-contiguous float array (:func:`tbu_transfers`).
+    """
     if state.n_tbus != params.n_tbus:
         raise StateError(f"state has {state.n_tbus} TBUs but the chip has {params.n_tbus}")
-    wl = np.asarray(wavelengths_nm, dtype=float)
     k = transfer_constants(params, wl)
     phi_top, phi_bot = (np.ascontiguousarray(np.atleast_2d(p), dtype=float)
                         for p in (state.phi_top, state.phi_bot))
     shape = (len(k.scale), params.n_tbus)  # (W, n)
-    out = np.empty((phi_top.shape[0], *shape, 2, 2), dtype=complex)
-    _transfer_kernel()(phi_top, phi_bot, np.ascontiguousarray(k.scale, dtype=float),
-                       *(_contiguous(a, (params.n_tbus,)) for a in (k.amp_top, k.amp_bot)),
-                       *(_contiguous(a, shape) for a in (k.c_top, k.c_bot, *k[-4:])), out)
-    return out
+    return (phi_top, phi_bot, np.ascontiguousarray(k.scale, dtype=float),
+            *(_contiguous(a, (params.n_tbus,)) for a in (k.amp_top, k.amp_bot)),
+            *(_contiguous(a, shape) for a in (k.c_top, k.c_bot, *k[-4:])))
+
+
+def _fill_transfers(args: tuple[np.ndarray, ...], T: np.ndarray, start: int, stop: int) -> None:
+    """Forward matrices of the blocks ``start .. stop`` (state-major: block ``s W + w``) into
+    ``T`` (B, n, 4), from :func:`_transfer_args`' ``args``: whole states in one kernel call,
+    a state cut by ``start`` or ``stop`` in one more each. The solve's workers each fill
+    their own chunk, so the transfer matrices run on every core as the merge does.
+    """
+    phi_top, phi_bot, scale, amp_top, amp_bot, *per_wl = args
+    n_wl, kernel = scale.shape[0], _transfer_kernel()
+    while start < stop:
+        s, w0 = divmod(start, n_wl)
+        if w0 == 0 and stop - start >= n_wl:  # whole states s .. s1
+            s1 = s + (stop - start) // n_wl
+            kernel(phi_top[s:s1], phi_bot[s:s1], scale, amp_top, amp_bot, *per_wl, T[start:s1 * n_wl])
+            start = s1 * n_wl
+        else:  # part of state s
+            w1 = min(n_wl, w0 + stop - start)
+            kernel(phi_top[s:s + 1], phi_bot[s:s + 1], scale[w0:w1], amp_top, amp_bot,
+                   *(a[w0:w1] for a in per_wl), T[start:start + w1 - w0])
+            start += w1 - w0
 
 
 def _contiguous(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -244,28 +275,36 @@ def _solve(
     if not every_input and inputs.size and (inputs.min() < 0 or inputs.max() >= mesh.n_ports):
         raise StateError(f"input ports must lie in 0..{mesh.n_ports - 1}")
 
-    T = tbu_transfers(params, state, wl)  # (S, W, n, 2, 2)
-    n_states, n_wl, n = T.shape[:3]
+    targs = _transfer_args(params, state, wl)
+    n_states, n_wl, n = targs[0].shape[0], len(wl), mesh.n_tbus
     batch = n_states * n_wl
-    T = T.reshape(batch, n, 4)
+    T = np.empty((batch, n, 4), dtype=complex)  # forward matrices, filled chunk by chunk
     shape = (n_states, n_wl, mesh.n_ports, len(inputs))
     mplan = merge_plan(mesh) if method == "auto" else None
     out = np.empty((batch, mesh.n_ports, len(inputs)), dtype=complex)  # chunks write in place
-    if mplan is not None:
+    if mplan is None:
+        _fill_transfers(targs, T, 0, batch)
+    else:
         t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
         ins = None if every_input else inputs
-        finite = _run_chunked(lambda c: solve_merge(mplan, T[c], t_link, ins, out[c]), batch, _MERGE_CHUNK)
-        if all(finite):
+
+        def chunk(c: slice) -> bool:
+            _fill_transfers(targs, T, c.start, c.stop)
+            return solve_merge(mplan, T[c], t_link, ins, out[c])
+
+        if all(_run_chunked(chunk, batch, _MERGE_CHUNK, LANES)):
             return out.reshape(shape)
-        # a lossless loop exactly on resonance: let SuperLU (with pivoting) have a go
+        # a lossless loop exactly on resonance (T is whole now): let SuperLU (with pivoting) have a go
     plan = _plan(mesh, params)
     _run_chunked(lambda c: _solve_blocks(plan, T[c], inputs, out[c]), batch, _CHUNK)
     return out.reshape(shape)
 
 
-def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int) -> list:
+def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int, align: int = 1) -> list:
     """``fn`` over slices of the batch, on every core this process may use (numpy and
-    SuperLU release the GIL); one core runs the chunks in the calling thread. Returns
+    SuperLU release the GIL); one core runs the chunks in the calling thread. Chunks start
+    at multiples of ``align`` (the merge's lane count: a chunk of 50 blocks would leave half
+    a group of four lanes empty at its end, where 52 and 48 fill every group). Returns
     what ``fn`` returned for each chunk, in order.
     """
     if batch <= chunk and batch < 2 * _PARALLEL_MIN:  # one chunk whatever the cores (as below)
@@ -274,7 +313,8 @@ def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int) -> list:
     n_chunks = max(-(-batch // chunk), min(cores, batch // _PARALLEL_MIN))
     workers = min(cores, n_chunks) if n_chunks > 1 else 1
     n_chunks = max(workers, n_chunks)
-    size = -(-batch // n_chunks)
+    per_chunk = -(-batch // n_chunks)
+    size = -(-per_chunk // align) * align
     chunks = [slice(i, min(i + size, batch)) for i in range(0, batch, size)]
     if workers == 1:
         return [fn(c) for c in chunks]
@@ -334,8 +374,10 @@ def _cores() -> int:
     return max(1, min(cores, int(cap))) if cap.strip().isdigit() else cores
 
 
-_MERGE_CHUNK = 256  # (state, wavelength) blocks per merge call: the compiled merge runs one block
-# at a time, so a chunk only sets how finely the workers share a batch
+_MERGE_CHUNK = 64  # (state, wavelength) blocks per merge call at most: the compiled merge runs LANES
+# blocks at a time, so a chunk only sets how finely the workers share a batch. Finer than one chunk
+# per worker so that a worker whose core is busier (a shared machine) takes fewer chunks; a chunk
+# of 64 blocks is ~2 ms of work against ~20 us of Python to start it
 _PARALLEL_MIN = 16  # blocks per worker below which a second core does not pay for itself
 _CHUNK = 24  # (state, wavelength) blocks per sparse factorisation
 

@@ -49,3 +49,36 @@ def test_solve_threads_are_capped_by_the_environment(monkeypatch):
     monkeypatch.setenv(circuit.SOLVE_THREADS_ENV, "2")
     one_solve_thread()  # what every local campaign worker process runs first
     assert circuit._cores() == 1
+
+
+def test_chunks_that_cut_states_fill_their_own_transfer_matrices(monkeypatch):
+    """Each worker computes the forward matrices of its own chunk; chunks start at multiples of
+    the lane count and cut states mid-sweep (5 states x 37 wavelengths in chunks of 64): the
+    batch equals each state solved alone, bit for bit, and the matrices equal tbu_transfers'.
+    """
+    from photonics.physics import fabricated_params
+
+    mesh = hexagonal(2, 2)
+    rng = np.random.default_rng(5)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    phases = rng.uniform(0, 2 * np.pi, (2, 5, mesh.n_tbus))
+    batch = MeshState(phi_top=phases[0], phi_bot=phases[1])
+    wl = np.linspace(1530.0, 1565.0, 37)
+    monkeypatch.setattr(circuit, "_cores", lambda: 2)
+    starts: list[int] = []
+    run = circuit._run_chunked
+
+    def spy(fn, n, chunk, align=1):
+        return run(lambda c: starts.append(c.start) or fn(c), n, chunk, align)
+
+    monkeypatch.setattr(circuit, "_run_chunked", spy)
+    together = circuit.solve(mesh, batch, wl, params)
+    assert len(starts) > 2
+    assert all(s % circuit.LANES == 0 for s in starts)
+    assert any(s % len(wl) for s in starts)  # some chunk starts inside a state's sweep
+    monkeypatch.setattr(circuit, "_run_chunked", run)
+    for s in range(5):
+        alone = MeshState(phi_top=phases[0, s], phi_bot=phases[1, s])
+        np.testing.assert_array_equal(together[s], circuit.solve(mesh, alone, wl, params)[0])
+        np.testing.assert_array_equal(circuit.tbu_transfers(params, batch, wl)[s],
+                                      circuit.tbu_transfers(params, alone, wl)[0])
