@@ -253,6 +253,79 @@ def test_a_state_made_for_another_mesh_is_refused(capsys, ideal, tmp_path, no_be
     assert "was synthesized for mesh hex:2x2" in err
 
 
+def test_a_state_without_a_prediction_is_checked_against_the_maps_model(capsys, ideal, tmp_path):
+    """A hand-written state (no prediction): lit into every port the laser feeds and compared
+    with the map's model of it; it counts as using every TBU, so any failed TBU refuses it."""
+    doc = json.loads(ideal.state.read_text())
+    del doc["prediction"]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(doc))
+    code, out, err = program(capsys, ideal, bare, "--json")
+    assert code == 0, err
+    v = json.loads(out)["verification"]
+    assert (v["status"], v["prediction"], v["wavelengths_nm"]) == ("ok", "map", [1550.0])
+    assert [r["port"] for r in v["inputs"]] == list(square(3, 3).port_names)
+    cmap = CalibrationMap(**{**ideal.cmap.__dict__, "failed": {0: "dead"}})
+    code, _, err = program(capsys, ideal, bare, cmap=cmap.save(tmp_path / "failed.json"))
+    assert code == EXIT_IMPOSSIBLE
+    assert "names no TBUs it uses" in err
+
+
+def test_light_predicted_where_no_meter_head_is_named_unverified(capsys, ideal, tmp_path):
+    """An output of the unitary without a meter head: its inputs cannot be confirmed, so they are
+    named unverified with the port, never ok."""
+    doc = json.loads(ideal.state.read_text())
+    mesh = square(3, 3)
+    blind = doc["prediction"]["outputs"][0]
+    heads = "".join(f'"{name}" = [{p // 4 + 1}, {p % 4 + 1}]\n' for p, name in enumerate(mesh.port_names)
+                    if name != blind)
+    bench = ideal.folder / "blind.toml"
+    meter = '[power_meter]\naddress = "sim"\n'
+    bench.write_text(ideal.bench.read_text().replace(meter, f"{meter}[power_meter.channels]\n{heads}"))
+    code, out, _ = program(capsys, ideal, ideal.state, "--json", bench=bench)
+    assert code == 0
+    v = json.loads(out)["verification"]
+    assert v["status"] == "unverified"
+    for r in v["inputs"]:
+        predicted = doc["prediction"]["powers"][0][mesh.port_index(blind)][doc["prediction"]["inputs"]
+                                                                           .index(r["port"])]
+        assert r["status"] == ("unverified" if predicted > STATE_TOL else "ok")
+        assert (blind in r["reason"]) == (predicted > STATE_TOL)
+    code, out, _ = program(capsys, ideal, ideal.state, bench=bench)
+    assert f"unverified (no power meter head at {blind}" in out
+
+
+def test_a_mach_zehnder_filter_is_checked_on_its_slope(capsys, tmp_path):
+    """A filter is checked at its centre and a point each side on its slope: the right state
+    passes at all three; the same state with its passband moved (a quarter turn more on both
+    heaters of one arm TBU: its split unchanged) is caught, the line naming the wavelength."""
+    chip = Chip(hexagonal(2, 2), seed=SEED, model="ideal")
+    path = truth_map(chip, common=True).save(tmp_path / "hex-map.json")
+    state = tmp_path / "mz.json"
+    code, out, _ = run(capsys, "synthesize", "--mesh", "hex:2x2", "--map", str(path), "--mz-filter",
+                       "1550:0.089", "--out", str(state), "--json")
+    assert code == 0
+    arm = json.loads(out)["filter"]["arms"][0][0]  # a TBU of the short arm
+    bench = tmp_path / "hex.toml"
+    bench.write_text(bench_file(tmp_path, SEED).read_text().replace(MESH, "hex:2x2"))
+    code, out, err = run(capsys, "program", "--bench", str(bench), "--configuration", str(state), "--map",
+                         str(path), "--json")
+    assert code == 0, err
+    v = json.loads(out)["verification"]
+    assert v["status"] == "ok"
+    assert v["wavelengths_nm"] == pytest.approx([1550 - 0.089 / 2, 1550, 1550 + 0.089 / 2])
+    assert len(v["inputs"]) == 3
+    doc = json.loads(state.read_text())
+    doc["tbus"][arm]["top"] += math.pi / 2
+    doc["tbus"][arm]["bot"] += math.pi / 2  # its split unchanged, the light through it delayed
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps(doc))
+    code, out, err = run(capsys, "program", "--bench", str(bench), "--configuration", str(moved), "--map",
+                         str(path))
+    assert code == EXIT_UNVERIFIED
+    assert " nm, " in err  # the line says at which wavelength the port is off
+
+
 def test_no_verify_says_the_state_was_not_verified(capsys, ideal):
     code, out, _ = program(capsys, ideal, ideal.state, "--no-verify", "--json")
     assert code == 0
