@@ -19,6 +19,10 @@ def test_layout_json(tmp_path, capsys):
     assert (summary["n_tbus"], summary["n_ports"], summary["n_heater_pads"]) == (11, 16, 22)
     assert out.stat().st_size > 10_000
     assert png.read_bytes()[:4] == b"\x89PNG"
+    # the zoomed TBU picture beside it, named in the output (tests/layouts/test_layout_die.py
+    # had its own layout and pictures for this until issue 29)
+    assert summary["plot_tbu"] == str(tmp_path / "chip-tbu.png")
+    assert (tmp_path / "chip-tbu.png").stat().st_size > 10_000
     with open(summary["pad_map"]) as handle:
         rows = list(csv.DictReader(handle))
     assert {int(r["channel"]) for r in rows if r["channel"]} == set(range(22))

@@ -1,4 +1,5 @@
-"""Die outline, saw lane and optional thermal isolation trenches; the zoomed TBU picture."""
+"""Die outline, saw lane and optional thermal isolation trenches (the zoomed TBU picture:
+test_cmd_layout.py::test_layout_json)."""
 
 import pytest
 
@@ -55,10 +56,3 @@ def test_trench_parameters_are_checked():
         LayoutParams(trench_width=-1.0)
     assert LayoutParams(trench_width=0).trench_width == 0
 
-
-def test_layout_writes_a_zoomed_tbu_picture(tmp_path):
-    from layouts.export import write_layout
-
-    out = write_layout("hex:1x1", tmp_path / "chip.gds", png=tmp_path / "chip.png")
-    assert out["plot_tbu"] == str(tmp_path / "chip-tbu.png")
-    assert (tmp_path / "chip-tbu.png").stat().st_size > 10_000
