@@ -14,6 +14,8 @@ import contextlib
 import io
 import json
 import math
+import os
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,7 +27,7 @@ from calibration.map import CalibrationMap
 from instruments.sim.chip import Chip
 from lab_scripts import schemas
 from lab_scripts.cli import main
-from lab_scripts.errors import EXIT_IMPOSSIBLE, EXIT_INPUT, EXIT_UNVERIFIED
+from lab_scripts.errors import EXIT_IMPOSSIBLE, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_UNVERIFIED
 from lab_scripts.state_verify import STATE_TOL
 from photonics.configuration import mesh_fingerprint
 from photonics.state import MeshState
@@ -240,6 +242,27 @@ def test_the_safety_limits_hold_for_a_state(capsys, ideal, opened, heater, says)
     assert says in err
     assert len(opened) == 1
     assert not opened[0].sim.chip.currents_ma.any()
+
+
+def test_an_interrupt_during_the_state_write_is_held_until_the_write_ends(capsys, ideal, opened, monkeypatch):
+    """Ctrl-C while the state's currents go out: the write finishes (never half a state), then
+    the one line says the chip holds the new setting and how many channels were written."""
+    from instruments.controller import MeshController
+
+    real = MeshController.set_currents
+
+    def interrupted(self, currents_ma):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(self, currents_ma)
+
+    monkeypatch.setattr(MeshController, "set_currents", interrupted)
+    code, out, err = program(capsys, ideal, ideal.state)
+    assert code == EXIT_INTERRUPTED
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "the chip holds the new configuration (48 channels written)" in err
+    chip = opened[0].sim.chip
+    assert np.count_nonzero(chip.currents_ma) == 48
 
 
 def test_a_state_made_for_another_mesh_is_refused(capsys, ideal, tmp_path, no_bench):
