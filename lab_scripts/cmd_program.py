@@ -1,4 +1,7 @@
-"""``lumion program``: program a configuration onto a chip through a bench's heater driver."""
+"""``lumion program``: program a configuration, or a synthesised heater state through a
+phase-calibrated map (``lab_scripts.program_state``), onto a chip through a bench's heater
+driver, then check it by light (``lab_scripts.program_verify``, ``lab_scripts.state_verify``).
+"""
 
 from __future__ import annotations
 
