@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import OptimizeResult, least_squares
 
-from calibration.lsq import LOSSES, LsqResult, least_squares_trf, least_squares_trf_unbounded
+from calibration.lsq import LOSSES, LsqResult, least_squares_trf_unbounded
 from calibration.options import TRIAL_EVALUATIONS
 
 # The nominal heater (R0 = 250 Ohm, eta = pi / 1.3 mW) has rho2 = 0.60 rad/mA^2: the rate
@@ -54,6 +54,8 @@ MIN_START_AMPLITUDE_MW = 1e-12
 # Starts are moved this far inside the bounds: the trust-region solver needs a strictly
 # feasible start.
 BOUND_MARGIN = 1e-15
+# scipy.optimize.least_squares' default ftol, xtol and gtol, which the fringe fits keep.
+FTOL = 1e-8
 
 
 @dataclass(frozen=True)
@@ -429,15 +431,31 @@ def _fit_from(problem: _StackedSweeps, v0: np.ndarray, bounds: tuple[np.ndarray,
     if best_cost is not None and trial_nfev > 0:
         # A later start first runs trial_nfev evaluations; the cost only falls from there,
         # and one still above the best so far is dropped (see the docstring of fit_tbu).
-        trial = least_squares_trf(problem.residuals, problem.jacobian, v0, lo, hi, loss=loss,
-                                  f_scale=ROBUST_SCALE, max_nfev=trial_nfev)
+        trial = fringe_least_squares(problem, v0, lo, hi, loss, trial_nfev)
         if trial.status != 0:
             return trial  # it converged within the trial: that is its whole fit
         if trial.cost >= best_cost:
             return None
         # it may win: run it whole (the same path, on to convergence)
-    return least_squares_trf(problem.residuals, problem.jacobian, v0, lo, hi, loss=loss,
-                             f_scale=ROBUST_SCALE, max_nfev=MAX_NFEV)
+    return fringe_least_squares(problem, v0, lo, hi, loss, MAX_NFEV)
+
+
+def fringe_least_squares(problem: _StackedSweeps, v0: np.ndarray, lo: np.ndarray, hi: np.ndarray, loss: str,
+                         max_nfev: int) -> LsqResult:
+    """``scipy.optimize.least_squares(problem.residuals, v0, jac=problem.jacobian, bounds=(lo, hi),
+    loss=loss, f_scale=ROBUST_SCALE, x_scale="jac", max_nfev=max_nfev)`` for ``loss`` in
+    :data:`calibration.lsq.LOSSES`, compiled with the fringe model evaluated inside the loop
+    (:func:`photonics.fringe_fit_kernels.fringe_trf`: scipy's algorithm and constants, its sums
+    in another order; issue 28). ``v0`` lies inside the bounds (:func:`_start_vector`).
+    """
+    from photonics.fringe_fit_kernels import fringe_trf
+
+    x, cost, fun, jac, nfev, njev, status = fringe_trf(
+        np.asarray(v0, dtype=float), lo, hi, problem.i2, problem.i3, problem.arm_sign, problem.rho2_col,
+        problem.signs, problem.power_mw, problem.weights, problem.amp_col, loss == "soft_l1", ROBUST_SCALE,
+        max_nfev, FTOL, FTOL, FTOL)
+    return LsqResult(x=x, cost=float(cost), fun=fun, jac=jac, nfev=int(nfev), njev=int(njev),
+                     status=int(status))
 
 
 def _best_of_starts(problem: _StackedSweeps, starts: list[Start], sweeps: list[Sweep], loss: str,

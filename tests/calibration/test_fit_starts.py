@@ -32,14 +32,14 @@ TRIAL = 15  # the value measured in docs/calibration.md before it became the def
 
 def counted(monkeypatch):
     calls = [0]
-    real = fit_module.least_squares_trf
+    real = fit_module.fringe_least_squares
 
     def counting(*args, **kwargs):
         res = real(*args, **kwargs)
         calls[0] += res.nfev
         return res
 
-    monkeypatch.setattr(fit_module, "least_squares_trf", counting)
+    monkeypatch.setattr(fit_module, "fringe_least_squares", counting)
     return calls
 
 

@@ -1,70 +1,65 @@
-"""The lean bounded TRF (calibration.lsq) returns scipy.optimize.least_squares' numbers, bit for bit."""
+"""The fringe fits' compiled bounded TRF (photonics.fringe_fit_kernels) against
+scipy.optimize.least_squares, and the crosstalk fits' lean unbounded TRF (calibration.lsq),
+bit for bit scipy's numbers.
+"""
 
 import numpy as np
 import pytest
 from scipy.optimize import least_squares
 
-from calibration.fit import fringe_model
-from calibration.lsq import least_squares_trf, least_squares_trf_unbounded
+from calibration import fit as fit_module
+from calibration.fit import NoiseModel, Sweep, fringe_least_squares, fringe_model
+from calibration.lsq import least_squares_trf_unbounded
 
 
-def _problem(seed: int):
-    """A noisy two-output fringe (one heater) with an outlier, and the fit's bounds."""
+def _fringe_problem(seed: int, arms: tuple[int, ...] = (0,)):
+    """Noisy two-output fringes of one or both heaters with an outlier: the fit's stacked
+    problem, its bounds and a start inside them (as fit_tbu builds them).
+    """
     rng = np.random.default_rng(seed)
-    i = 3.85 * np.sqrt(np.linspace(0, 1, 24))
     signs = np.array([1.0, -1.0])
-    p = fringe_model(i, 0, rng.uniform(0, 2 * np.pi), rng.uniform(0.4, 0.9), 0.01, np.array([0.8, 0.6]),
-                     np.array([1e-3, 2e-3]), signs)
-    p = p * (1 + 0.01 * rng.standard_normal(p.shape))
-    p[5, 0] *= 1.3
-    w = 1 / (0.005 * p + 1e-4)
-
-    def fun(v):
-        return ((fringe_model(i, 0, v[0], v[1], v[2], v[3:5], v[5:7], signs) - p) * w).ravel()
-
-    def jac(v):
-        eps = 1e-7
-        return np.stack([(fun(v + eps * e) - fun(v - eps * e)) / (2 * eps) for e in np.eye(7)], axis=1)
-
-    x0 = np.array([rng.uniform(0, 6), rng.uniform(0.3, 1.5), 0.0, 0.7, 0.7, 0.0, 0.0])
-    lb = np.array([-np.inf, 0.06, -0.05, 0.0, 0.0, 0.0, 0.0])
-    ub = np.array([np.inf, 6.0, 0.6, np.inf, np.inf, np.inf, np.inf])
-    return fun, jac, np.clip(x0, lb + 1e-15, ub - 1e-15), lb, ub
+    delta, rho2 = rng.uniform(0, 2 * np.pi), rng.uniform(0.4, 0.9, 2)
+    sweeps = []
+    for arm in arms:
+        i = 3.85 * np.sqrt(np.linspace(0, 1, 24))
+        p = fringe_model(i, arm, delta, rho2[arm], 0.01, np.array([0.8, 0.6]), np.array([1e-3, 2e-3]), signs)
+        p = p * (1 + 0.01 * rng.standard_normal(p.shape))
+        p[5, 0] *= 1.3
+        sweeps.append(Sweep(arm, i, np.abs(p)))
+    weights = [1.0 / NoiseModel().sigma(s.power_mw) for s in sweeps]
+    problem = fit_module._stack_sweeps(sweeps, weights, signs)
+    bounds = fit_module._parameter_bounds(problem.arms, problem.n_outputs, 3.85)
+    start = (rng.uniform(0, 6), {a: rng.uniform(0.3, 1.5) for a in arms}, {})
+    v0 = fit_module._start_vector(start, problem.arms, fit_module._start_levels(sweeps, 2), bounds)
+    return problem, v0, bounds
 
 
 @pytest.mark.parametrize("loss", ["soft_l1", "linear"])
-@pytest.mark.parametrize("seed", range(6))
-def test_same_numbers_as_scipy(seed, loss):
-    fun, jac, x0, lb, ub = _problem(seed)
-    ref = least_squares(fun, x0, jac=jac, bounds=(lb, ub), loss=loss, f_scale=3.0, x_scale="jac",
-                        max_nfev=200)
-    got = least_squares_trf(fun, jac, x0, lb, ub, loss=loss, f_scale=3.0, max_nfev=200)
-    assert np.array_equal(got.x, ref.x)
-    assert got.cost == ref.cost
-    assert np.array_equal(got.fun, ref.fun)
-    assert np.array_equal(got.jac, ref.jac)
-    assert (got.nfev, got.njev, got.status) == (ref.nfev, ref.njev, ref.status)
+@pytest.mark.parametrize(("seed", "arms"), [(s, (0,)) for s in range(4)] + [(s, (0, 1)) for s in range(4)])
+def test_compiled_fringe_fit_reaches_scipys_minimum(seed, arms, loss):
+    """The same algorithm with its sums in another order: the same minimum to scipy's own
+    tolerances, reached the same way (status, evaluations).
+    """
+    problem, v0, (lo, hi) = _fringe_problem(seed, arms)
+    ref = least_squares(problem.residuals, v0, jac=problem.jacobian, bounds=(lo, hi), loss=loss,
+                        f_scale=fit_module.ROBUST_SCALE, x_scale="jac", max_nfev=200)
+    got = fringe_least_squares(problem, v0, lo, hi, loss, 200)
+    assert got.status == ref.status > 0
+    assert abs(got.nfev - ref.nfev) <= 2
+    assert got.cost == pytest.approx(ref.cost, rel=1e-9)
+    np.testing.assert_allclose(got.x, ref.x, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(got.fun, problem.residuals(got.x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.jac, ref.jac, rtol=1e-4, atol=1e-6 * np.abs(ref.jac).max())
 
 
-def test_max_nfev_stops_like_scipy():
-    fun, jac, x0, lb, ub = _problem(1)
-    ref = least_squares(fun, x0, jac=jac, bounds=(lb, ub), loss="soft_l1", f_scale=3.0, x_scale="jac",
-                        max_nfev=3)
-    got = least_squares_trf(fun, jac, x0, lb, ub, f_scale=3.0, max_nfev=3)
+def test_compiled_fringe_fit_stops_at_max_nfev_like_scipy():
+    problem, v0, (lo, hi) = _fringe_problem(1, (0, 1))
+    ref = least_squares(problem.residuals, v0, jac=problem.jacobian, bounds=(lo, hi), loss="soft_l1",
+                        f_scale=fit_module.ROBUST_SCALE, x_scale="jac", max_nfev=3)
+    got = fringe_least_squares(problem, v0, lo, hi, "soft_l1", 3)
     assert got.status == ref.status == 0
-    assert np.array_equal(got.x, ref.x)
-
-
-def test_refuses_what_it_does_not_implement():
-    fun, jac, x0, lb, ub = _problem(0)
-    with pytest.raises(ValueError, match="loss"):
-        least_squares_trf(fun, jac, x0, lb, ub, loss="huber")
-    with pytest.raises(ValueError, match="finite bound"):
-        least_squares_trf(fun, jac, x0, np.full(7, -np.inf), np.full(7, np.inf))
-    outside = x0.copy()
-    outside[1] = ub[1] + 1
-    with pytest.raises(ValueError, match="outside"):
-        least_squares_trf(fun, jac, outside, lb, ub)
+    assert got.nfev == ref.nfev == 3
+    np.testing.assert_allclose(got.x, ref.x, rtol=1e-9, atol=1e-12)
 
 
 def _crosstalk_problem(seed: int):
