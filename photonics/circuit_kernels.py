@@ -544,28 +544,26 @@ def build(lanes: int) -> dict:
             for e in range(m):
                 _copy(fr, fi, fb + pool[kb + j] * m + e, fr, fi, fn + (ea + j) * m + e)
         o_w = s_off + k * wa
-        for i in range(k):  # u = W x (inner loops along the excitations)
-            du = fa + pool[ca + i] * m
-            for e in range(m):
-                _fill(fr, fi, du + e, 0.0, 0.0)
-            for c in range(ne):
-                w, src = o_w + i * ne + c, fn + c * m
-                for e in range(m):
-                    _mac(fr, fi, du + e, sr, si, w, fr, fi, src + e, 1.0)
+        # Each wave is a dot product summed in registers (:func:`_dot`, two excitations a pass
+        # with :func:`_dot2`), its terms in the order the stored sums took them: the same bytes
+        # with no load and store of the sum per term.
+        for i in range(k):  # u = W x: row i of W against column e of x (x's rows m apart)
+            du, w = fa + pool[ca + i] * m, o_w + i * ne
+            for e in range(0, m - 1, 2):
+                u0, u1 = _dot2(_zero(), _zero(), sr, si, w, 1, fr, fi, fn + e, m, ne, 1.0)
+                _put(fr, fi, du + e, u0)
+                _put(fr, fi, du + e + 1, u1)
+            if m % 2:
+                _put(fr, fi, du + m - 1, _dot(_zero(), sr, si, w, 1, fr, fi, fn + m - 1, m, ne, 1.0))
         for i in range(k):  # v = T (A_cc u + A_ce x_A)
-            dv = fb + pool[cb + i] * m
+            dv, ti = fb + pool[cb + i] * m, t_link[pool[lk + i]]
             for e in range(m):
-                _fill(fr, fi, dv + e, 0.0, 0.0)
-            for q in range(k):
-                a, src = s_off + i * wa + q, fa + pool[ca + q] * m
-                for e in range(m):
-                    _mac(fr, fi, dv + e, sr, si, a, fr, fi, src + e, 1.0)
-            for j in range(ea):
-                a, src = s_off + i * wa + k + j, fn + j * m
-                for e in range(m):
-                    _mac(fr, fi, dv + e, sr, si, a, fr, fi, src + e, 1.0)
-            ti = t_link[pool[lk + i]]
-            for e in range(m):
+                acc = _zero()
+                for q in range(k):  # u's rows are A's cut ports, in pool order
+                    acc = _dot(acc, sr, si, s_off + i * wa + q, 0, fr, fi, fa + pool[ca + q] * m + e, 0, 1,
+                               1.0)
+                acc = _dot(acc, sr, si, s_off + i * wa + k, 1, fr, fi, fn + e, m, ea, 1.0)
+                _put(fr, fi, dv + e, acc)
                 _scaled(fr, fi, dv + e, fr, fi, dv + e, ti)
 
     @nb.njit(cache=True, **_JIT)
@@ -600,13 +598,13 @@ def build(lanes: int) -> dict:
                 base = leaf_off[t]
                 for i in range(2):
                     for j in range(2):
-                        d = acc + 2 * i + j
-                        _fill(fr_f, fi_f, d, 0.0, 0.0)
-                        for q in range(n_in):
-                            _mac(fr_f, fi_f, d, fr_f, fi_f, base + (2 + i) * m + n_in + q, fr_f, fi_f,
-                                 base + j * m + q, 1.0)
-                            _mac(fr_f, fi_f, d, fr_f, fi_f, base + j * m + n_in + q, fr_f, fi_f,
-                                 base + (2 + i) * m + q, 1.0)
+                        d, v = acc + 2 * i + j, _zero()
+                        for q in range(n_in):  # summed in registers, in the stored sum's order
+                            v = _dot(v, fr_f, fi_f, base + (2 + i) * m + n_in + q, 0, fr_f, fi_f,
+                                     base + j * m + q, 0, 1, 1.0)
+                            v = _dot(v, fr_f, fi_f, base + j * m + n_in + q, 0, fr_f, fi_f,
+                                     base + (2 + i) * m + q, 0, 1, 1.0)
+                        _put(fr_f, fi_f, d, v)
                         for lane in range(nl):
                             z[b0 + lane, t, 2 * i + j] = complex(fr[d, lane], fi[d, lane])
 
@@ -645,24 +643,27 @@ def build(lanes: int) -> dict:
         ne, wa = ea + eb, k + ea
         lk = ix + 2 * k + ea + eb
         o_w, o_m, o_n = s_off + k * wa, k * ne, 2 * k * ne
-        for i in range(k):
-            r = i * ne
-            for c in range(ea):
-                _copy(wr, wi, r + c, sr, si, s_off + i * wa + k + c)
-            for c in range(ea, ne):
-                _fill(wr, wi, r + c, 0.0, 0.0)
-            for q in range(k):
-                _mac_row(wr, wi, r, sr, si, s_off + i * wa + q, sr, si, o_w + q * ne, ne, 1.0)
-            ti = t_link[pool[lk + i]]
+        # Every entry a dot product summed in registers (:func:`_dot`; two columns a pass with
+        # :func:`_dot2`), its terms in the order the stored row updates took them: the same bytes.
+        for i in range(k):  # R[i, c] = t_i (A_ce[i, c] (c < ea) + sum_q A_cc[i, q] W[q, c])
+            r, ti = i * ne, t_link[pool[lk + i]]
             for c in range(ne):
+                start = _get(sr, si, s_off + i * wa + k + c) if c < ea else _zero()
+                _put(wr, wi, r + c, _dot(start, sr, si, s_off + i * wa, 1, sr, si, o_w + c, ne, k, 1.0))
                 _scaled(wr, wi, r + c, wr, wi, r + c, ti)
-        for i in range(k):
-            for c in range(ne):
-                _fill(wr, wi, o_m + i * ne + c, 0.0, 0.0)
-                _fill(wr, wi, o_n + i * ne + c, 0.0, 0.0)
-            for c in range(ne):
-                _mac_row(wr, wi, o_m + i * ne, sr, si, o_w + i * ne + c, cr, ci, out + c * ne, ne, 1.0)
-                _mac_row(wr, wi, o_n + i * ne, wr, wi, i * ne + c, cr, ci, out + c * ne, ne, 1.0)
+        for i in range(k):  # M = W C and N = R C: row i against columns q, q + 1 of C (rows ne apart)
+            for q in range(0, ne - 1, 2):
+                m0, m1 = _dot2(_zero(), _zero(), sr, si, o_w + i * ne, 1, cr, ci, out + q, ne, ne, 1.0)
+                n0, n1 = _dot2(_zero(), _zero(), wr, wi, i * ne, 1, cr, ci, out + q, ne, ne, 1.0)
+                _put(wr, wi, o_m + i * ne + q, m0)
+                _put(wr, wi, o_m + i * ne + q + 1, m1)
+                _put(wr, wi, o_n + i * ne + q, n0)
+                _put(wr, wi, o_n + i * ne + q + 1, n1)
+            if ne % 2:
+                q = ne - 1
+                m0 = _dot(_zero(), sr, si, o_w + i * ne, 1, cr, ci, out + q, ne, ne, 1.0)
+                _put(wr, wi, o_m + i * ne + q, m0)
+                _put(wr, wi, o_n + i * ne + q, _dot(_zero(), wr, wi, i * ne, 1, cr, ci, out + q, ne, ne, 1.0))
 
     @nb.njit(**_JIT)
     def _half_cotangent(cr: np.ndarray, ci: np.ndarray, h_off: int, h_p: int, cut: int, kept: int,
@@ -676,10 +677,8 @@ def build(lanes: int) -> dict:
         for i in range(k):
             ri = h_off + pool[cut + i] * h_p
             for j in range(i, k):
-                d = ri + pool[cut + j]
-                _fill(cr, ci, d, 0.0, 0.0)
-                for c in range(ne):
-                    _mac(cr, ci, d, wr, wi, o_p + i * ne + c, pr, pi, o_q + j * ne + c, 1.0)
+                d = ri + pool[cut + j]  # summed in registers, in the stored sum's order
+                _put(cr, ci, d, _dot(_zero(), wr, wi, o_p + i * ne, 1, pr, pi, o_q + j * ne, 1, ne, 1.0))
                 _copy(cr, ci, h_off + pool[cut + j] * h_p + pool[cut + i], cr, ci, d)
             for j in range(eh):
                 d = ri + pool[kept + j]
