@@ -336,14 +336,21 @@ def _contiguous(G: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return G if G.shape == shape and G.flags.c_contiguous else np.ascontiguousarray(np.broadcast_to(G, shape))
 
 
+NODE_MAC_SPEEDUP = 1.3  # how much faster the node pass runs a multiply-add than the waves pass:
+# its products are long dot products (every row of C), the waves' are short (k cut ports) with
+# indirect rows. Measured at the crossover (taskset -c 1, load 12): smartlight at 10 inputs
+# 3.62 / 3.40 ms (64 wavelengths) and 0.11 / 0.12 ms (one), square:6x6 at 16 inputs 6.15 /
+# 7.39 ms and 0.20 / 0.25 ms (nodes / waves); by count alone the nodes came from 12 and 18.
+
+
 def by_cotangent(gp: GradientPlan, n_inputs: int) -> bool:
     """Whether the reverse pass of an objective over ``n_inputs`` inputs carries every node's
     cotangent (a fixed number of multiply-adds) rather than the waves of the ``2 n_inputs``
-    lit ports (a number per input): whichever counts fewer. The two kernels run a
-    multiply-add at the same speed to within ~15 % (square:6x6, 64 wavelengths, 24 inputs:
-    their counts 167k and 213k per wavelength took 8.8 and 10.2 ms), so the count decides.
+    lit ports (a number per input): whichever takes less time, by the multiply-add counts and
+    the node pass's faster multiply-add (:data:`NODE_MAC_SPEEDUP`). The node pass from 10
+    inputs on smartlight, 14 on square:6x6.
     """
-    return gp.cotangent_macs < n_inputs * gp.wave_macs
+    return gp.cotangent_macs < NODE_MAC_SPEEDUP * n_inputs * gp.wave_macs
 
 
 def _reused(name: str, rows: int, lanes: int) -> np.ndarray:
