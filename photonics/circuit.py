@@ -73,20 +73,58 @@ def tbu_transfers(
     return out
 
 
-def _transfer_args(params: TBUParams, state: MeshState, wl: np.ndarray) -> tuple[np.ndarray, ...]:
+def _transfer_args(params: TBUParams, state: MeshState, wl: np.ndarray,
+                   chip: tuple[np.ndarray, ...] | None = None) -> tuple[np.ndarray, ...]:
     """The transfer kernel's inputs for ``state`` at ``wl`` (nm): heater phases (S, n), phase
     scale (W,), arm amplitudes (n,), arm phase constants and coupler products (W, n), each a
-    C-contiguous float array (:func:`tbu_transfers`).
+    C-contiguous float array (:func:`tbu_transfers`); ``chip``: :func:`_chip_constants`'
+    first part when the caller has it already.
     """
     if state.n_tbus != params.n_tbus:
         raise StateError(f"state has {state.n_tbus} TBUs but the chip has {params.n_tbus}")
-    k = transfer_constants(params, wl)
     phi_top, phi_bot = (np.ascontiguousarray(np.atleast_2d(p), dtype=float)
                         for p in (state.phi_top, state.phi_bot))
+    return (phi_top, phi_bot, *(chip if chip is not None else _chip_constants(params, wl)[0]))
+
+
+def _chip_constants(params: TBUParams, wl: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """What a solve needs from the chip at ``wl`` (nm) besides the heater phases: the transfer
+    kernel's constants (:func:`_transfer_args`, after the phases) and the link transmissions.
+
+    A sweep of a few wavelengths computes them on every call in ~20 small numpy calls, 40-60 us
+    (a one-wavelength smartlight solve's merge takes about as long), and a chip's heaters
+    change far more often than the chip: so they are kept for the last :data:`_KEPT_CHIPS`
+    (chip, wavelengths) seen, keyed by the bytes of every array they are computed from, not by
+    the objects' identity (a chip whose arrays were changed in place is a new key, never a
+    stale answer). Long sweeps compute them each time (their numpy passes are a few percent of
+    the solve, and keeping them would hold megabytes).
+    """
+    key = None
+    if len(wl) <= _KEPT_MAX_WAVELENGTHS:
+        key = (wl.tobytes(), float(params.center_wavelength_nm),
+               *((a.dtype.char, a.shape, a.tobytes()) for a in map(np.asarray, (
+                   params.loss_db, params.kappa1, params.kappa2, params.arm_imbalance_db, params.offset_top,
+                   params.offset_bot, params.delay_ps, params.phase0, params.link_loss_db, params.link_phase,
+                   params.kappa_slope_per_nm))))
+        kept = _CHIPS.get(key)
+        if kept is not None:
+            return kept
+    k = transfer_constants(params, wl)
     shape = (len(k.scale), params.n_tbus)  # (W, n)
-    return (phi_top, phi_bot, np.ascontiguousarray(k.scale, dtype=float),
+    out = ((np.ascontiguousarray(k.scale, dtype=float),
             *(_contiguous(a, (params.n_tbus,)) for a in (k.amp_top, k.amp_bot)),
-            *(_contiguous(a, shape) for a in (k.c_top, k.c_bot, *k[-4:])))
+            *(_contiguous(a, shape) for a in (k.c_top, k.c_bot, *k[-4:]))),
+           10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase))
+    if key is not None:
+        while len(_CHIPS) >= _KEPT_CHIPS:
+            _CHIPS.pop(next(iter(_CHIPS)), None)  # the oldest (another thread may pop it too)
+        _CHIPS[key] = out
+    return out
+
+
+_CHIPS: dict = {}  # _chip_constants' kept results, oldest first; read-only to every user
+_KEPT_CHIPS = 16  # chips (with their wavelengths) kept: a campaign's handful of chips, a test's few
+_KEPT_MAX_WAVELENGTHS = 8  # longest sweep kept: 8 x 71 TBUs x 9 arrays is 40 kB a chip
 
 
 def _fill_transfers(args: tuple[np.ndarray, ...], T: np.ndarray, start: int, stop: int) -> None:
@@ -275,7 +313,8 @@ def _solve(
     if not every_input and inputs.size and (inputs.min() < 0 or inputs.max() >= mesh.n_ports):
         raise StateError(f"input ports must lie in 0..{mesh.n_ports - 1}")
 
-    targs = _transfer_args(params, state, wl)
+    chip, t_link = _chip_constants(params, wl)
+    targs = _transfer_args(params, state, wl, chip)
     n_states, n_wl, n = targs[0].shape[0], len(wl), mesh.n_tbus
     batch = n_states * n_wl
     T = np.empty((batch, n, 4), dtype=complex)  # forward matrices, filled chunk by chunk
@@ -285,7 +324,6 @@ def _solve(
     if mplan is None:
         _fill_transfers(targs, T, 0, batch)
     else:
-        t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
         ins = None if every_input else inputs
 
         def chunk(c: slice) -> bool:

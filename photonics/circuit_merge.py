@@ -262,10 +262,18 @@ def lanes_for(batch: int) -> int:
 
 
 def _kernel(name: str, lanes: int) -> Callable:
-    """Kernel ``name`` of the ``lanes``-lane build."""
-    from photonics.kernel_loader import entry_name
+    """Kernel ``name`` of the ``lanes``-lane build (looked up once: a one-wavelength solve
+    is a fraction of a millisecond, and an import statement per call shows in it).
+    """
+    fn = _BY_NAME.get((name, lanes))
+    if fn is None:
+        from photonics.kernel_loader import entry_name
 
-    return _kernels()[entry_name(name, lanes)]
+        fn = _BY_NAME[(name, lanes)] = _kernels()[entry_name(name, lanes)]
+    return fn
+
+
+_BY_NAME: dict[tuple[str, int], Callable] = {}
 
 
 def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.ndarray | None,

@@ -128,3 +128,29 @@ def test_bad_inputs():
         solve(mesh, MeshState.uniform(mesh, "bar"), -1.0)
     with pytest.raises(StateError, match="TBUs"):
         solve(mesh, MeshState.uniform(hexagonal(2, 2), "bar"), 1550.0)
+
+
+def test_a_chip_changed_in_place_is_solved_as_changed():
+    """A short sweep keeps the chip's constants between calls (photonics.circuit._chip_constants),
+    keyed by the bytes of the chip's arrays: a chip whose arrays change in place (a drift
+    simulation, a refit) is solved with its new values, never the kept ones, and equals a fresh
+    copy of itself solved in a fresh cache, bit for bit.
+    """
+    from dataclasses import replace
+
+    from photonics import circuit
+
+    mesh = hexagonal(2, 2)
+    rng = np.random.default_rng(11)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    state = MeshState.random(mesh, rng)
+    before = solve(mesh, state, 1551.0, params)
+    for name in ("offset_top", "kappa1", "loss_db", "link_phase", "delay_ps"):
+        getattr(params, name)[1] += 0.05  # in place: the same objects
+        after = solve(mesh, state, 1551.0, params)
+        circuit._CHIPS.clear()
+        fresh = replace(params, **{f: getattr(params, f).copy() for f in ("offset_top", "kappa1", "loss_db",
+                                                                          "link_phase", "delay_ps")})
+        np.testing.assert_array_equal(after, solve(mesh, state, 1551.0, fresh))
+        assert np.abs(after - before).max() > 1e-6, name
+        before = after
