@@ -19,17 +19,17 @@ import pytest
 
 from controlplane.security import is_loopback, load_or_create_token, token_matches
 from tests.controlplane.conftest import ROOT, START_TIMEOUT_S
+from tests.lumion_zygote import Zygote
 
 
-def _lumion(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lab_scripts.cli", *args],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def _lumion(zygote: Zygote, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``lumion ARGS`` to its end, forked from the parent with the service's modules imported
+    (``serve_zygote``): these tests are about what a start refuses, not a fresh interpreter's
+    start (the TLS and SIGTERM tests below start ``lumion serve`` with subprocess for that).
+    """
+    proc = zygote.start(list(args))
+    out, err = proc.communicate(timeout)
+    return subprocess.CompletedProcess(["lumion", *args], proc.returncode, out, err)
 
 
 def _usage_error(out: subprocess.CompletedProcess) -> str:
@@ -41,15 +41,15 @@ def _usage_error(out: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.slow
-def test_a_non_loopback_host_needs_the_opt_in_and_an_existing_token(tmp_path):
+def test_a_non_loopback_host_needs_the_opt_in_and_an_existing_token(serve_zygote, tmp_path):
     db = str(tmp_path / "cp.db")
     serve = ("serve", "--db", db, "--host", "0.0.0.0", "--port", "0", "--json")
-    assert "--allow-remote" in _usage_error(_lumion(*serve))
+    assert "--allow-remote" in _usage_error(_lumion(serve_zygote, *serve))
     # a token file named but not there: the service used to mint one nobody had seen, and serve it
     new = tmp_path / "new.token"
     for extra in ((), ("--token-file", str(new)), ("--token-file", str(tmp_path))):
-        assert "existing token file" in _usage_error(_lumion(*serve, "--allow-remote", *extra))
-    assert "together" in _usage_error(_lumion(*serve, "--ssl-certfile", str(new)))
+        assert "existing token file" in _usage_error(_lumion(serve_zygote, *serve, "--allow-remote", *extra))
+    assert "together" in _usage_error(_lumion(serve_zygote, *serve, "--ssl-certfile", str(new)))
     assert not new.exists()
     assert not (tmp_path / "cp.db").exists()  # refused before anything was created
 
@@ -141,11 +141,12 @@ def test_sigterm_right_after_the_announce_line_stops_gracefully(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_readable_token_file_is_refused(tmp_path):
+def test_a_readable_token_file_is_refused(serve_zygote, tmp_path):
     token = tmp_path / "token"
     token.write_text("x" * 43 + "\n")
     os.chmod(token, 0o644)
     out = _lumion(
+        serve_zygote,
         "serve", "--db", str(tmp_path / "cp.db"), "--token-file", str(token), "--port", "0", "--json"
     )
     assert out.returncode == 2
@@ -181,9 +182,10 @@ def test_loopback_rule(host, loopback):
 
 
 @pytest.mark.slow
-def test_a_second_server_on_the_same_database_is_refused(service_factory, tmp_path):
+def test_a_second_server_on_the_same_database_is_refused(service_factory, serve_zygote, tmp_path):
     first = service_factory()
-    out = _lumion("serve", "--db", str(first.db), "--port", "0", "--json", "--telemetry-period-s", "0")
+    out = _lumion(serve_zygote, "serve", "--db", str(first.db), "--port", "0", "--json",
+                  "--telemetry-period-s", "0")
     assert out.returncode == 2
     assert "another lumion serve" in json.loads(out.stdout)["error"]
     assert httpx.get(f"{first.api}/health").status_code == 200  # the first one is untouched
@@ -261,13 +263,14 @@ def test_unauthenticated_floods_do_not_starve_the_authenticated_client(tmp_path)
 
 
 @pytest.mark.slow
-def test_a_map_of_another_chip_is_refused(tmp_path):
+def test_a_map_of_another_chip_is_refused(serve_zygote, tmp_path):
     from instruments.sim.chip import Chip
     from photonics.topology import smartlight
     from tests.controlplane.rack import oracle_map
 
     oracle_map(Chip(smartlight(), 0)).save(tmp_path / "map.json")  # the map of chip seed 0
     out = _lumion(
+        serve_zygote,
         "serve",
         "--db",
         str(tmp_path / "cp.db"),
@@ -302,13 +305,14 @@ def test_rate_limiter_buckets_per_client_and_bounded_memory(monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_database_of_another_chip_is_refused(tmp_path):
+def test_a_database_of_another_chip_is_refused(serve_zygote, tmp_path):
     from controlplane.store import Store
 
     store = Store(tmp_path / "cp.db")
     store.ensure_chip("sim-hexagonal-3x6-seed1", "smartlight", "recorded-elsewhere")
     store.close()
     out = _lumion(
+        serve_zygote,
         "serve", "--db", str(tmp_path / "cp.db"), "--port", "0", "--json", "--telemetry-period-s", "0"
     )
     assert out.returncode == 2
