@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -116,13 +117,15 @@ def _chip_constants(params: TBUParams, wl: np.ndarray) -> tuple[tuple[np.ndarray
             *(_contiguous(a, shape) for a in (k.c_top, k.c_bot, *k[-4:]))),
            10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase))
     if key is not None:
-        while len(_CHIPS) >= _KEPT_CHIPS:
-            _CHIPS.pop(next(iter(_CHIPS)), None)  # the oldest (another thread may pop it too)
-        _CHIPS[key] = out
+        with _CHIPS_LOCK:  # solves run in several threads (the control plane's handlers)
+            while len(_CHIPS) >= _KEPT_CHIPS:
+                del _CHIPS[next(iter(_CHIPS))]  # the oldest
+            _CHIPS[key] = out
     return out
 
 
 _CHIPS: dict = {}  # _chip_constants' kept results, oldest first; read-only to every user
+_CHIPS_LOCK = threading.Lock()
 _KEPT_CHIPS = 16  # chips (with their wavelengths) kept: a campaign's handful of chips, a test's few
 _KEPT_MAX_WAVELENGTHS = 8  # longest sweep kept: 8 x 71 TBUs x 9 arrays is 40 kB a chip
 

@@ -154,3 +154,17 @@ def test_a_chip_changed_in_place_is_solved_as_changed():
         np.testing.assert_array_equal(after, solve(mesh, state, 1551.0, fresh))
         assert np.abs(after - before).max() > 1e-6, name
         before = after
+
+
+def test_kept_chip_constants_stay_bounded():
+    """Only the last few chips' constants are kept (a campaign over many chips holds no more)."""
+    from photonics import circuit
+
+    mesh = hexagonal(1, 2)
+    state = MeshState.uniform(mesh, "bar")
+    for seed in range(circuit._KEPT_CHIPS + 5):
+        params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(seed))
+        solve(mesh, state, [1550.0, 1551.0], params)
+    assert len(circuit._CHIPS) == circuit._KEPT_CHIPS
+    solve(mesh, state, np.linspace(1540.0, 1560.0, circuit._KEPT_MAX_WAVELENGTHS + 1), params)
+    assert len(circuit._CHIPS) == circuit._KEPT_CHIPS  # a long sweep is not kept
