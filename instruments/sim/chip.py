@@ -335,6 +335,10 @@ class Chip:
         Called by every simulator that serves the chip over a wire: its clients wait by
         sleeping, so the heaters must settle and the chip drift in real time. Idempotent.
         """
+        # Ready to be driven when served, as the meter is (scpi_devices.SimPowerMeter): on a
+        # checkout whose step kernels are not compiled yet (a fresh clone, a kernel change) the
+        # first current setting would compile them inside a client's time-out.
+        step_kernels()
         with self._lock:
             if self._clock is clock:
                 return

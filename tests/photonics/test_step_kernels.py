@@ -114,3 +114,16 @@ def test_the_loaded_machine_code_and_numbas_dispatcher_agree():
            *arrays, 0.5, 0.75, 0.03)
         outs.append(b"".join(a.tobytes() for a in arrays))
     assert outs[0] == outs[1]
+
+
+def test_a_chip_served_over_a_wire_has_its_step_kernels_loaded(monkeypatch):
+    """A served chip's first current setting must not compile the step kernels inside a
+    client's time-out (a fresh clone): putting it on the wall clock loads them.
+    """
+    from photonics import kernel_loader
+
+    monkeypatch.setattr(kernel_loader, "_STEP_LOADED", {})
+    chip = Chip(hexagonal(1, 1), seed=1)
+    assert not kernel_loader._STEP_LOADED  # making a chip loads nothing
+    chip.follow_wall_clock()
+    assert set(kernel_loader._STEP_LOADED) == {"settle_step", "step_transfers"}
