@@ -263,21 +263,36 @@ class StateInputCheck(Strict):
                                           "(predicted or measured), and every port off")
 
 
+class StateBlindArm(Strict):
+    """A used TBU's arm whose pi error the check by light could not see (on the map's model)."""
+
+    tbu: TbuName
+    arm: Literal["top", "bottom"]
+    largest_change: float = Field(description="the largest reading a pi error on this arm moves (fraction "
+                                  "of the input power), at most pi_visible")
+
+
 class StateVerification(Strict):
     """``lumion program``'s check by light of a heater state (docs/synthesis.md)."""
 
     status: Literal["ok", "off", "unverified", "skipped"] = Field(
         description="off: a port differs from the prediction by more than tolerance (exit 5); unverified: "
-        "some input or light could not be measured; skipped: --no-verify")
+        "some input or light could not be measured, or some used TBU's pi error could not be seen "
+        "(not_verifiable); skipped: --no-verify")
     check: Literal["state"]
     tolerance: float = Field(description="largest difference at a port (fraction of the input power)")
+    pi_visible: float = Field(description="a pi error on one arm counts as seen by this check when the map's "
+                              "model says it moves some checked reading by more than this (the tolerance "
+                              "plus a right state's worst reading)")
     chip: str = Field(description="the chip model the prediction was made on")
     prediction: Literal["synthesis", "map"] | None = Field(
         description="synthesis: the state file's own prediction; map: the map's model of the state (the "
         "file carries none); null when skipped")
-    wavelengths_nm: list[float] = Field(description="where light was checked (a filter: its centre and "
-                                        "half-width points); empty when skipped")
+    wavelengths_nm: list[float] = Field(description="where light was checked (a filter: its centre and a "
+                                        "point on its slope each side); empty when skipped")
     inputs: list[StateInputCheck] = Field(description="one per input and wavelength")
+    not_verifiable: list[StateBlindArm] = Field(description="used TBUs' arms a pi error on which moves no "
+                                                "checked reading by more than pi_visible (named, never ok)")
 
 
 class ProgramHeaterFault(Strict):

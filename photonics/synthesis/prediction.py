@@ -133,6 +133,29 @@ def predicted_powers(mesh: Mesh, state: MeshState, params: TBUParams | None, inp
     return np.abs(y) ** 2
 
 
+def pi_error_changes(mesh: Mesh, state: MeshState, params: TBUParams | None, inputs: tuple[int, ...],
+                     wavelengths_nm: Any, tbus: tuple[int, ...], metered: tuple[int, ...]) -> np.ndarray:
+    """(len(tbus), 2): the largest change of a metered port's power (fraction of the input's
+    power) that the top (column 0) and bottom (column 1) arm of each TBU off by pi makes on the
+    chip ``params``, over every input lit and every wavelength (nm); the lit port itself is not
+    read. What a check by light at these ports can see of such an error (its own noise aside).
+    """
+    if not tbus or not inputs:
+        return np.zeros((len(tbus), 2))
+    k = np.arange(len(tbus))
+    top = np.repeat(state.phi_top[None, :], 1 + 2 * len(tbus), axis=0)
+    bot = np.repeat(state.phi_bot[None, :], 1 + 2 * len(tbus), axis=0)
+    top[1 + 2 * k, list(tbus)] += np.pi  # row 0: the state itself; then top, bottom per TBU
+    bot[2 + 2 * k, list(tbus)] += np.pi
+    powers = np.abs(solve(mesh, MeshState(top, bot), np.atleast_1d(np.asarray(wavelengths_nm, dtype=float)),
+                          params, inputs=list(inputs))) ** 2  # (states, wavelengths, ports, inputs)
+    read = np.zeros(powers.shape[2:], dtype=bool)
+    read[list(metered), :] = True
+    read[list(inputs), np.arange(len(inputs))] = False
+    change = np.where(read, np.abs(powers[1:] - powers[0]), 0.0).max(axis=(1, 2, 3))
+    return change.reshape(len(tbus), 2)
+
+
 def check_wavelengths(result: Synthesis, wavelengths_nm: Any) -> tuple[float, ...]:
     """Where (nm) a synthesis is checked by light. A filter: its asked centre and a point each
     side on its slope (:data:`CHECK_OFFSETS_BANDWIDTHS`), where a passband or notch that moved
