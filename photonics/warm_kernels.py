@@ -20,6 +20,7 @@ def main() -> int:
     """Solve a small mesh once, take one gradient and fit one fringe; print how long the kernels took."""
     from photonics.circuit import solve
     from photonics.circuit_gradient import jacobian
+    from photonics.kernel_loader import step_kernels
     from photonics.state import MeshState
     from photonics.topology import hexagonal
 
@@ -29,6 +30,7 @@ def main() -> int:
     state = MeshState.uniform(mesh, "cross")
     solve(mesh, state)
     jacobian(mesh, state)
+    step_kernels()  # a simulated chip's setting and reading steps (photonics.step_kernels)
     print(f"== circuit kernels ready ({time.perf_counter() - t0:.1f} s)", flush=True)
     t0 = time.perf_counter()
     print("== compiling the fringe fits' kernels (once; cached after)", flush=True)
