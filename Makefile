@@ -25,7 +25,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# kernels first: the demo's calibration would otherwise compile the numba kernels without a word
+demo: $(STAMP) kernels
 	$(BIN)/lumion demo
 
 lint: $(STAMP)
