@@ -73,10 +73,10 @@ def test_one_column_at_the_fibre_array_pitch(edge_cell):
     assert (couplers & metal).is_empty()
 
 
-@pytest.mark.slow
-def test_no_two_waveguide_paths_cross(edge_cell):
-    """No routed path overlaps another or the mesh (touching at a port is not overlap)."""
-    assert overlapping_paths(edge_cell) == []
+# No routed path overlaps another or the mesh: check_edge_io (layouts.checks.overlapping_paths)
+# asks it of every SWEEP layout below. SmartLight's (42 s at load 9, on top of its LVS above)
+# left the suite in issue 29 for benchmarks/bench_layout_fiber_edge.py, which checks it in
+# both modes; the check itself is shown to see a crossing here.
 
 
 def test_the_crossing_check_sees_a_crossing():
