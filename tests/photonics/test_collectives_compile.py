@@ -28,6 +28,22 @@ def fabric():
     return slot_fabric("smartlight", 8)
 
 
+@pytest.fixture(scope="module")
+def compiled(fabric):
+    """``compiled(make, size_bytes)``: ``make(8)`` compiled on the module's fabric, once per
+    worker. Several tests ask for the same ones (the all-to-all at 1 MB and 4 GB, the ring at
+    64 MB), each a few seconds of CPU; the tests only read the results."""
+    cache = {}
+
+    def get(make, size_bytes):
+        if (make, size_bytes) not in cache:
+            cache[make, size_bytes] = compile_collective(make(8), fabric, rank_names(fabric, 8),
+                                                         size_bytes=size_bytes)
+        return cache[make, size_bytes]
+
+    return get
+
+
 def _check_rounds(result, fabric):
     names = result.ranks
     sets = result.configs
@@ -61,9 +77,8 @@ def _check_coverage(result):
 @pytest.mark.parametrize("make", [ring_allreduce, tree_allreduce, halving_doubling_allreduce,
                                   all_to_all, straggler_allreduce], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("size_mb", [1, 4000])
-def test_every_send_is_a_circuit_of_its_configuration(fabric, make, size_mb):
-    coll = make(8)
-    result = compile_collective(coll, fabric, rank_names(fabric, 8), size_bytes=size_mb * 1e6)
+def test_every_send_is_a_circuit_of_its_configuration(fabric, compiled, make, size_mb):
+    result = compiled(make, size_mb * 1e6)
     _check_rounds(result, fabric)
     _check_coverage(result)
     assert result.completion_ms > 0
@@ -73,10 +88,9 @@ def test_every_send_is_a_circuit_of_its_configuration(fabric, make, size_mb):
 
 
 @pytest.mark.slow
-def test_small_buffers_keep_the_ring_large_ones_reconfigure(fabric):
-    names = rank_names(fabric, 8)
-    small = compile_collective(all_to_all(8), fabric, names, size_bytes=1e6)
-    large = compile_collective(all_to_all(8), fabric, names, size_bytes=4e9)
+def test_small_buffers_keep_the_ring_large_ones_reconfigure(compiled):
+    small = compiled(all_to_all, 1e6)
+    large = compiled(all_to_all, 4e9)
     assert small.switches == 0
     assert small.completion_ms == pytest.approx(small.fixed_ms["ring"])
     assert large.switches > 0
@@ -85,10 +99,9 @@ def test_small_buffers_keep_the_ring_large_ones_reconfigure(fabric):
 
 
 @pytest.mark.slow
-def test_never_worse_than_the_fixed_ring_it_can_fall_back_to(fabric):
-    names = rank_names(fabric, 8)
+def test_never_worse_than_the_fixed_ring_it_can_fall_back_to(compiled):
     for make in (tree_allreduce, halving_doubling_allreduce, ring_allreduce):
-        res = compile_collective(make(8), fabric, names, size_bytes=64e6)
+        res = compiled(make, 64e6)
         assert res.completion_ms <= res.fixed_ms["ring"] + 1e-9
 
 
