@@ -23,7 +23,7 @@ from calibration.map import CalibrationRefusedError
 # rechecks, retried bootstraps and diagnoses cost a third more than the plan still finishes.
 # 1.35 x SmartLight's nominal 7,428 rounds to the 10,000 its campaigns were measured with
 # (7,620-9,728 used over seeds 0-9 and the trust campaign's 55 chips, docs/calibration.md); a
-# fixed 10,000 refused every healthy square:6x6 (13,146-13,678 used) and hex:5x10 chip.
+# fixed 10,000 refused every healthy square:6x6 (13,146-13,708 used) and hex:5x10 chip.
 BUDGET_MARGIN = 1.35
 # The automatic budget is rounded to this many operations (a figure a user can read and set).
 BUDGET_ROUNDING = 100

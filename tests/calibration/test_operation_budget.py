@@ -62,7 +62,7 @@ def test_the_budgeted_bench_counts_a_resumed_runs_operations():
 
 
 def test_the_default_budget_follows_the_mesh():
-    """A fixed 10,000 refused every healthy square:6x6 chip (13,146-13,678 operations used,
+    """A fixed 10,000 refused every healthy square:6x6 chip (13,146-13,708 operations used,
     docs/calibration.md) and every hex:5x10; SmartLight keeps the 10,000 it was measured with."""
     assert operation_budget(Options(), smartlight()) == 10_000
     assert operation_budget(Options(), mesh_from_spec("square:6x6")) >= 13_678 + 360  # + common phases
