@@ -277,10 +277,12 @@ def trees_configuration(mesh: Mesh, trees: Sequence[Tree]) -> Configuration:
 
 def check_trees(mesh: Mesh, configuration: Configuration, trees: Sequence[Tree],
                 params: TBUParams | None = None, *, lanes: Lanes = None,
-                failed: Mapping[int, str] | None = None) -> list[TreeCheck]:
+                failed: Mapping[int, str] | None = None,
+                dark: frozenset[int] = frozenset()) -> list[TreeCheck]:
     """Solve the mesh in ``configuration`` and measure every tree at its TX lane's wavelengths.
 
     ``lanes``: the TX lane of each tree (one per tree), one lane for all, or the default.
+    ``dark``: ports whose receiver is gone (a pruned branch still ends there): no victim.
 
     Example:
         >>> from photonics.routing.graph import build_graph
@@ -303,7 +305,7 @@ def check_trees(mesh: Mesh, configuration: Configuration, trees: Sequence[Tree],
         signal = p[:, list(tree.dsts)]  # (W, D)
         others = set().union(*(d for j, d in enumerate(all_dsts) if j != k))
         victims = sorted(others) if len(trees) > 1 else \
-            [q for q in range(mesh.n_ports) if q != tree.src and q not in all_dsts[k]]
+            [q for q in range(mesh.n_ports) if q != tree.src and q not in all_dsts[k] and q not in dark]
         tx_db = 10 * np.log10(signal.min(axis=0))
         spread = float((10 * np.log10(signal.max(axis=1) / signal.min(axis=1))).max())
         if victims:
