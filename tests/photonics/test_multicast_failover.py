@@ -93,3 +93,15 @@ def test_a_spare_that_cannot_close_or_is_busy_is_refused_naming_it(fab, plan):
         fail_receiver(fab, plan, "gpu6", "gpu1")
     with pytest.raises(FabricError, match="receiver of no group"):
         fail_receiver(fab, plan, "gpu7")
+
+
+def test_a_held_branch_moved_beyond_the_tolerance_is_refused_naming_it(fab, monkeypatch):
+    """gpu0 -> {gpu2, gpu3}: splicing gpu3 to gpu7 moves gpu2 by ~1e-4 dB through crosstalk."""
+    import photonics.fabric.multicast_failover as mf
+
+    plan = plan_multicast(fab, [("gpu0", ["gpu2", "gpu3"])])
+    r = fail_receiver(fab, plan, "gpu3", "gpu7")
+    assert 0 < r.shift_db <= BRANCH_TOL_DB  # the solve sees the new path's leak, within tolerance
+    monkeypatch.setattr(mf, "BRANCH_TOL_DB", r.shift_db / 2)
+    with pytest.raises(FabricError, match=r"refused: branch gpu0->gpu2 moved .* dB \(tolerance"):
+        fail_receiver(fab, plan, "gpu3", "gpu7")
