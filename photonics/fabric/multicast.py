@@ -138,11 +138,26 @@ def plan_multicast(
     conf = trees_configuration(mesh, trees)
     checks = check_trees(mesh, conf, trees, params, lanes=[fabric.lane(tx) for tx, _ in ports],
                          failed=dict(failed or {}))
-    branches = []
-    for (src, dsts), (tx, rxs), check in zip(norm, ports, checks, strict=True):
-        row = []
-        for d, rx, t_db in zip(dsts, rxs, check.transmission_db, strict=True):
-            b = link_budget(-t_db, fabric.lane(tx), fabric.lane(rx), defaults, required_margin_db)
-            row.append(BranchResult(src, d, t_db, b.margin_db, b.ok, b.reason))
-        branches.append(tuple(row))
-    return MulticastPlan(norm, tuple(trees), tuple(checks), tuple(branches), conf)
+    branches = branch_results(fabric, norm, ports, checks, defaults, required_margin_db)
+    return MulticastPlan(norm, tuple(trees), tuple(checks), branches, conf)
+
+
+def branch_results(
+    fabric: Fabric,
+    groups: Sequence[Group],
+    ports: Sequence[tuple[int, tuple[int, ...]]],
+    checks: Sequence[TreeCheck],
+    defaults: PhysicsDefaults,
+    required_margin_db: float,
+) -> tuple[tuple[BranchResult, ...], ...]:
+    """Each branch of each group budgeted like a point-to-point link
+    (:func:`photonics.budget.link_budget`) at its solved transmission; one row per group.
+    """
+    rows = []
+    for (src, dsts), (tx, rxs), check in zip(groups, ports, checks, strict=True):
+        rows.append(tuple(
+            BranchResult(src, d, t_db, b.margin_db, b.ok, b.reason)
+            for d, rx, t_db in zip(dsts, rxs, check.transmission_db, strict=True)
+            for b in (link_budget(-t_db, fabric.lane(tx), fabric.lane(rx), defaults, required_margin_db),)
+        ))
+    return tuple(rows)

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse.csgraph import dijkstra
 
-from photonics.budget import check_band, link_budget
+from photonics.budget import check_band
 from photonics.configuration import Configuration, Route
 from photonics.errors import RoutingError
 from photonics.fabric.model import Fabric, FabricError
-from photonics.fabric.multicast import BranchResult, MulticastPlan, group_ports
+from photonics.fabric.multicast import BranchResult, MulticastPlan, branch_results, group_ports
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.routing.graph import RoutingGraph, build_graph
 from photonics.routing.multicast import BLOCKED_COST_DB, Tree, _blocked_costs, _walk_from, check_trees
@@ -112,7 +112,7 @@ def _reroute(graph: RoutingGraph, tree: Tree, k: int, rx: int, blocked: set[int]
     return Route(tree.src, rx, (*hops[:cut], *_walk_from(pred, start, graph.sink(rx), include)))
 
 
-def _compare(before: MulticastPlan, after: list[tuple[BranchResult, ...]]) -> float:
+def _compare(before: MulticastPlan, after: tuple[tuple[BranchResult, ...], ...]) -> float:
     """Largest power shift of a branch present before and after; refuses beyond BRANCH_TOL_DB."""
     old = {(b.src, b.dst): b.transmission_db for row in before.branches for b in row}
     worst = 0.0
@@ -191,15 +191,9 @@ def fail_receiver(
     conf = Configuration(cross, tuple(r for tr in trees for r in tr.branches), {"multicast": True}, mesh=mesh)
     checks = check_trees(mesh, conf, trees, params, lanes=[fabric.lane(tx) for tx, _ in all_ports],
                          failed=dict(failed or {}), dark=dark)
-    branches = []
-    for (src, ds), (tx, rs), check in zip(groups, all_ports, checks, strict=True):
-        row = []
-        for d, r, t_db in zip(ds, rs, check.transmission_db, strict=True):
-            b = link_budget(-t_db, fabric.lane(tx), fabric.lane(r), defaults, required_margin_db)
-            row.append(BranchResult(src, d, t_db, b.margin_db, b.ok, b.reason))
-        branches.append(tuple(row))
+    branches = branch_results(fabric, groups, all_ports, checks, defaults, required_margin_db)
     shift = _compare(plan, branches)
-    new = MulticastPlan(tuple(groups), tuple(trees), tuple(checks), tuple(branches), conf)
+    new = MulticastPlan(tuple(groups), tuple(trees), tuple(checks), branches, conf)
     bad = new.first_failure()
     if bad is not None:
         raise FabricError(f"multicast failover refused: branch {bad.src}->{bad.dst} does not close "
