@@ -81,24 +81,38 @@ def kernels() -> dict[str, Callable]:
 
 
 def _load_or_build() -> dict[str, Callable]:
-    try:
-        import llvmlite
-
-        key = _key(llvmlite.__version__)
-        for folder in _cache_dirs():
-            obj = folder / f"circuit_kernels-{key}.o"
-            if obj.exists():
-                return _wrap(_map(obj.read_bytes(), json.loads(obj.with_suffix(".json").read_text())))
-        data, names = _build()
-        for folder in _cache_dirs():
-            if _write(folder, f"circuit_kernels-{key}", data, names):
-                break
-        return _wrap(_map(data, names))
-    except Exception:  # any failure: numba's dispatcher runs the same kernels
+    def fallback() -> dict[str, Callable]:
         from photonics import circuit_kernels
 
         return {entry_name(name, lanes): fn for lanes in _LANE_COUNTS
                 for name, fn in circuit_kernels.KERNELS[lanes].items() if entry_name(name, lanes) in _ENTRIES}
+
+    return _load_object("circuit_kernels", None, _ENTRIES, _build, _wrap, fallback)
+
+
+def _load_object(prefix: str, source: Path | None, entries: tuple[str, ...],
+                 build: Callable[[], tuple[bytes, dict[str, str]]],
+                 wrap: Callable[[dict[str, int]], dict[str, Callable]],
+                 fallback: Callable[[], dict[str, Callable]]) -> dict[str, Callable]:
+    """The kernels of ``source`` as callables: their object code from the first cache folder
+    that has it (``prefix-<key>.o``), else ``build()`` and kept in the first writable one;
+    ``fallback()`` (numba's dispatcher over the same kernels) on any failure.
+    """
+    try:
+        import llvmlite
+
+        stem = f"{prefix}-{_key(llvmlite.__version__, source)}"
+        for folder in _cache_dirs():
+            obj = folder / f"{stem}.o"
+            if obj.exists():
+                return wrap(_map(obj.read_bytes(), json.loads(obj.with_suffix(".json").read_text()), entries))
+        data, names = build()
+        for folder in _cache_dirs():
+            if _write(folder, stem, data, names):
+                break
+        return wrap(_map(data, names, entries))
+    except Exception:  # any failure: numba's dispatcher runs the same kernels
+        return fallback()
 
 
 def step_kernels() -> dict[str, Callable]:
@@ -114,26 +128,17 @@ def step_kernels() -> dict[str, Callable]:
 
 
 def _load_steps() -> dict[str, Callable]:
-    try:
-        import llvmlite
-
-        stem = f"step_kernels-{_key(llvmlite.__version__, _STEP_SOURCE)}"
-        for folder in _cache_dirs():
-            obj = folder / f"{stem}.o"
-            if obj.exists():
-                names = json.loads(obj.with_suffix(".json").read_text())
-                return _wrap_steps(_map(obj.read_bytes(), names, _STEP_ENTRIES))
+    def build() -> tuple[bytes, dict[str, str]]:
         from photonics import step_kernels
 
-        data, names = _object_file(step_kernels.c_entry_points(), _STEP_ENTRIES)
-        for folder in _cache_dirs():
-            if _write(folder, stem, data, names):
-                break
-        return _wrap_steps(_map(data, names, _STEP_ENTRIES))
-    except Exception:  # any failure: numba's dispatcher runs the same kernels
+        return _object_file(step_kernels.c_entry_points(), _STEP_ENTRIES)
+
+    def fallback() -> dict[str, Callable]:
         from photonics import step_kernels
 
         return {name: getattr(step_kernels, name) for name in _STEP_ENTRIES}
+
+    return _load_object("step_kernels", _STEP_SOURCE, _STEP_ENTRIES, build, _wrap_steps, fallback)
 
 
 def _key(llvmlite_version: str, source: Path | None = None) -> str:
