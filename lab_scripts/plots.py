@@ -31,6 +31,12 @@ STATUS_NAMES = {"job": "accelerator in the job", "spare": "spare accelerator",
 # wears either (issue 29: the failed red was also a route's colour).
 ROUTE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 FAILED_COLOUR = STATUS_COLOURS["out"]
+# Route stripes (points, and TBU lengths for the spacing): a TBU carrying two routes
+# shows two thinner stripes side by side, each fully opaque, so no colour mixes with
+# another (issue 29: shared TBUs came out in mixed colours).
+ROUTE_WIDTH = 4.5
+SHARED_ROUTE_WIDTH = 2.6
+LANE_SPACING = 0.07
 # A route label ending in this mark was re-routed by the last recovery the picture shows.
 REROUTED_MARK = " *"
 
@@ -171,12 +177,7 @@ def mesh_figure(mesh: Any, routes: list[dict[str, Any]] | None = None,
     fig, ax = plt.subplots(figsize=(11, 6.5 if marks else 6), dpi=120, layout="constrained")
     for a, b in mesh.tbu_xy:
         ax.plot([a[0], b[0]], [a[1], b[1]], color="0.8", lw=3, solid_capstyle="round", zorder=1)
-    for k, route in enumerate(routes or []):
-        colour = ROUTE_COLOURS[k % len(ROUTE_COLOURS)]
-        for t in route["tbus"]:
-            a, b = mesh.tbu_xy[t]
-            ax.plot([a[0], b[0]], [a[1], b[1]], color=colour, lw=5 - 0.3 * (k % 4),
-                    alpha=0.85, zorder=2, label=route["label"] if t == route["tbus"][0] else None)
+    _draw_routes(ax, mesh, routes or [])
     for t, how in (failed or {}).items():
         c = mesh.tbu_centers()[t]
         ax.plot(*c, marker="x", color=FAILED_COLOUR, ms=12, mew=3, zorder=3, ls="none")
@@ -194,6 +195,35 @@ def mesh_figure(mesh: Any, routes: list[dict[str, Any]] | None = None,
                   title="routes (* = re-routed by the last recovery)" if rerouted else None)
     ax.set_title(title, pad=14)
     return fig
+
+
+def route_lanes(routes: list[dict[str, Any]]) -> dict[tuple[int, int], tuple[int, int]]:
+    """For each (route index, TBU) drawn: (its lane, the number of routes on that TBU).
+
+    A TBU carries two light paths, so two routes may share one; each gets its own lane
+    (a parallel stripe) instead of being painted over the other.
+    """
+    users: dict[int, list[int]] = {}
+    for k, route in enumerate(routes):
+        for t in dict.fromkeys(route["tbus"]):
+            users.setdefault(t, []).append(k)
+    return {(k, t): (lane, len(ks)) for t, ks in users.items() for lane, k in enumerate(ks)}
+
+
+def _draw_routes(ax: Any, mesh: Any, routes: list[dict[str, Any]]) -> None:
+    """Each route in its colour; routes sharing a TBU side by side (see :func:`route_lanes`)."""
+    lanes = route_lanes(routes)
+    for k, route in enumerate(routes):
+        colour = ROUTE_COLOURS[k % len(ROUTE_COLOURS)]
+        for t in dict.fromkeys(route["tbus"]):
+            a, b = np.asarray(mesh.tbu_xy[t], dtype=float)
+            lane, shared = lanes[(k, t)]
+            along = (b - a) / (np.linalg.norm(b - a) + 1e-12)
+            shift = np.array([-along[1], along[0]]) * LANE_SPACING * (lane - (shared - 1) / 2)
+            ax.plot([a[0] + shift[0], b[0] + shift[0]], [a[1] + shift[1], b[1] + shift[1]],
+                    color=colour, lw=ROUTE_WIDTH if shared == 1 else SHARED_ROUTE_WIDTH,
+                    solid_capstyle="butt", zorder=2,
+                    label=route["label"] if t == route["tbus"][0] else None)
 
 
 def _port_annotations(ax: Any, mesh: Any, marks: list[AcceleratorMark]) -> None:

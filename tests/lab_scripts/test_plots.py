@@ -174,3 +174,29 @@ def test_the_timeline_names_every_stage_s_time_and_marks_the_slivers(tmp_path, m
     assert "verify 0.32 ms" in labels
     markers = [line for line in ax.lines if line.get_marker() == "v"]
     assert len(markers) == 2  # settle and verify, each under 1 % of the bar
+
+
+def test_routes_sharing_a_tbu_are_drawn_side_by_side_not_mixed():
+    # issue 29: a TBU carrying two routes came out in a mix of both colours
+    from photonics.topology import hexagonal
+
+    mesh = hexagonal(1, 2)
+    routes = [{"label": "a", "tbus": [0, 1]}, {"label": "b", "tbus": [1, 2]}]
+    fig = mesh_figure(mesh, routes, None, "t")
+    lines = [ln for ln in fig.axes[0].lines if ln.get_color() in ("#1f77b4", "#ff7f0e")]
+    a, b = np.asarray(mesh.tbu_xy[1], dtype=float)
+
+    def on_tbu1(line):
+        xs, ys = line.get_data()
+        mid = np.array([np.mean(xs), np.mean(ys)])
+        return np.linalg.norm(mid - (a + b) / 2) < 0.2
+
+    shared = [ln for ln in lines if on_tbu1(ln)]
+    assert sorted(ln.get_color() for ln in shared) == ["#1f77b4", "#ff7f0e"]
+    fig.canvas.draw()  # final layout, so data-to-pixel transforms hold
+    to_pixels = fig.axes[0].transData.transform
+    first, second = (to_pixels(np.column_stack(ln.get_data())) for ln in shared)
+    gap_px = np.linalg.norm(first[0] - second[0])
+    width_px = max(ln.get_linewidth() for ln in shared) * fig.dpi / 72
+    assert gap_px >= 0.9 * width_px, f"stripes overlap: {gap_px:.1f} px apart, {width_px:.1f} px wide"
+    assert all(ln.get_alpha() in (None, 1.0) for ln in shared)
