@@ -233,6 +233,18 @@ class SimulatedBench:
             m.revive_tx(k)
         return self._fault_record(lanes)
 
+    def clear_faults(self) -> None:
+        """Undo every injected fault: killed transmitters emit again, failed TBUs and heaters
+        are repaired, shifted passive phases are as drawn (one bench shared by several test
+        cases starts each from the same faults: none). The heater currents and the hosts'
+        controls (TX disable) are the clients' to set, and are left as they are.
+        """
+        for m in self.transceivers.transceivers.values():
+            for lane in sorted(m.dead_tx):
+                m.revive_tx(lane)
+        self.chip.repair_all()
+        self.chip.undo_phase_shifts()
+
     def _fault_record(self, lanes: list[tuple[SimTransceiver, int]]) -> dict[str, Any]:
         return {"lanes": [f"{m.name}:{k}" for m, k in lanes],
                 "ports": [self.mesh.port_names[p] for m, k in lanes if (p := m.tx_ports[k]) is not None],

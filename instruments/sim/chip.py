@@ -286,6 +286,7 @@ class Chip:
         # The chip's own physics keeps a private handle: tests replace ``truth`` by a tripwire
         # to prove the calibration never reads it, while the optics still need it.
         self._truth = self.truth
+        self._drawn_offset_top = self._truth.params.offset_top  # before any shift_phase
         self.model = model
         self.currents_ma = np.zeros(mesh.n_heaters)
         self.failed: dict[int, str] = {}
@@ -487,6 +488,21 @@ class Chip:
             if self.truth is self._truth:
                 self.truth = shifted
             self._truth = shifted
+            self._cache.clear()
+            self._params = None
+
+    def undo_phase_shifts(self) -> None:
+        """Take back every :meth:`shift_phase`: each TBU's passive phase as drawn from the seed,
+        bit for bit (a simulator shared by several test cases starts each from the same chip).
+        """
+        with self._lock:
+            p = self._truth.params
+            if p.offset_top is self._drawn_offset_top:
+                return
+            drawn = replace(self._truth, params=replace(p, offset_top=self._drawn_offset_top))
+            if self.truth is self._truth:
+                self.truth = drawn
+            self._truth = drawn
             self._cache.clear()
             self._params = None
 

@@ -183,12 +183,31 @@ def cp(bench, tmp_path):
     c.close()
 
 
-@pytest.fixture
-def rack(tmp_path):
-    """An in-process simulated rack (``tests.controlplane.rack.Rack``) with a ring placed; closed after."""
+@pytest.fixture(scope="module")
+def placed_rack(tmp_path_factory):
+    """One in-process simulated rack per module with a ring placed, and the record of that state.
+
+    Placing the ring verifies its eight links by light: 0.9 s of waiting for the modules'
+    monitors (``instruments.light_meter.DOM_REFRESH_WAIT_S``) of the 1.2-2 s a rack took to
+    set up, which every test paid again (issue 29).
+    """
     from tests.controlplane.rack import Rack
 
-    r = Rack(tmp_path / "cp.db")
-    r.place_ring()
-    yield r
-    r.close()
+    where = tmp_path_factory.mktemp("rack")
+    r = Rack(where / "placed.db")
+    try:
+        r.place_ring()
+        record = r.record(where / "record.db")
+        yield r, record
+    finally:
+        r.close()
+
+
+@pytest.fixture
+def rack(placed_rack, tmp_path):
+    """The module's simulated rack (``tests.controlplane.rack.Rack``) as it was with the ring
+    just placed: faults undone, the recorded currents on the chip, and a new service on a copy
+    of the recorded database in ``tmp_path`` (``Rack.restart_from``)."""
+    r, record = placed_rack
+    r.restart_from(record, tmp_path / "cp.db")
+    return r

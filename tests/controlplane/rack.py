@@ -9,8 +9,10 @@ reach telemetry only through the modules' registers, read over the bridges.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,7 @@ from controlplane.store import Store
 from instruments.config import open_bench
 from instruments.sim.bench import SimulatedBench, fabric_transceivers
 from instruments.sim.chip import Chip
-from photonics.fabric import Fabric, default_fabric
+from photonics.fabric import Fabric, TimingModel, default_fabric
 
 WAIT_S = 30.0  # generous: the 2-core test machine is shared with other suites
 
@@ -44,6 +46,15 @@ def oracle_map(chip: Chip) -> CalibrationMap:
         nearest_fraction=0.01,
         cutoff_tbu=1.05,
     )
+
+
+@dataclass(frozen=True)
+class Record:
+    """A rack's committed state to start test cases from: a backup of its service's database
+    and the heater currents (mA) that database says the chip holds."""
+
+    db: Path
+    currents: np.ndarray
 
 
 class Rack:
@@ -78,6 +89,44 @@ class Rack:
     def events(self, kind: str | None = None) -> list[dict]:
         """Every event so far (of ``kind``)."""
         return [e for e in self.cp.events(0, 5000) if kind is None or e["kind"] == kind]
+
+    def record(self, path: Path) -> Record:
+        """Back the service's database up to ``path`` (SQLite's online backup: the WAL
+        included) with the currents it committed."""
+        with sqlite3.connect(self.cp.store.path) as src, sqlite3.connect(path) as dst:
+            src.backup(dst)
+        src.close()
+        dst.close()
+        return Record(Path(path), self.cp.state.currents.copy())
+
+    def restart_from(self, record: Record, db: Path) -> None:
+        """Start a new service on a copy of ``record`` at ``db``, over the same simulators and
+        opened bench, as if the rack had just been brought to that state.
+
+        What a test case may have changed outside the database is put back first: every
+        injected fault undone (:meth:`SimulatedBench.clear_faults`: killed transmitters,
+        failed TBUs and heaters, shifted phases), a lane left TX-disabled enabled by its
+        host, the recorded currents written through the heater driver and left to settle.
+        The new ControlPlane's start-up then reads the chip back (``IALL?``) as it always
+        does; a restart whose reconciliation had to act (the chip did not hold the recorded
+        currents) is an error, not a state to test from.
+        """
+        self.cp.close()
+        self.sim.clear_faults()
+        for module in self.bench.transceivers.values():
+            disabled = module.tx_disabled()
+            for lane in np.flatnonzero(disabled if disabled is not None else []):
+                module.set_tx_disable(int(lane), False)
+        self.bench.controller.set_currents(record.currents)
+        time.sleep(TimingModel().settle_ms() / 1e3)  # the service's own settle after a write
+        with sqlite3.connect(record.db) as src, sqlite3.connect(db) as dst:
+            src.backup(dst)
+        src.close()
+        dst.close()
+        self.cp = ControlPlane(Store(db), self.bench, self.fabric)
+        loaded = [e for e in self.cp.events(0, 5000) if e["kind"] == "state-loaded"][-1]
+        if loaded["actions"]:
+            raise AssertionError(f"the restarted service had to reconcile the chip: {loaded['actions']}")
 
     def close(self) -> None:
         """Close the service's store, the opened bench and the simulators."""
