@@ -16,6 +16,7 @@ from lab_scripts.common import (
     table,
 )
 from lab_scripts.errors import CliError, planning, reading
+from lab_scripts.paths import JSON_SUFFIXES, output_file
 
 SCHEMA = "lumion.collective"
 VERSION = 1
@@ -74,6 +75,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--transceiver", default=None, metavar="PROFILE",
                    help="lane profile of every accelerator (default dwdm-10g-zr; its power budget decides "
                    "how wide a multicast tree can split)")
+    p.add_argument("--out", metavar="MC.json",
+                   help="with --multicast: write the first configuration of trees the schedule runs as a "
+                   "multicast plan (lumion.multicast-plan v1), atomically; `lumion failover --plan MC.json "
+                   "--fail ACCEL [--spare ACCEL]` acts on it")
     add_json_flag(p)
     p.set_defaults(run=run)
 
@@ -115,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
     """Compile and report."""
     from photonics.collectives import CollectiveError, CostModel, compile_collective, rank_names
 
+    if args.out is not None and not args.multicast:
+        raise UsageError("--out writes a multicast plan: give --multicast too")
+    out = output_file(args.out, "--out", JSON_SUFFIXES) if args.out is not None else None
     coll = _collective(args)
     with planning(CollectiveError):
         fabric = _fabric(args, coll.n_ranks)
@@ -126,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         result = compile_collective(coll, fabric, names, size_bytes=args.size_mb * 1e6, cost=cost,
                                     fixed_cost=fixed, multicast=args.multicast)
         others = _point_to_point(args, coll, fabric, names, cost, fixed) if args.multicast else {}
+        written = _write_multicast(out, result, fabric) if out is not None else None
     ring = result.fixed_ms.get("ring")
     payload = {"schema": SCHEMA, "version": VERSION, "pattern": args.pattern, "accelerators": coll.n_ranks,
                "size_mb": args.size_mb, **result.to_dict(),
@@ -134,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         best = min(others.items(), key=lambda kv: kv[1]) if others else None
         payload["point_to_point_ms"] = others
         payload["speedup_vs_point_to_point"] = best[1] / result.completion_ms if best else None
+    if out is not None:
+        payload["multicast_plan"] = str(out)
     if args.json:
         print_json(payload)
         return 0
@@ -152,7 +163,40 @@ def run(args: argparse.Namespace) -> int:
         _print_multicast(result, others)
     if coll.name == "straggler":
         _compare_with_late_ring(coll, fabric, names, args, cost, fixed, result.completion_ms)
+    if written is not None:
+        print(f"wrote {out}: {written}")
     return 0
+
+
+def _write_multicast(out: Any, result: Any, fabric: Any) -> str:
+    """Write the schedule's first configuration of trees (in run order) as a multicast plan.
+
+    It is planned again with :func:`~photonics.fabric.multicast.plan_multicast` (the compiler
+    keeps configurations, not plans) and must come out as the configuration the schedule
+    runs: routing is deterministic, and a difference is a bug, never written silently.
+    Returns what was written, in words. CollectiveError when no round ran on trees.
+    """
+    import numpy as np
+
+    from photonics.collectives import CollectiveError
+    from photonics.fabric.multicast import plan_multicast
+    from photonics.fabric.multicast_io import RunningMulticast, save_multicast
+
+    names = result.ranks
+    first = next((r for r in result.rounds if r.multicast), None)
+    if first is None:
+        raise CollectiveError("--out: no round of this schedule runs on multicast trees (point to point was "
+                              "faster, or no tree closed its budget); nothing written")
+    cs = result.configs[first.config]
+    groups = [(names[s], [names[d] for d in ds]) for s, ds in cs.trees]
+    plan = plan_multicast(fabric, groups)
+    if not np.array_equal(plan.configuration.cross_fraction, cs.configuration.cross_fraction):
+        raise CollectiveError("internal: the multicast plan routed again differs from the schedule's "
+                              "configuration; nothing written")
+    save_multicast(RunningMulticast(plan), fabric, out)
+    trees = ", ".join(f"{s}->{'+'.join(ds)}" for s, ds in plan.groups)
+    return (f"configuration {cs.index} (round {first.step + 1}, {first.label}): {trees}; worst branch margin "
+            f"{plan.worst_margin_db:.2f} dB")
 
 
 def _compare_with_late_ring(coll: Any, fabric: Any, names: list[str], args: argparse.Namespace, cost: Any,

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from lab_scripts.common import add_json_flag, print_json, recovery_changes, seed, table
-from lab_scripts.errors import EXIT_UNVERIFIED, CliError, explain, opening, planning, reading
+from lab_scripts.errors import EXIT_UNVERIFIED, CliError, explain, planning, reading
+from lab_scripts.fabric_bench import heater_map, open_fabric_bench
 from lab_scripts.paths import JSON_SUFFIXES, PLOT_SUFFIXES, output_file, sibling
 from photonics.atomic import save_figure
+from photonics.errors import LumionError
 
 SCHEMA = "lumion.failover"
 VERSION = 1
@@ -46,9 +48,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "spare, --tbu TBU re-routes around a failed TBU (or swaps the accelerator whose lane it "
         "cuts). Each recovery re-routes only the links it must, programs only the heaters that "
         "change and reports a modelled timing breakdown. A failure that cannot be recovered exits "
-        "3 and the plan written by --out keeps every earlier recovery. Examples: "
+        "3 and the plan written by --out keeps every earlier recovery. A multicast plan (lumion "
+        "collective --multicast --out MC.json) is acted on too: --fail a receiver prunes it, with --spare "
+        "its branch is spliced to that accelerator (docs/collectives.md). Examples: "
         "lumion failover --out plan.json; lumion failover --plan plan.json --fail gpu5 --fail gpu4 "
-        "--out plan2.json --json",
+        "--out plan2.json --json; lumion failover --plan mc.json --fail gpu2 --spare spare0 --out mc2.json",
     )
     p.add_argument("--fabric", metavar="FILE", help="fabric JSON (lumion.fabric v1); default: the "
                    "smartlight fabric with 8 accelerators and 2 spares")
@@ -66,8 +70,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", choices=("hitless", "fewest-moves"), default="fewest-moves",
                    help="when no hitless splice closes: refuse (hitless) or re-place the job moving "
                    "the fewest running links (fewest-moves, default)")
-    p.add_argument("--out", metavar="NEW.json", help="write the resulting plan (lumion.plan v1), "
-                   "atomically; on a refusal it holds the recoveries before the refused failure")
+    p.add_argument("--spare", metavar="ACCEL",
+                   help="with a multicast plan (--plan MC.json, lumion.multicast-plan): splice the failed "
+                   "receiver's branch to this accelerator over free TBUs (without: the receiver is pruned); "
+                   "point-to-point plans choose their spare themselves")
+    p.add_argument("--out", metavar="NEW.json", help="write the resulting plan (lumion.plan v1, or "
+                   "lumion.multicast-plan v1 for a multicast plan), atomically; on a refusal it holds the "
+                   "recoveries before the refused failure (a multicast plan: nothing is written)")
     p.add_argument("--map", metavar="MAP.json",
                    help="calibration map (lumion calibrate): heater currents from its fit, and the TBUs it "
                    "records as failed or unverified are never routed through, in the placement and in "
@@ -76,7 +85,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="program the plan and every recovery on this bench (a bench config, or sim for "
                    "a simulated one) and verify each by light: every link measured against its planned "
                    "received power (3 dB), held links against their reading before (0.5 dB); a link "
-                   "off is repaired around the TBUs light blames or refused (exit 5, the chip put back)")
+                   "off is repaired around the TBUs light blames or refused (exit 5, the chip put back; "
+                   "a multicast branch off or held branch moved: refused, the chip put back)")
     p.add_argument("--seed", type=seed, default=None, help="chip seed for a simulated --bench")
     p.add_argument("--light", choices=("repair", "report"), default="repair",
                    help="with --bench, a recovery light rejects is repaired or refused (repair, default) "
@@ -190,7 +200,6 @@ def _describe(event: tuple[str, Any], args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Load or place the plan, apply the failures in order, save and report."""
-    from calibration.heater_map import IdealMap
     from photonics.fabric import (
         Fabric,
         FabricError,
@@ -208,13 +217,17 @@ def run(args: argparse.Namespace) -> int:
             fabric = Fabric.load(args.fabric)
     else:
         fabric = default_fabric()
+    if args.plan is not None and is_multicast_file(args.plan):
+        from lab_scripts.failover_multicast import run_multicast
+
+        return run_multicast(args, fabric)
+    if args.spare is not None:
+        raise CliError(f"--spare {args.spare}: it splices a receiver of a multicast plan (--plan MC.json); "
+                       "point-to-point failover chooses its spare itself: drop --spare", "input",
+                       "UsageError")
     events = _events(args, fabric)
     mesh = fabric.mesh
-    hmap = IdealMap(mesh.n_heaters)
-    if args.map is not None:  # its failed TBUs are avoided (photonics.fabric.failures_with_map)
-        from calibration.map import CalibrationMap
-
-        hmap = CalibrationMap.load(args.map, mesh=mesh)
+    hmap = heater_map(args, mesh)
     if args.plan is not None:
         with reading("plan file", args.plan):
             plan = load_plan(args.plan, fabric)
@@ -259,29 +272,32 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def is_multicast_file(path: str) -> bool:
+    """Whether ``path`` declares itself a multicast plan (an unreadable file is not: the plan
+    loader then says what is wrong with it).
+    """
+    import json
+
+    from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
+    from photonics.fabric.multicast_io import is_multicast_plan
+
+    try:
+        return is_multicast_plan(json.loads(read_text(path, DATA_FILE_MAX_BYTES, "plan file")))
+    except (OSError, ValueError, RecursionError, LumionError):
+        return False
+
+
 def _bench_run(args: argparse.Namespace, fabric: Any, plan: Any) -> Any:
     """The opened bench of ``--bench`` (None without): checked against the fabric and the plan."""
     if args.bench is None:
         return None
-    from instruments.config import load_config, open_bench
     from lab_scripts.failover_light import BenchRun
-    from photonics.configuration import mesh_fingerprint, mesh_label
     from photonics.fabric import TimingModel
 
     if plan.heater_unit == "rad":
         raise CliError("--bench: the plan holds heater phases (rad), made without a heater map; place the "
                        "job again without --plan (or with --map)", "input", "PlanError")
-    source = None if args.bench == "sim" else args.bench
-    with reading("bench config", source):
-        cfg = load_config(source)
-    cfg = {**cfg, "mesh": fabric.mesh_spec or cfg.get("mesh", "smartlight")} if source is None else cfg
-    with opening(f"bench {args.bench}"):
-        bench = open_bench(cfg, seed=args.seed)
-    if mesh_fingerprint(bench.mesh) != mesh_fingerprint(fabric.mesh):
-        bench.close()
-        raise CliError(f"--bench: the bench's chip is {mesh_label(bench.mesh)}, the fabric is cabled to "
-                       f"{mesh_label(fabric.mesh)}; give the bench of this fabric's chip", "input",
-                       "BenchError")
+    bench = open_fabric_bench(args, fabric)
     return BenchRun(bench, fabric, TimingModel().settle_ms() / 1e3, repair=args.light == "repair")
 
 

@@ -27,7 +27,8 @@ DOCTEST_MODULES = [
     "photonics.topology", "photonics.physics", "photonics.circuit", "photonics.budget",
     "photonics.configuration", "calibration.model", "calibration.heater_map",
     "lab_scripts.errors", "lab_scripts.paths", "lab_scripts.schemas",
-    "photonics.routing.multicast", "photonics.fabric.multicast", "photonics.collectives.multicast",
+    "photonics.routing.multicast", "photonics.fabric.multicast", "photonics.fabric.multicast_io",
+    "photonics.collectives.multicast",
     "photonics.synthesis",
 ]
 SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*(?::\s*(?P<why>.*?))?\s*-->\s*\n\s*$")

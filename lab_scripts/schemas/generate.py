@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from lab_scripts.schemas import JSON_DIR, SUFFIX, file_name
 from lab_scripts.schemas.files import DATA_FILES
+from lab_scripts.schemas.multicast import MulticastFailoverOutput, MulticastPlanFile
 from lab_scripts.schemas.outputs import COMMAND_OUTPUTS, ErrorOutput
 from lab_scripts.schemas.plan import PlanFile
 
@@ -27,6 +28,8 @@ def models() -> dict[str, type[BaseModel]]:
     out.update({command_schema_name(c): m for c, m in COMMAND_OUTPUTS.items()})
     out["lumion.error"] = ErrorOutput
     out["lumion.plan"] = PlanFile
+    out["lumion.multicast-plan"] = MulticastPlanFile
+    out["lumion.multicast-failover"] = MulticastFailoverOutput
     return out
 
 

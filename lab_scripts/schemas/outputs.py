@@ -799,6 +799,8 @@ class CollectiveOutput(Strict):
         None, description="--multicast: the same collective and its usual schedules compiled point to point")
     speedup_vs_point_to_point: float | None = Field(
         None, description="--multicast: the best point-to-point time over the multicast-enabled time")
+    multicast_plan: Path | None = Field(
+        None, description="--out: the lumion.multicast-plan file written (the first configuration of trees)")
 
 
 class RackInfo(Strict):

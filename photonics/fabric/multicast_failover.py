@@ -139,11 +139,14 @@ def fail_receiver(
     defaults: PhysicsDefaults | None = None,
     required_margin_db: float = 3.0,
     graph: RoutingGraph | None = None,
+    dark: frozenset[int] = frozenset(),
 ) -> MulticastFailover:
     """Prune ``failed_rx`` from ``plan`` or, with ``spare``, splice its branch to the spare.
 
     ``params``, ``failed``, ``defaults``, ``required_margin_db``: as given to
-    :func:`~photonics.fabric.multicast.plan_multicast` for ``plan``. ``plan`` is not changed.
+    :func:`~photonics.fabric.multicast.plan_multicast` for ``plan``. ``dark``: ports of
+    receivers pruned before (no victims in the ACR, like the one pruned now). ``plan`` is
+    not changed.
 
     Raises:
         FabricError: the receiver is in no (or several) groups, the spare is busy or has no
@@ -162,7 +165,7 @@ def fail_receiver(
         new_tree = Tree(tree.src, tuple(r for j, r in enumerate(tree.branches) if j != k), tree.splits)
         dsts = tuple(d for j, d in enumerate(plan.groups[g][1]) if j != k)
         rxs = tuple(p for j, p in enumerate(ports[g][1]) if j != k)
-        dark = frozenset({dead_port})
+        dark = dark | {dead_port}
     else:
         rx = _free_rx(fabric, plan, spare)
         check_band(fabric.lane(ports[g][0]), fabric.lane(rx), defaults)
@@ -177,7 +180,6 @@ def fail_receiver(
             cross[t] = f
         dsts = tuple(spare if j == k else d for j, d in enumerate(plan.groups[g][1]))
         rxs = tuple(rx if j == k else p for j, p in enumerate(ports[g][1]))
-        dark = frozenset()
     held = {t for j, tr in enumerate(plan.trees) if j != g for t in tr.tbus} | \
         {h.tbu for j, r in enumerate(tree.branches) if j != k for h in r.hops}
     changed = np.flatnonzero(cross != plan.configuration.cross_fraction)

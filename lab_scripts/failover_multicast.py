@@ -1,0 +1,266 @@
+"""``lumion failover --plan MC.json --fail ACCEL [--spare ACCEL]``: a multicast receiver failed.
+
+The plan is a ``lumion.multicast-plan`` (``lumion collective --multicast --out``, or an
+earlier ``lumion failover --out`` of one). The failed receiver is pruned (no ``--spare``:
+no TBU changes) or its own part of the branch spliced to ``--spare`` over free TBUs
+(:func:`photonics.fabric.multicast_failover.fail_receiver`); every held branch is solved
+again and held to ``BRANCH_TOL_DB``. The answer says what was done, the TBUs and heaters
+changed and every branch's power before -> after with its margin; ``--out`` writes the new
+plan. With ``--bench`` the trees are written, the recovery's changed heaters written and
+every branch checked by light (:mod:`lab_scripts.multicast_light`).
+
+Exit codes as point-to-point failover: 2 bad input (one line), 3 a recovery that cannot be
+made (one line naming the branch; nothing written, no heater changed), 5 light rejects it
+(the chip put back to the trees before; with ``--light report`` kept and reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+
+from lab_scripts.common import print_json, recovery_changes, table
+from lab_scripts.errors import EXIT_UNVERIFIED, CliError, explain, reading
+from lab_scripts.paths import JSON_SUFFIXES, output_file
+
+SCHEMA = "lumion.multicast-failover"
+VERSION = 1
+# Options of point-to-point failover that mean nothing for a tree: refused, not ignored.
+_NOT_FOR_TREES = (("plot", "--plot"), ("park_freed", "--park-freed"), ("together", "--together"))
+
+
+def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
+    """Load the multicast plan, recover the failed receiver, check it (by light with a bench), report."""
+    from lab_scripts.fabric_bench import heater_map
+    from photonics.fabric.multicast_io import load_multicast
+    from photonics.fabric.plan import failures_with_map
+
+    failed_rx, spare = _options(args, fabric)
+    out_path = output_file(args.out, "--out", JSON_SUFFIXES) if args.out is not None else None
+    mesh = fabric.mesh
+    hmap = heater_map(args, mesh)
+    with reading("plan file", args.plan):
+        extra = failures_with_map(mesh, hmap, None)
+        run = load_multicast(args.plan, fabric, failed=extra)
+    _check_receiver(run.plan, failed_rx, spare)
+    bench = _open(args, fabric)
+    try:
+        result = _recover(args, fabric, run, hmap, failed_rx, spare, bench)
+    finally:
+        if bench is not None:
+            bench.close()
+    new_run, report = result
+    if out_path is not None:
+        from photonics.fabric.multicast_io import save_multicast
+
+        save_multicast(new_run, fabric, out_path)
+    report["out"] = str(out_path) if out_path is not None else None
+    code = EXIT_UNVERIFIED if report["verified"] == "off" else 0
+    if args.json:
+        print_json({"schema": SCHEMA, "version": VERSION, **report})
+        return code
+    _print_text(report, "calibrated" if args.map is not None else "ideal")
+    if code:
+        print(f"lumion failover: {report['refusal']}; kept (--light report)", file=sys.stderr)
+    return code
+
+
+def _options(args: argparse.Namespace, fabric: Any) -> tuple[str, str | None]:
+    """(failed receiver, spare or None) from the command line; bad input (exit 2) otherwise."""
+    events = list(args.events or [])
+    fails = [name for kind, name in events if kind == "fail"]
+    if any(kind == "tbu" for kind, _ in events):
+        raise CliError("--tbu: a multicast plan recovers a failed receiver (--fail ACCEL); a failed TBU of a "
+                       "tree is not handled yet: plan the collective again with --map", "input", "UsageError")
+    if len(fails) != 1:
+        raise CliError(f"a multicast plan takes one --fail ACCEL (a receiver), not {len(fails)}; run again "
+                       "with the plan --out wrote for the next failure", "input", "UsageError")
+    for attr, flag in _NOT_FOR_TREES:
+        if getattr(args, attr):
+            raise CliError(f"{flag} is for point-to-point plans; drop it with a multicast plan", "input",
+                           "UsageError")
+    known = list(fabric.names)
+    for flag, name in (("--fail", fails[0]), ("--spare", args.spare)):
+        if name is not None and name not in known:
+            raise CliError(f"{flag} {name}: no such accelerator in {fabric.name}; choose from "
+                           f"{', '.join(known)}", "input", "FabricError")
+    return fails[0], args.spare
+
+
+def _check_receiver(plan: Any, failed_rx: str, spare: str | None) -> None:
+    """The failed accelerator is a receiver of exactly one group (bad input otherwise)."""
+    groups = [src for src, dsts in plan.groups if failed_rx in dsts]
+    if len(groups) != 1:
+        receivers = sorted({d for _, dsts in plan.groups for d in dsts})
+        which = "any" if not groups else "exactly one"
+        raise CliError(f"--fail {failed_rx}: not a receiver of {which} group of the multicast plan; its "
+                       f"receivers are {', '.join(receivers)}", "input", "FabricError")
+    if spare == failed_rx:
+        raise CliError(f"--spare {spare} is the failed receiver; give another accelerator", "input",
+                       "UsageError")
+
+
+def _open(args: argparse.Namespace, fabric: Any) -> Any:
+    """The MulticastBench of ``--bench`` (None without)."""
+    if args.bench is None:
+        return None
+    from lab_scripts.fabric_bench import open_fabric_bench
+    from lab_scripts.multicast_light import MulticastBench
+    from photonics.fabric import TimingModel
+
+    return MulticastBench(open_fabric_bench(args, fabric), fabric, TimingModel().settle_ms() / 1e3)
+
+
+def _recover(args: argparse.Namespace, fabric: Any, run: Any, hmap: Any, failed_rx: str, spare: str | None,
+             bench: Any) -> tuple[Any, dict[str, Any]]:
+    """(the plan as it runs after the recovery, the report)."""
+    from photonics.errors import RoutingError
+    from photonics.fabric import FabricError
+    from photonics.fabric.multicast_failover import fail_receiver
+    from photonics.fabric.plan import heater_values
+
+    before = heater_values(run.plan.configuration, hmap)[0]
+    placed, ref = bench.place(run.plan, before) if bench is not None else (None, {})
+    src = next(s for s, dsts in run.plan.groups if failed_rx in dsts)
+    try:
+        rec = fail_receiver(fabric, run.plan, failed_rx, spare, failed=run.failed_tbus, dark=run.dark)
+    except (FabricError, RoutingError) as exc:
+        what = f"splicing branch {src}->{failed_rx} to {spare}" if spare else \
+            f"pruning branch {src}->{failed_rx}"
+        raise CliError(f"--fail {failed_rx}{f' --spare {spare}' if spare else ''}: {what} refused: "
+                       f"{_why(explain(exc))}; no heater changed, nothing written", "impossible",
+                       type(exc).__name__) from exc
+    writes, drift = _program(rec, hmap, run.failed_tbus, before)
+    light = _light(args, bench, rec, src, before, writes, ref)
+    report = _report(fabric, str(args.plan), run, rec, src, writes, drift, light, placed)
+    dark = run.dark | ({_rx_port(fabric, run.plan, failed_rx)} if spare is None else set())
+    from photonics.fabric.multicast_io import RunningMulticast
+
+    record = {k: report[k] for k in ("failed", "spare", "action", "changed_tbus", "shift_db", "verified")}
+    new = RunningMulticast(rec.plan, frozenset(dark), dict(run.failed_tbus or {}),
+                           (*run.failed_accelerators, failed_rx), (*run.recoveries, record))
+    return new, report
+
+
+def _why(message: str) -> str:
+    """The library's refusal without its own lead-in and ending (the command line says both)."""
+    for lead in ("multicast failover refused: ", "multicast failover: "):
+        message = message.removeprefix(lead)
+    return message.removesuffix("; nothing changed")
+
+
+def _rx_port(fabric: Any, plan: Any, name: str) -> int:
+    """The mesh port a receiver of ``plan`` listens on."""
+    from photonics.fabric.multicast import group_ports
+
+    for (_, dsts), (_, rxs) in zip(plan.groups, group_ports(fabric, plan.groups), strict=True):
+        if name in dsts:
+            return int(rxs[dsts.index(name)])
+    raise ValueError(name)
+
+
+def _program(rec: Any, hmap: Any, failed: Any, before: np.ndarray) -> tuple[dict[int, float], float]:
+    """({heater channel: value} to write, largest change a held channel would have wanted).
+
+    Only channels outside the TBUs the remaining trees hold and outside failed TBUs are
+    written, like a point-to-point recovery (:func:`photonics.fabric.splice.heater_program`):
+    a crosstalk-compensating map may re-trim a parked neighbour, never a held TBU.
+    """
+    from photonics.fabric.plan import WRITE_RESOLUTION, heater_values
+
+    wanted = heater_values(rec.plan.configuration, hmap)[0]
+    held = {t for tr in rec.plan.trees for t in tr.tbus} - set(rec.changed_tbus)
+    frozen = sorted(c for t in held | set(failed or {}) for c in (2 * t, 2 * t + 1))
+    writable = np.ones(len(wanted), dtype=bool)
+    writable[frozen] = False
+    delta = np.abs(wanted - before)
+    write = np.flatnonzero(writable & (delta > WRITE_RESOLUTION))
+    drift = float(delta[sorted(c for t in held for c in (2 * t, 2 * t + 1))].max()) if held else 0.0
+    return {int(c): float(wanted[c]) for c in write}, drift
+
+
+def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.ndarray,
+           writes: dict[int, float], ref: dict[str, Any]) -> dict[str, Any]:
+    """The light keys of the report: write the recovery and check every branch (or say not measured)."""
+    from lab_scripts.failover_light import NO_BENCH, VERIFIED
+    from lab_scripts.multicast_light import branch_names, judge, unverified
+    from photonics.fabric.verify import not_measured
+
+    names = branch_names(rec.plan)
+    new = [f"{src}->{rec.spare}"] if rec.spare else []
+    if bench is None:
+        v = not_measured(names, [names.index(n) for n in new], NO_BENCH)
+        return {"verified": VERIFIED[v["status"]], "verification": v, "unverified_branches": names,
+                "refusal": None}
+    after = before.copy()
+    for ch, value in writes.items():
+        after[ch] = value
+    bench.write(after)
+    checks = bench.check(rec.plan, new, ref)
+    v, why = judge(checks)
+    if why is not None and args.light == "repair":
+        bench.write(before)
+        raise CliError(f"--fail {rec.failed}: {why}; the chip is back to the trees before the recovery, "
+                       "nothing written", "unverified", "VerificationError")
+    return {"verified": VERIFIED[v["status"]], "verification": v, "unverified_branches": unverified(checks),
+            "refusal": why}
+
+
+def _report(fabric: Any, plan: str, run: Any, rec: Any, src: str, writes: dict[int, float], drift: float,
+            light: dict[str, Any], placed: Any) -> dict[str, Any]:
+    """The JSON-ready answer (``lumion.multicast-failover`` v1)."""
+    from photonics.fabric.multicast_failover import BRANCH_TOL_DB
+
+    mesh = fabric.mesh
+    old = {(b.src, b.dst): b.transmission_db for row in run.plan.branches for b in row}
+    rows = []
+    for row, check in zip(rec.plan.branches, rec.plan.checks, strict=True):
+        for b in row:
+            was = old.get((b.src, b.dst))
+            change = None if was is None else b.transmission_db - was
+            rows.append({"link": f"{b.src}->{b.dst}", "held": was is not None, "before_db": was,
+                         "after_db": b.transmission_db, "change_db": change, "margin_db": b.margin_db,
+                         "budget_ok": b.budget_ok, "acr_db": check.acr_db})
+    return {"fabric": fabric.name, "plan": plan, "failed": rec.failed, "spare": rec.spare,
+            "action": "spliced" if rec.spare else "pruned", "branch": f"{src}->{rec.failed}",
+            "changed_tbus": [mesh.tbu_names[t] for t in rec.changed_tbus],
+            "changed_heaters": [{"channel": c, "heater": f"heater:{c}", "current_ma": v}
+                                for c, v in sorted(writes.items())],
+            "heater_unit": "mA", "held_heater_drift": drift, "shift_db": rec.shift_db,
+            "tolerance_db": BRANCH_TOL_DB, "branches": rows,
+            "groups": [{"src": s, "dsts": list(ds)} for s, ds in rec.plan.groups],
+            "worst_margin_db": rec.plan.worst_margin_db, **light, "placement_verification": placed}
+
+
+def _print_text(r: dict[str, Any], map_name: str) -> None:
+    """The human-readable report: what was done, every branch before -> after, light, files."""
+    changes = recovery_changes(len(r["changed_tbus"]), len(r["changed_heaters"]), r["heater_unit"], map_name)
+    done = f"spliced to spare {r['spare']}" if r["spare"] else "pruned"
+    tbus = f": {', '.join(r['changed_tbus'])}" if r["changed_tbus"] else ""
+    print(f"{r['failed']} failed -> branch {r['branch']} {done}; {changes}{tbus}")
+    print(table([(b["link"], "held" if b["held"] else "new", b["before_db"] if b["held"] else "",
+                  b["after_db"], "" if b["change_db"] is None else f"{b['change_db']:+.5f}", b["margin_db"])
+                 for b in r["branches"]],
+                ["branch", "", "before dB", "after dB", "change dB", "margin dB"]))
+    print(f"held branches moved {r['shift_db']:.5f} dB at most in the circuit solve (tolerance "
+          f"{r['tolerance_db']:g} dB); worst margin {r['worst_margin_db']:.2f} dB")
+    _print_light(r)
+    if r["out"]:
+        print(f"wrote {r['out']}")
+
+
+def _print_light(r: dict[str, Any]) -> None:
+    """What light said: every branch measured vs planned (and vs before for a held one)."""
+    v = r["verification"]
+    if r["verified"] == "not measured" and not any(x["meter"] for x in v["links"]):
+        print(f"verified by light: not measured ({v['links'][0]['reason'] if v['links'] else 'no branch'})")
+        return
+    named = f"; not measured: {', '.join(r['unverified_branches'])}" if r["unverified_branches"] else ""
+    print(f"verified by light: {r['verified']} (tolerance {v['tolerance_db']:g} dB, held "
+          f"{v['held_tolerance_db']:g} dB{named})")
+    print(table([(x["link"], x["meter"] or "", x["planned_dbm"], x["measured_dbm"], x["before_dbm"],
+                  x["change_db"], x["status"]) for x in v["links"]],
+                ["branch", "meter", "planned dBm", "measured dBm", "before dBm", "change dB", "status"]))

@@ -1,0 +1,233 @@
+"""``lumion failover --plan MC.json`` on a multicast plan (issue 31): prune, splice, refuse, light.
+
+The plan is what ``lumion collective --pattern broadcast-flat --accelerators 3 --multicast
+--out`` writes: gpu0 -> {gpu1, gpu2} on the default fabric. Before, no command wrote a
+multicast plan and ``lumion failover`` read point-to-point plans only (``--spare`` did not
+exist): every test here failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+
+import instruments.config
+from instruments.sim.chip import Chip
+from lab_scripts.cli import main
+from lab_scripts.errors import EXIT_IMPOSSIBLE, EXIT_INPUT, EXIT_UNVERIFIED, EXIT_USAGE
+from lab_scripts.schemas import validate
+from photonics.fabric import default_fabric
+from photonics.fabric.multicast_failover import BRANCH_TOL_DB
+from photonics.fabric.multicast_io import load_multicast
+from photonics.tolerances import HELD_TOL_DB, ROUTE_TOL_DB
+from photonics.topology import smartlight
+from tests.controlplane.rack import oracle_map
+
+SEED = 4371  # the simulated bench's chip; no other test uses it
+
+
+@pytest.fixture(scope="module")
+def mc(tmp_path_factory):
+    """The multicast plan ``lumion collective --multicast --out`` writes: gpu0 -> {gpu1, gpu2}."""
+    path = tmp_path_factory.mktemp("mc") / "mc.json"
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        code = main(["collective", "--pattern", "broadcast-flat", "--accelerators", "3", "--multicast",
+                     "--out", str(path), "--json"])
+    assert code == 0
+    assert json.loads(out.getvalue())["multicast_plan"] == str(path)
+    doc = json.loads(path.read_text())
+    validate(doc, "lumion.multicast-plan")
+    assert [(g["src"], g["dsts"]) for g in doc["groups"]] == [("gpu0", ["gpu1", "gpu2"])]
+    return path
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["failover", *argv])
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def _tree_tbus(doc: dict, receiver: str) -> list[str]:
+    group = doc["groups"][0]
+    return [h["tbu"] for h in group["tree"]["branches"][group["dsts"].index(receiver)]["tbus"]]
+
+
+def test_prune_changes_no_tbu_and_writes_the_plan_without_the_receiver(mc, capsys, tmp_path):
+    out = tmp_path / "pruned.json"
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu1", "--out", str(out))
+    assert code == 0, err
+    assert "gpu1 failed -> branch gpu0->gpu1 pruned; 0 TBUs and 0 heaters changed" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("gpu0->gpu2"))
+    assert "held" in row
+    assert "+0.00000" in row
+    assert "verified by light: not measured" in text  # no bench: said so, never ok
+    doc = json.loads(out.read_text())
+    validate(doc, "lumion.multicast-plan")
+    assert [(g["src"], g["dsts"]) for g in doc["groups"]] == [("gpu0", ["gpu2"])]
+    assert doc["configuration"]["tbus"] == json.loads(mc.read_text())["configuration"]["tbus"]
+    fab = default_fabric()
+    assert doc["dark_ports"] == [fab.mesh.port_names[fab.accelerator("gpu1").rx[0]]]
+    assert doc["failed_accelerators"] == ["gpu1"]
+    assert load_multicast(out, fab).plan.ok
+
+
+def test_splice_to_a_spare_with_json_reports_every_branch_and_chains(mc, capsys, tmp_path):
+    out = tmp_path / "spliced.json"
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1",
+                           "--out", str(out), "--json")
+    assert code == 0, err
+    d = json.loads(text)
+    validate(d, "lumion.multicast-failover")
+    assert (d["action"], d["spare"], d["branch"], d["out"]) == ("spliced", "spare1", "gpu0->gpu2", str(out))
+    held = {b["link"]: b for b in d["branches"] if b["held"]}
+    new = [b for b in d["branches"] if not b["held"]]
+    assert set(held) == {"gpu0->gpu1"}
+    assert abs(held["gpu0->gpu1"]["change_db"]) <= BRANCH_TOL_DB
+    assert [b["link"] for b in new] == ["gpu0->spare1"]
+    assert new[0]["budget_ok"]
+    assert new[0]["margin_db"] >= 3.0
+    assert d["changed_tbus"]
+    before = json.loads(mc.read_text())
+    assert not set(d["changed_tbus"]) & set(_tree_tbus(before, "gpu1"))  # the held branch's TBUs untouched
+    written = {h["channel"] // 2 for h in d["changed_heaters"]}
+    assert not written & {smartlight().tbu_index(t) for t in _tree_tbus(before, "gpu1")}
+    assert d["verified"] == "not measured"
+    after = json.loads(out.read_text())
+    validate(after, "lumion.multicast-plan")
+    assert after["groups"][0]["dsts"] == ["gpu1", "spare1"]
+    assert after["recoveries"][0]["action"] == "spliced"
+    # the written plan is a running plan again: the next failure acts on it
+    code, text, err = _run(capsys, "--plan", str(out), "--fail", "gpu1", "--json")
+    assert code == 0, err
+    assert [b["link"] for b in json.loads(text)["branches"]] == ["gpu0->spare1"]
+
+
+def test_a_splice_that_cannot_close_is_refused_in_one_line_naming_the_branch(mc, capsys, tmp_path):
+    out = tmp_path / "refused.json"
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "gpu4", "--out", str(out))
+    assert code == EXIT_IMPOSSIBLE
+    assert text == ""
+    assert err.count("\n") == 1
+    assert "branch gpu0->gpu4 does not close" in err
+    assert "nothing written" in err
+    assert not out.exists()
+    # no part of its own below the split: no free path, named by the failed branch
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu1", "--spare", "spare0", "--json")
+    assert code == EXIT_IMPOSSIBLE
+    e = json.loads(text)
+    assert e["schema"] == "lumion.error"
+    assert e["kind"] == "impossible"
+    assert "splicing branch gpu0->gpu1 to spare0 refused: no free path" in e["error"]
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--fail", "gpu7"], "not a receiver of any group"),
+    (["--fail", "gpu1", "--spare", "nobody"], "--spare nobody: no such accelerator"),
+    (["--fail", "gpu1", "--fail", "gpu2"], "one --fail ACCEL"),
+    (["--tbu", "tbu:0.0.1"], "--tbu"),
+    (["--fail", "gpu1", "--spare", "gpu2"], "already in a multicast group"),
+])
+def test_bad_input_is_one_line(mc, capsys, argv, says):
+    code, _text, err = _run(capsys, "--plan", str(mc), *argv)
+    assert code == (EXIT_IMPOSSIBLE if "already" in says else EXIT_INPUT), err
+    assert err.count("\n") == 1
+    assert says in err
+
+
+def test_spare_with_a_point_to_point_plan_and_out_without_multicast_are_refused(capsys, tmp_path):
+    code, _text, err = _run(capsys, "--fail", "gpu2", "--spare", "spare0")
+    assert code == EXIT_INPUT
+    assert "--spare spare0" in err
+    assert err.count("\n") == 1
+    code = main(["collective", "--pattern", "broadcast-flat", "--accelerators", "3", "--out",
+                 str(tmp_path / "x.json")])
+    assert code == EXIT_USAGE
+    assert "give --multicast" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory):
+    """A perfect map of the bench's simulated chip (seed SEED)."""
+    path = tmp_path_factory.mktemp("map") / "oracle.json"
+    oracle_map(Chip(smartlight(), SEED)).save(path)
+    return path
+
+
+class Benches:
+    """The benches a command opened, each recording its current writes; ``disturb`` (TBU, rad):
+    a phase the simulated chip shifts at the second write (the recovery's).
+    """
+
+    def __init__(self) -> None:
+        self.benches: list = []
+        self.disturb: tuple[int, float] | None = None
+
+    def open(self, real, *args, **kwargs):
+        bench = real(*args, **kwargs)
+        self.benches.append(bench)
+        write, bench.writes = bench.set_currents, []
+
+        def set_currents(currents):
+            bench.writes.append(np.asarray(currents, float).copy())
+            if len(bench.writes) == 2 and self.disturb is not None:
+                bench.sim.chip.shift_phase(*self.disturb)
+            return write(currents)
+
+        bench.set_currents = set_currents
+        return bench
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    rec = Benches()
+    real = instruments.config.open_bench
+    monkeypatch.setattr(instruments.config, "open_bench", lambda *a, **k: rec.open(real, *a, **k))
+    return rec
+
+
+def test_a_splice_on_the_bench_is_written_and_verified_by_light(mc, oracle, capsys, opened):
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench", "sim",
+                           "--seed", str(SEED), "--map", str(oracle), "--json")
+    assert code == 0, err
+    d = json.loads(text)
+    validate(d, "lumion.multicast-failover")
+    assert d["placement_verification"]["status"] == "ok"
+    assert d["verified"] == "by light"
+    rows = {x["link"]: x for x in d["verification"]["links"]}
+    assert rows["gpu0->spare1"]["rerouted"]
+    assert rows["gpu0->spare1"]["status"] == "ok"
+    assert abs(rows["gpu0->spare1"]["difference_db"]) <= ROUTE_TOL_DB  # the spare receives its light
+    held = rows["gpu0->gpu1"]
+    assert held["meter"] is not None
+    assert held["before_dbm"] is not None
+    assert abs(held["change_db"]) <= HELD_TOL_DB
+    assert d["unverified_branches"] == []
+    bench = opened.benches[0]
+    placed, recovered = bench.writes
+    changed = np.flatnonzero(placed != recovered)
+    assert sorted(changed.tolist()) == [h["channel"] for h in d["changed_heaters"]]  # only those written
+
+
+def test_a_held_branch_disturbed_on_the_bench_is_caught_by_light(mc, oracle, capsys, opened, tmp_path):
+    mesh = smartlight()
+    doc = json.loads(mc.read_text())
+    # the split gpu1 leaves (its branch's last TBU; it has none of its own) drifts 1 rad at the recovery
+    split = doc["groups"][0]["tree"]["splits"][0]["tbu"]
+    assert _tree_tbus(doc, "gpu1")[-1] == split
+    opened.disturb = (mesh.tbu_index(split), 1.0)
+    out = tmp_path / "after.json"
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench", "sim",
+                           "--seed", str(SEED), "--map", str(oracle), "--out", str(out))
+    assert code == EXIT_UNVERIFIED
+    assert text == ""
+    assert err.count("\n") == 1
+    assert "held branch gpu0->gpu1" in err
+    assert "the chip is back to the trees before the recovery" in err
+    assert not out.exists()
+    placed, _recovered, restored = opened.benches[0].writes
+    assert np.array_equal(placed, restored)
