@@ -63,8 +63,12 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
         print_json({"schema": SCHEMA, "version": VERSION, **report})
         return code
     _print_text(report, "calibrated" if args.map is not None else "ideal")
-    if code:
+    if code and report["refusal"]:
         print(f"lumion failover: {report['refusal']}; kept (--light report)", file=sys.stderr)
+    elif code:
+        off = ", ".join(report["verification"]["links_off"])
+        print(f"lumion failover: light says {off} off its plan, before the recovery too (the trees as "
+              "placed, above); calibrate the chip (lumion calibrate) and give --map", file=sys.stderr)
     return code
 
 
@@ -254,7 +258,10 @@ def _print_text(r: dict[str, Any], map_name: str) -> None:
 
 def _print_light(r: dict[str, Any]) -> None:
     """What light said: every branch measured vs planned (and vs before for a held one)."""
-    v = r["verification"]
+    v, placed = r["verification"], r["placement_verification"]
+    if placed is not None:
+        off = f"; off: {', '.join(placed['links_off'])}" if placed["links_off"] else ""
+        print(f"the trees as placed, read by light before the recovery: {placed['status']}{off}")
     if r["verified"] == "not measured" and not any(x["meter"] for x in v["links"]):
         print(f"verified by light: not measured ({v['links'][0]['reason'] if v['links'] else 'no branch'})")
         return

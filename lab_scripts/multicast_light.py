@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from photonics.fabric.verify import HIT, NOT_MEASURED, OFF, LinkLight, summary
+from photonics.fabric.verify import NOT_MEASURED, OFF, LinkLight, summary
 from photonics.tolerances import HELD_TOL_DB, ROUTE_TOL_DB
 
 
@@ -100,17 +100,28 @@ class MulticastBench:
         self.bench.close()
 
 
+def moved(c: LinkLight) -> bool:
+    """A held branch whose power moved beyond :data:`HELD_TOL_DB` across the recovery (off its
+    plan before or not: the move is this recovery's doing).
+    """
+    change = c.change_db
+    return not c.rerouted and change is not None and not abs(change) <= HELD_TOL_DB
+
+
 def refusal(checks: Sequence[LinkLight]) -> str | None:
-    """One line naming the first branch light rejects (off its plan, or a held branch hit), or None."""
+    """One line naming the first branch light rejects, or None: a held branch that moved, the
+    spliced branch off its plan, or a held branch off its plan that was not before (a branch
+    already off before the recovery is reported, not blamed on it).
+    """
     for c in checks:
-        if c.status == OFF:
-            what = "spliced branch" if c.rerouted else "held branch"
-            return (f"light refused the recovery: {what} {c.describe()}, beyond the {ROUTE_TOL_DB:g} dB "
-                    "tolerance")
-        if c.status == HIT:
+        if moved(c):
             return (f"light refused the recovery: held branch {c.link} moved {c.change_db:+.2f} dB (measured "
                     f"{c.measured_dbm:.2f} dBm, {c.before_dbm:.2f} dBm before, by the {c.meter}), beyond the "
                     f"{HELD_TOL_DB:g} dB held tolerance")
+        if c.status == OFF and (c.rerouted or not c.off_before):
+            what = "spliced branch" if c.rerouted else "held branch"
+            return (f"light refused the recovery: {what} {c.describe()}, beyond the {ROUTE_TOL_DB:g} dB "
+                    "tolerance")
     return None
 
 
@@ -119,10 +130,11 @@ def judge(checks: Sequence[LinkLight]) -> tuple[dict[str, Any], str | None]:
 
     A held branch that moved beyond :data:`HELD_TOL_DB` makes the status ``off`` (a
     point-to-point recovery reports such a link as ``hit`` and keeps it; a tree's held
-    branches are the promise of a hitless recovery, so it is rejected).
+    branches are the promise of a hitless recovery, so it is rejected). A branch off its
+    plan before the recovery too makes it ``off`` without a refusal.
     """
     v = summary(checks)
-    if any(c.status == HIT for c in checks):
+    if any(moved(c) for c in checks):
         v = {**v, "status": OFF}
     return v, refusal(checks)
 

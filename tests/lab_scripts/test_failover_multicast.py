@@ -231,3 +231,56 @@ def test_a_held_branch_disturbed_on_the_bench_is_caught_by_light(mc, oracle, cap
     assert not out.exists()
     placed, _recovered, restored = opened.benches[0].writes
     assert np.array_equal(placed, restored)
+
+
+def test_light_with_the_report_option_keeps_the_disturbed_recovery_and_says_so(mc, oracle, capsys, opened,
+                                                                              tmp_path):
+    doc = json.loads(mc.read_text())
+    opened.disturb = (smartlight().tbu_index(doc["groups"][0]["tree"]["splits"][0]["tbu"]), 1.0)
+    out = tmp_path / "kept.json"
+    code, text, _err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench",
+                            "sim", "--seed", str(SEED), "--map", str(oracle), "--light", "report",
+                            "--out", str(out), "--json")
+    assert code == EXIT_UNVERIFIED
+    d = json.loads(text)
+    validate(d, "lumion.multicast-failover")
+    assert d["verified"] == "off"
+    assert "held branch gpu0->gpu1" in d["refusal"]
+    assert json.loads(out.read_text())["recoveries"][0]["verified"] == "off"
+    assert len(opened.benches[0].writes) == 2  # kept: not put back
+
+
+def _light(link, rerouted, planned, measured, before=None, meter="power meter"):
+    from photonics.fabric.verify import LinkLight
+
+    return LinkLight(0, link, rerouted, meter if measured is not None else None, planned, measured, before,
+                     "" if measured is not None else "no meter reaches it")
+
+
+def test_a_branch_no_meter_reaches_is_named_never_ok():
+    from lab_scripts.multicast_light import judge, unverified
+
+    checks = [_light("gpu0->gpu1", False, -15.0, -15.1, -15.1), _light("gpu0->spare1", True, -7.0, None)]
+    v, why = judge(checks)
+    assert v["status"] == "partly measured"
+    assert why is None
+    assert unverified(checks) == ["gpu0->spare1"]
+
+
+def test_a_held_branch_is_judged_against_its_reading_before():
+    from lab_scripts.multicast_light import judge
+
+    # moved 0.8 dB, still within 3 dB of its plan: rejected all the same, named
+    spare = _light("gpu0->spare1", True, -7.0, -7.2)
+    v, why = judge([_light("gpu0->gpu1", False, -15.0, -15.9, -15.1), spare])
+    assert v["status"] == "off"
+    assert why.startswith("light refused the recovery: held branch gpu0->gpu1 moved -0.80 dB")
+    # off its plan before the recovery and unchanged: reported off, not blamed on the recovery
+    v, why = judge([_light("gpu0->gpu1", False, -15.0, -19.5, -19.5), spare])
+    assert v["status"] == "off"
+    assert v["links_off"] == ["gpu0->gpu1"]
+    assert why is None
+    # the spliced branch off its plan: refused, named
+    held = _light("gpu0->gpu1", False, -15.0, -15.1, -15.1)
+    _v, why = judge([held, _light("gpu0->spare1", True, -7.0, -20.0)])
+    assert why.startswith("light refused the recovery: spliced branch gpu0->spare1 measured -20.00 dBm")
