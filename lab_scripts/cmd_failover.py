@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plan is not None and is_multicast_file(args.plan):
         from lab_scripts.failover_multicast import run_multicast
 
-        return run_multicast(args, fabric)
+        return run_multicast(args, fabric if args.fabric else None)
     if args.spare is not None:
         raise CliError(f"--spare {args.spare}: it splices a receiver of a multicast plan (--plan MC.json); "
                        "point-to-point failover chooses its spare itself: drop --spare", "input",

@@ -33,18 +33,28 @@ _NOT_FOR_TREES = (("plot", "--plot"), ("park_freed", "--park-freed"), ("together
 
 
 def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
-    """Load the multicast plan, recover the failed receiver, check it (by light with a bench), report."""
+    """Load the multicast plan, recover the failed receiver, check it (by light with a bench), report.
+
+    ``fabric``: the one ``--fabric`` gave, or None (the plan's own, see
+    :func:`photonics.fabric.multicast_io.fabric_for`).
+    """
+    import json
+
     from lab_scripts.fabric_bench import heater_map
-    from photonics.fabric.multicast_io import load_multicast
+    from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
+    from photonics.fabric import default_fabric
+    from photonics.fabric.multicast_io import fabric_for, multicast_from_dict
     from photonics.fabric.plan import failures_with_map
 
-    failed_rx, spare = _options(args, fabric)
     out_path = output_file(args.out, "--out", JSON_SUFFIXES) if args.out is not None else None
+    with reading("plan file", args.plan):
+        data = json.loads(read_text(args.plan, DATA_FILE_MAX_BYTES, "plan file"))
+        fabric = fabric or fabric_for(data, default_fabric(), str(args.plan))
+    failed_rx, spare = _options(args, fabric)
     mesh = fabric.mesh
     hmap = heater_map(args, mesh)
     with reading("plan file", args.plan):
-        extra = failures_with_map(mesh, hmap, None)
-        run = load_multicast(args.plan, fabric, failed=extra)
+        run = multicast_from_dict(data, fabric, str(args.plan), failed=failures_with_map(mesh, hmap, None))
     _check_receiver(run.plan, failed_rx, spare)
     bench = _open(args, fabric)
     try:

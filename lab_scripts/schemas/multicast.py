@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from lab_scripts.schemas.files import ConfigurationFile, ConfiguredRoute
+from lab_scripts.schemas.files import ConfigurationFile, ConfiguredRoute, FabricFile
 from lab_scripts.schemas.outputs import HeaterSetting, LightVerification
 from lab_scripts.schemas.types import (
     Db,
@@ -82,6 +82,9 @@ class MulticastPlanFile(Open):
     failed_accelerators: list[str]
     recoveries: list[dict[str, Any]] = Field(description="each recovery's summary (failed, spare, action, "
                                              "changed_tbus, shift_db, verified), in order")
+    fabric_file: FabricFile | None = Field(None, description="the fabric the plan was made on (lumion "
+                                           "failover uses it without --fabric when the plan is not on the "
+                                           "default fabric's mesh)")
 
 
 class BranchChange(Strict):

@@ -5,7 +5,8 @@ Written by ``lumion collective --multicast --out`` and by ``lumion failover --pl
 :mod:`photonics.fabric.multicast_failover`). It holds what acting on the trees later needs:
 the mesh (spec, label, fingerprint), each group (source, receivers) with its tree (routes
 and split ratios), the configuration, the failed TBUs, the ports left dark by pruned
-receivers, and the recoveries applied so far. Heater values are not stored: they follow
+receivers, the recoveries applied so far, and the fabric it was made on (``fabric_file``,
+:func:`fabric_for`). Heater values are not stored: they follow
 from the configuration through whatever heater map programs it.
 
 Loading checks the file against a fabric and refuses in one line a file for another mesh,
@@ -88,7 +89,23 @@ def multicast_to_dict(run: RunningMulticast, fabric: Fabric) -> dict[str, Any]:
         "failed_tbus": {mesh.tbu_names[t]: how for t, how in sorted((run.failed_tbus or {}).items())},
         "failed_accelerators": list(run.failed_accelerators),
         "recoveries": [dict(r) for r in run.recoveries],
+        "fabric_file": fabric.to_dict(),
     }
+
+
+def fabric_for(data: Any, default: Fabric, source: str = "multicast plan") -> Fabric:
+    """The fabric to act on a multicast plan with when none is given: ``default`` when the plan
+    is on its mesh (the default fabric carries a collective's ranks on the same lanes, and its
+    spares), else the fabric the plan records (``fabric_file``; e.g. a collective's slots on
+    ``hex:RxC``). FabricError when that record is bad.
+    """
+    record = data.get("fabric_file") if isinstance(data, dict) else None
+    if not isinstance(record, dict) or data.get("mesh_fingerprint") == mesh_fingerprint(default.mesh):
+        return default
+    try:
+        return Fabric.from_dict(record, f"{source}: fabric_file")
+    except LumionError as exc:
+        raise FabricError(str(exc)) from None
 
 
 def is_multicast_plan(data: Any) -> bool:

@@ -284,3 +284,18 @@ def test_a_held_branch_is_judged_against_its_reading_before():
     held = _light("gpu0->gpu1", False, -15.0, -15.1, -15.1)
     _v, why = judge([held, _light("gpu0->spare1", True, -7.0, -20.0)])
     assert why.startswith("light refused the recovery: spliced branch gpu0->spare1 measured -20.00 dBm")
+
+
+def test_a_plan_on_another_mesh_is_acted_on_with_the_fabric_it_records(capsys, tmp_path):
+    """A collective on hex:3x3 runs on its own slot fabric: without --fabric, failover takes the
+    one the plan records (before, the default smartlight fabric refused it, naming no way out)."""
+    path = tmp_path / "hex.json"
+    assert main(["collective", "--mesh", "hex:3x3", "--pattern", "broadcast-flat", "--accelerators", "3",
+                 "--multicast", "--out", str(path)]) == 0
+    capsys.readouterr()
+    validate(json.loads(path.read_text()), "lumion.multicast-plan")
+    code, text, err = _run(capsys, "--plan", str(path), "--fail", "gpu2", "--json")
+    assert code == 0, err
+    d = json.loads(text)
+    assert d["fabric"] == "hex:3x3-3+0"
+    assert [b["link"] for b in d["branches"]] == ["gpu0->gpu1"]
