@@ -39,15 +39,24 @@ def driven_heaters(cmap: CalibrationMap) -> np.ndarray:
     return live
 
 
-def self_phases_for(cmap: CalibrationMap, arms_rad: np.ndarray) -> np.ndarray:
+def self_phases_for(cmap: CalibrationMap, arms_rad: np.ndarray, solve_for: np.ndarray | None = None,
+                    held_self_rad: np.ndarray | None = None) -> np.ndarray:
     """Self-phases ``s >= 0`` (rad, one per heater) whose arm phases with crosstalk equal
     ``arms_rad`` modulo whole turns; undriven heaters get 0.
+
+    ``solve_for`` (bool per heater, default every one): only those heaters are solved for;
+    every other heater keeps its self-phase ``held_self_rad`` (rad; its heat still reaches
+    the solved ones through the crosstalk) and is returned unchanged.
     """
-    live = driven_heaters(cmap)
+    live = driven_heaters(cmap) & (np.ones(cmap.n_heaters, bool) if solve_for is None
+                                   else np.asarray(solve_for, bool))
     idx = np.flatnonzero(live)
-    a = (sp.identity(cmap.n_heaters, format="csr") + cmap.crosstalk @ sp.diags(1.0 / cmap.eta)).tocsc()
-    a = a[idx][:, idx]
-    target = np.mod(np.asarray(arms_rad, float)[idx], TWO_PI)
+    full = (sp.identity(cmap.n_heaters, format="csr") + cmap.crosstalk @ sp.diags(1.0 / cmap.eta)).tocsr()
+    held = np.zeros(cmap.n_heaters) if held_self_rad is None else np.where(live, 0.0, held_self_rad)
+    a = full[idx][:, idx].tocsc()
+    # the held heaters' heat at the solved ones (their own self-phase is not in the arm phase)
+    spill = (cmap.crosstalk @ (held / cmap.eta))[idx]
+    target = np.mod(np.asarray(arms_rad, float)[idx] - spill, TWO_PI)
     s = np.zeros(len(idx))
     for _ in range(TURN_PASSES):
         s = np.atleast_1d(spsolve(a, target)) if len(idx) else s
@@ -55,7 +64,7 @@ def self_phases_for(cmap: CalibrationMap, arms_rad: np.ndarray) -> np.ndarray:
         if not low.any():
             break
         target = target + TWO_PI * low
-    out = np.zeros(cmap.n_heaters)
+    out = held.copy()
     out[idx] = np.maximum(s, 0.0)
     return out
 
@@ -67,9 +76,41 @@ def currents_for_state(cmap: CalibrationMap, state: MeshState, max_current_ma: f
         UnreachableError: an arm needs more than ``max_current_ma`` (one line naming it).
     """
     cmap.check_usable()
-    arms = np.empty(cmap.n_heaters)
+    return _currents(cmap, self_phases_for(cmap, _arms(state, cmap.n_heaters)), max_current_ma)
+
+
+def currents_for_state_among(cmap: CalibrationMap, state: MeshState, tbus: tuple[int, ...] | list[int],
+                             held_ma: np.ndarray, max_current_ma: float) -> np.ndarray:
+    """Currents (mA, one per heater) setting ``state``'s arm phases on the TBUs ``tbus`` only,
+    every other heater held at ``held_ma`` (mA: what the chip holds for other work, e.g. a
+    running job's routes), whose heat on the state's heaters is compensated.
+
+    The held heaters are returned as given (to the last bit): a caller writing only the
+    channels that change writes none of them.
+
+    Raises:
+        UnreachableError: an arm of ``tbus`` needs more than ``max_current_ma``.
+    """
+    cmap.check_usable()
+    held_ma = np.asarray(held_ma, float)
+    mine = np.zeros(cmap.n_heaters, bool)
+    for t in tbus:
+        mine[2 * int(t):2 * int(t) + 2] = True
+    s = self_phases_for(cmap, _arms(state, cmap.n_heaters), mine, cmap.self_phases(held_ma))
+    out = held_ma.copy()
+    out[mine] = _currents(cmap, np.where(mine, s, 0.0), max_current_ma)[mine]
+    return out
+
+
+def _arms(state: MeshState, n_heaters: int) -> np.ndarray:
+    """A state's arm phases (rad) in heater order (top, bottom of each TBU)."""
+    arms = np.empty(n_heaters)
     arms[0::2], arms[1::2] = np.asarray(state.phi_top, float), np.asarray(state.phi_bot, float)
-    s = self_phases_for(cmap, arms)
+    return arms
+
+
+def _currents(cmap: CalibrationMap, s: np.ndarray, max_current_ma: float) -> np.ndarray:
+    """Currents (mA) giving self-phases ``s`` (rad); UnreachableError naming a heater past the limit."""
     reach = max_self_phase(max_current_ma, cmap.rho2, cmap.rho3)
     over = s > reach + 1e-9
     if over.any():

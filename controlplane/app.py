@@ -18,9 +18,9 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Body, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
@@ -35,6 +35,8 @@ from photonics.errors import LumionError
 API = "/api/v1"
 PUBLIC = (f"{API}/health",)
 API_PAGE = Path(__file__).with_name("static") / "api.html"
+STATE_BODY = ("a heater state, lumion.state JSON as `lumion synthesize --out` writes it (its 'prediction' "
+              "names the TBUs it uses and the powers light must show)")
 MAX_EVENT_ID = 2**63 - 1  # SQLite's largest integer: event ids never exceed it
 log = logging.getLogger("lumion.serve")
 
@@ -255,7 +257,8 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # FastAPI's /docs and /redoc load their scripts from a CDN: _api_docs serves one
         redoc_url=None,
-        description="One rack's photonic fabric: jobs, failures and recoveries, state and events. "
+        description="One rack's photonic fabric: jobs, failures and recoveries, heater states "
+        "(synthesized unitaries and filters, checked by light), state and events. "
         "Every /api/v1 endpoint but /api/v1/health needs 'Authorization: Bearer <token>'.",
     )
     auth = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; Gate enforces it
@@ -360,6 +363,35 @@ def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
     def clear_suspect(tbu: str) -> dict[str, Any]:
         """Clear a suspect TBU (light blamed it during a repair): routing may use it again."""
         return cp.clear_suspect(tbu)
+
+    @app.post(f"{API}/states", tags=["states"], dependencies=auth, status_code=201,
+              responses={502: {"description": "light disagreed with the state (kind mismatch): the chip "
+                                              "was restored, the reply's verification names the ports"}})
+    def apply_state(document: Annotated[dict[str, Any], Body(description=STATE_BODY)]) -> dict[str, Any]:
+        """Set a heater state (what ``lumion synthesize --out`` writes for a unitary or a filter) on
+        the TBUs it uses, through the phase-calibrated map, and check it by light against its
+        prediction, as ``lumion program`` does. ``status``: ok, or unverified (``verification``
+        names the arms and inputs light could not confirm). Refused before any write: 422 not a
+        state or another mesh; 409 an ideal or power-only map, a failed or suspect TBU, a TBU a
+        running job's links or another state hold (named). Light off the prediction, or a running
+        link moved: 502 ``mismatch``, the previous currents written back.
+        """
+        return cp.apply_state(document)
+
+    @app.get(f"{API}/states", tags=["states"], dependencies=auth)
+    def list_states() -> dict[str, Any]:
+        """The heater states applied on the chip, oldest first, each with its check by light."""
+        return {"states": cp.heater_states()}
+
+    @app.get(f"{API}/states/{{state_id}}", tags=["states"], dependencies=auth)
+    def get_state(state_id: str) -> dict[str, Any]:
+        """One applied heater state: its TBUs, ports and check by light."""
+        return cp.heater_state(state_id)
+
+    @app.delete(f"{API}/states/{{state_id}}", tags=["states"], dependencies=auth)
+    def clear_state(state_id: str) -> dict[str, Any]:
+        """Clear a heater state: its TBUs parked and free for routes again."""
+        return cp.clear_state(state_id)
 
     @app.get(f"{API}/events", tags=["rack"], dependencies=auth)
     def events(

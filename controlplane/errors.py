@@ -31,6 +31,12 @@ KINDS: dict[str, tuple[int, str]] = {
         "the chip holds what it held before; calibrate the chip again (lumion calibrate) or report "
         "the suspect TBU failed (POST /api/v1/failures with tbu)",
     ),
+    "mismatch": (
+        502,
+        "light disagreed with the heater state's prediction (the reply's verification names the ports, "
+        "measured vs predicted): the chip holds what it held before; check that the service's map is this "
+        "chip's, phase-calibrated and recent, and that the state was synthesized with it",
+    ),
     "auth": (401, "send the token from the service's token file as 'Authorization: Bearer <token>'"),
     "too-large": (413, "send a smaller body (the limit is in docs/controlplane.md)"),
     "rate-limited": (429, "slow down: wait Retry-After seconds, then retry"),

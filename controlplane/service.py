@@ -21,13 +21,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from calibration.heater_map import IdealMap
-from controlplane import placement, reports
+from controlplane import placement, reports, states
 from controlplane.crash import Crasher
 from controlplane.errors import ServiceError
 from controlplane.store import ABORTED, REVERTED, ROLLED_BACK, ROLLED_FORWARD, Store, StoreError
@@ -49,12 +49,13 @@ from photonics.fabric import (
     ring_job,
 )
 from photonics.fabric.plan_io import plan_from_dict, plan_to_dict, recovery_to_dict
-from photonics.fabric.verify import Effects, VerificationError, verified_recovery, with_avoided
+from photonics.fabric.verify import Effects, VerificationError, summary, verified_recovery, with_avoided
 
 # Currents are written with 4 decimals of mA (the driver's resolution); the plan of record
 # stores them so, and the chip reads back what was written.
 DECIMALS = 4
 PATTERNS = ("ring", "line", "all-to-all", "links")
+STATE_KIND, CLEAR_KIND = "state", "state-clear"  # the intents of POST and DELETE /api/v1/states
 STATUS_SCHEMA = "lumion.status"
 LIGHT_POLICIES = ("repair", "report")
 # A recovery's ``verified``: what light said of every link of the new plan (docs/controlplane.md).
@@ -80,6 +81,9 @@ class RackState:
     currents: np.ndarray  # mA, per heater, as committed
     failed: tuple[str, ...]
     suspects: tuple[str, ...] = ()  # TBU names light blamed: routed around until cleared, not failed
+    # heater states applied through POST /api/v1/states (id -> state), oldest first: their TBUs
+    # are held (no route crosses them) until the state is cleared
+    heater_states: dict[str, states.HeldState] = field(default_factory=dict)
 
 
 class ControlPlane:
@@ -200,7 +204,10 @@ class ControlPlane:
             chip = self._read_chip()
             for it in self.store.open_intents(self.chip_id):
                 target, previous = np.array(it["target"]), np.array(it["previous"])
-                if _same(chip, target, self._tolerance()):
+                # a heater state is committed only once light agreed with it: a crash before
+                # that leaves it unchecked, so it is written back, never rolled forward
+                unchecked = it["kind"] == STATE_KIND
+                if _same(chip, target, self._tolerance()) and not unchecked:
                     # the target, not the reading: a fresh process reads channels it has not
                     # confirmed up to a module's offset off (HeaterDriver.currents)
                     self.store.commit_intent(it["id"], ROLLED_FORWARD, "chip held the target",
@@ -260,8 +267,10 @@ class ControlPlane:
         failed = tuple(self.store.failed_accelerators(self.chip_id))
         plan = replace(plan, failed_accelerators=failed)
         suspects = tuple(r["tbu"] for r in self.store.suspect_tbus(self.chip_id))
+        held = {r["id"]: states.held_from_record(r, self.mesh)
+                for r in self.store.heater_states(self.chip_id)}
         self.state = RackState(plan, jobs, meta, np.asarray(currents, float)[: self.mesh.n_heaters], failed,
-                               suspects)
+                               suspects, held)
 
     def _tolerance(self) -> np.ndarray:
         """Per heater (mA): how far a read-back may be from what the channel holds.
@@ -352,11 +361,13 @@ class ControlPlane:
         return intent, plan, chip, timed
 
     def _commit(
-        self, intent: int, kind: str, plan: JobPlan, program: Mapping[int, float], chip: np.ndarray
+        self, intent: int, kind: str, plan: JobPlan, program: Mapping[int, float], chip: np.ndarray,
+        verification: Mapping[str, Any] | None = None,
     ) -> None:
         """The intent done: plan, currents and state change committed, the snapshot reloaded."""
         self.crasher.point("verified", kind)
-        self.store.commit_intent(intent, outcome=f"{len(program)} channels written", currents=chip.tolist())
+        self.store.commit_intent(intent, outcome=f"{len(program)} channels written", currents=chip.tolist(),
+                                 verification=verification)
         self.crasher.point("committed", kind)
         self._load(plan, chip)
 
@@ -754,6 +765,8 @@ class ControlPlane:
         """
         open_: dict[str, Any] = {}
         known = {self.mesh.tbu_index(n): "dead" for n in st.suspects if n != reported_tbu}
+        # a heater state's TBUs are held: no new route may cross them (they are not failed)
+        known.update({t: "dead" for hs in st.heater_states.values() for t in hs.tbus})
         blamed: dict[int, str] = {}  # what the current attempt's repair avoids
 
         def with_suspects(avoid: Mapping[int, str]) -> Any:
@@ -969,6 +982,98 @@ class ControlPlane:
             self.log_event("accelerator-repaired", accelerator=accelerator)
             return {"accelerator": accelerator, "failed": False, "changed": True}
 
+    # -- heater states ----------------------------------------------------------------
+    def apply_state(self, document: Any) -> dict[str, Any]:
+        """Set a heater state (``lumion synthesize --out``) and check it by light, as ``lumion
+        program`` does, on the TBUs it uses only (controlplane.states).
+
+        Refused before anything is written (422 not a state or another mesh; 409 an ideal or
+        power-only map, a failed or suspect TBU, a TBU a running job or another state holds).
+        Then: intent, write (limits first, all or nothing, read back), settle, the state's
+        check by light (``instruments.state_check``) and every running link read again. Light
+        off the prediction, or a running link moved beyond HELD_TOL_DB: the previous currents
+        are written back and read, the intent aborted, 502 ``mismatch`` naming the ports.
+        Else committed with its check: ``status`` ok, or unverified (naming what light could
+        not confirm: arms, inputs).
+        """
+        with self._lock:
+            st = self._state()
+            program = states.read_state(document, self.mesh)
+            states.require_phase_map(self.heater_map)
+            states.refuse_failed(program, self.heater_map, self.mesh, st.plan.failed_tbus, st.suspects)
+            holders = states.holders_of(self._links_by_job(st), st.heater_states)
+            states.refuse_held(program, self.mesh, holders)
+            sid = self.store.next_state_id()
+            writes = states.state_program(program, self.heater_map, st.currents,
+                                          self.controller.max_current_ma, DECIMALS)
+            tbus = program.used_tbus(self.mesh.n_tbus)
+            change = {"create_states": [{"id": sid, "body": document,
+                                         "tbus": [self.mesh.tbu_names[t] for t in tbus]}]}
+            stages: list[dict[str, Any]] = []
+            t0 = time.time()
+            before = self.light.before(st.plan)
+            stages.append({"stage": "reference", "start_s": t0, "end_s": time.time()})
+            intent, plan, chip, written = self._begin(STATE_KIND, None, st.plan, writes, change)
+            stages += written
+            t1 = time.time()
+            v = states.state_check(self.bench, program, self.heater_map)
+            links = summary(self.light.checks(st.plan, _Placed(st.plan, {}, ()), before))
+            stages.append({"stage": "light", "start_s": t1, "end_s": time.time()})
+            refusal = states.refusal(v, links)
+            if refusal:
+                stages += self._abort(intent, refusal)
+                self.log_event("state-refused", state=sid, intent=intent, reason=refusal[:300],
+                               verification=v, links=links)
+                raise ServiceError(refusal, "mismatch", {"status": "mismatch", "restored": True,
+                                                         "verification": v, "links": links})
+            self._commit(intent, STATE_KIND, plan, writes, chip, verification=v)
+            view = self._state().heater_states[sid].view(self.mesh)
+            out = {**view, "intent": intent, "n_changed_heaters": len(writes), "links": links,
+                   "stages": stages, "measured_ms": _stage_ms(stages)}
+            self.log_event("state-applied", state=sid, intent=intent, status=v["status"], tbus=view["tbus"],
+                           not_verifiable=v["not_verifiable"], n_changed_heaters=len(writes), stages=stages)
+            return out
+
+    def clear_state(self, state_id: str) -> dict[str, Any]:
+        """Clear an applied heater state: its TBUs parked (the plan's parked currents, as a deleted
+        job's), held no more. 404 for a state not applied (cleared already, or never).
+        """
+        with self._lock:
+            st = self._state()
+            hs = self._heater_state(st, state_id)
+            park = {c: float(st.plan.heater[c]) for t in hs.tbus for c in (2 * t, 2 * t + 1)
+                    if round(float(st.plan.heater[c]), DECIMALS) != round(float(st.currents[c]), DECIMALS)}
+            stages: list[dict[str, Any]] = []
+            intent = self._reconfigure(CLEAR_KIND, None, st.plan, park, {"clear_states": [state_id]}, stages)
+            self.log_event("state-cleared", state=state_id, intent=intent, n_changed_heaters=len(park),
+                           stages=stages)
+            return {"id": state_id, "state": "cleared", "tbus": [self.mesh.tbu_names[t] for t in hs.tbus],
+                    "n_changed_heaters": len(park), "intent": intent}
+
+    def heater_states(self) -> list[dict[str, Any]]:
+        """Every applied heater state, oldest first."""
+        return [hs.view(self.mesh) for hs in self._state().heater_states.values()]
+
+    def heater_state(self, state_id: str) -> dict[str, Any]:
+        """One applied heater state (404 when it is not applied)."""
+        return self._heater_state(self._state(), state_id).view(self.mesh)
+
+    @staticmethod
+    def _heater_state(st: RackState, state_id: str) -> states.HeldState:
+        try:
+            return st.heater_states[state_id]
+        except KeyError:
+            raise ServiceError(f"no applied heater state {state_id!r}; applied: "
+                               f"{', '.join(st.heater_states) or 'none'}", "not-found") from None
+
+    def _links_by_job(self, st: RackState) -> dict[str, list[Any]]:
+        """Each running job's links in the plan of record."""
+        out = {}
+        for jid in st.jobs:
+            first, count = self._span(st, jid)
+            out[jid] = list(st.plan.links[first : first + count])
+        return out
+
     # -- telemetry hooks ----------------------------------------------------------------
     def record_live(self, accelerator: str, *, rx_power_dbm: float | None, los: bool | None = None) -> None:
         """Telemetry's latest reading of an accelerator's receiver (status shows live margins)."""
@@ -1040,6 +1145,11 @@ class ControlPlane:
                 for jid, j in st.jobs.items()
             ],
             "links": [self._link_view(lk, owners[i], mesh) for i, lk in enumerate(st.plan.links)],
+            "heater_states": [
+                {"id": sid, "tbus": [mesh.tbu_names[t] for t in hs.tbus],
+                 "status": (hs.verification or {}).get("status")}
+                for sid, hs in st.heater_states.items()
+            ],
             "spares_free": [s for s in self.fabric.spares if s not in holders and s not in st.failed],
             "failed_accelerators": list(st.failed),
         }

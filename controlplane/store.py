@@ -12,6 +12,9 @@ number of the last one applied):
 * ``failed_accelerators``: accelerators out of service until repaired;
 * ``suspect_tbus``: TBUs light blamed during a repaired recovery or placement (routed
   around like failed ones, but not recorded failed: an operator clears them);
+* ``heater_states``: heater states (``lumion.state``: a unitary, a filter) set on the chip
+  through the service (``pending`` while their intent is open, ``applied`` once light
+  checked them, ``cleared``), each with the TBUs it holds and its check by light;
 * ``plans``: the chip's plan of record (``lumion.plan`` JSON, every job's links);
 * ``currents``: the heater currents last committed per chip (what the chip must hold);
 * ``intents``: one row per reconfiguration (previous and target currents, the new plan,
@@ -200,6 +203,21 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
         since TEXT NOT NULL,
         intent_id INTEGER,
         PRIMARY KEY (chip_id, tbu)
+    );
+    """,
+    # 4: heater states set through the service (POST /api/v1/states)
+    """
+    CREATE TABLE heater_states (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        chip_id TEXT NOT NULL REFERENCES chips(chip_id),
+        body TEXT NOT NULL,
+        tbus TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'applied', 'cleared')),
+        verification TEXT,
+        intent_id INTEGER,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
     );
     """,
 )
@@ -413,6 +431,21 @@ class Store:
             gone = db.execute("DELETE FROM suspect_tbus WHERE chip_id=? AND tbu=?", (chip_id, tbu)).rowcount
         return bool(gone)
 
+    def heater_states(self, chip_id: str) -> list[dict[str, Any]]:
+        """The heater states applied on ``chip_id``, oldest first: ``{"id", "body", "tbus",
+        "verification", "intent", "created", "updated"}``.
+        """
+        rows = self.query("SELECT * FROM heater_states WHERE chip_id=? AND state='applied' ORDER BY seq",
+                          (chip_id,))
+        return [{"id": r["id"], "body": json.loads(r["body"]), "tbus": json.loads(r["tbus"]),
+                 "verification": json.loads(r["verification"]) if r["verification"] else None,
+                 "intent": r["intent_id"], "created": r["created"], "updated": r["updated"]} for r in rows]
+
+    def next_state_id(self) -> str:
+        """An id no heater state has had (``state-<n>``)."""
+        rows = self.query("SELECT COALESCE(MAX(seq), 0) FROM heater_states")
+        return f"state-{int(rows[0][0]) + 1}"
+
     def next_job_id(self) -> str:
         """An id no job has had (``job-<n>``)."""
         rows = self.query("SELECT COALESCE(MAX(seq), 0) FROM jobs")
@@ -463,6 +496,12 @@ class Store:
                 )
             for acc, job_id_ in change.get("allocate", {}).items():
                 db.execute("INSERT INTO allocations VALUES (?, ?, ?, 1, ?)", (chip_id, acc, job_id_, intent))
+            for hs in change.get("create_states", []):
+                db.execute(
+                    "INSERT INTO heater_states (id, chip_id, body, tbus, state, intent_id, created, updated) "
+                    "VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
+                    (hs["id"], chip_id, _dumps(hs["body"]), _dumps(hs["tbus"]), intent, t, t),
+                )
         return intent
 
     def open_intents(self, chip_id: str) -> list[dict[str, Any]]:
@@ -478,13 +517,15 @@ class Store:
         return _intent(rows[0])
 
     def commit_intent(
-        self, intent_id: int, status: str = DONE, outcome: str = "", currents: Sequence[float] | None = None
+        self, intent_id: int, status: str = DONE, outcome: str = "", currents: Sequence[float] | None = None,
+        verification: Mapping[str, Any] | None = None,
     ) -> None:
         """Apply a verified intent: its plan, currents and state change become the truth.
 
         ``currents`` is what the chip read back (the driver quantises a setting to its DAC
         step, so the read-back, within tolerance of the target, is what the chip holds);
-        default: the intent's target.
+        default: the intent's target. ``verification``: the check by light of the heater
+        state the intent applies, recorded with it in the same transaction.
         """
         it = self.intent(intent_id)
         held = list(currents) if currents is not None else it["target"]
@@ -516,6 +557,13 @@ class Store:
             for tbu in change.get("unsuspect", []):  # reported failed: a failure now, no longer a suspect
                 db.execute("DELETE FROM suspect_tbus WHERE chip_id=? AND tbu=?", (chip, tbu))
             db.execute(
+                "UPDATE heater_states SET state='applied', verification=?, updated=? "
+                "WHERE intent_id=? AND state='pending'",
+                (None if verification is None else _dumps(verification), t, intent_id),
+            )
+            for state_id in change.get("clear_states", []):
+                db.execute("UPDATE heater_states SET state='cleared', updated=? WHERE id=?", (t, state_id))
+            db.execute(
                 "UPDATE intents SET status=?, finished=?, outcome=? WHERE id=?",
                 (status, t, outcome, intent_id),
             )
@@ -526,6 +574,7 @@ class Store:
             _require_open(db, intent_id)
             db.execute("DELETE FROM allocations WHERE intent_id=? AND pending=1", (intent_id,))
             db.execute("DELETE FROM jobs WHERE intent_id=? AND state='pending'", (intent_id,))
+            db.execute("DELETE FROM heater_states WHERE intent_id=? AND state='pending'", (intent_id,))
             db.execute(
                 "UPDATE intents SET status=?, finished=?, outcome=? WHERE id=?",
                 (status, now_iso(), outcome, intent_id),

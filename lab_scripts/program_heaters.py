@@ -13,9 +13,9 @@ each setting cannot see a short) is named on one stderr line each, and in ``--js
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from calibration.settable import why_not_settable
 from photonics.errors import RoutingError
 
 
@@ -46,24 +46,6 @@ def refuse_failed_tbus(conf: Any, heater_map: Any, mesh: Any, source: str,
             raise RoutingError(f"the configuration splits light at {mesh.tbu_names[t]}, which the "
                                f"calibration map {source} records as {why}: nothing was sent; synthesize it "
                                f"with --map {source}, which avoids it")
-
-
-def why_not_settable(heater_map: Any, t: int, state: str, trust_unverified: bool) -> str | None:
-    """Why the map cannot set TBU ``t`` to ``state`` ("bar", "cross" or "split"), or None."""
-    how = heater_map.failed.get(t)
-    if how is None or (how == "unverified" and trust_unverified):
-        return None
-    if how in ("bar", "cross"):
-        return None if state == how else f"stuck in {how} (its heaters do not move it)"
-    if how == "dead":
-        return "dead (no light passes it)"
-    if how == "unverified":
-        rad = heater_map.disagreement.get(t, float("nan"))
-        seen = (f"light disagreed with its fit by {rad:.3f} rad" if math.isfinite(rad)
-                else "no fringe through any path")
-        return f"unverified ({seen}; lumion program --trust-unverified routes through it all the same)"
-    faulty = [label for h, label in heater_map.faulty_heaters().items() if h // 2 == t]
-    return f"broken ({faulty[0] if faulty else how}): the map never drives it"
 
 
 def heater_faults_now(bench: Any) -> list[dict[str, Any]]:

@@ -20,32 +20,18 @@ without one uses every TBU.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from lab_scripts.program_heaters import why_not_settable
+from calibration.settable import why_not_settable
 from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 from photonics.errors import RoutingError, StateError
 from photonics.state import SCHEMA as STATE_SCHEMA
-from photonics.state import MeshState
-from photonics.synthesis.prediction import KEY, Prediction
+from photonics.state_program import StateToProgram, load_state  # noqa: F401 - load_state re-exported (cmd_program)
+from photonics.synthesis.prediction import KEY
 
 RUN_COMMON_PHASE = "run `lumion calibrate --common-phase` and give its map"
-
-
-@dataclass(frozen=True, eq=False)
-class StateToProgram:
-    """A heater state read for ``lumion program``: its phases and (from synthesize) its prediction."""
-
-    state: MeshState
-    prediction: Prediction | None
-    source: str
-
-    def used_tbus(self, n_tbus: int) -> tuple[int, ...]:
-        """The TBUs the state needs the map to set: its prediction's, else every TBU."""
-        return self.prediction.tbus if self.prediction is not None else tuple(range(n_tbus))
 
 
 def state_document(path: str) -> dict[str, Any] | None:
@@ -57,14 +43,6 @@ def state_document(path: str) -> dict[str, Any] | None:
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and data.get("schema") == STATE_SCHEMA else None
-
-
-def load_state(data: dict[str, Any], mesh: Any, source: str) -> StateToProgram:
-    """The state and its prediction for ``mesh``; one made for another mesh is refused first."""
-    record = data.get(KEY)
-    # read first: it names the mesh the state was made for (MeshMismatchError before its TBU names)
-    prediction = Prediction.from_dict(record, mesh, source) if record is not None else None
-    return StateToProgram(MeshState.from_dict(data, mesh, source=source), prediction, source)
 
 
 def require_phase_map(heater_map: Any, source: str, map_source: str | None) -> None:

@@ -47,7 +47,7 @@ MAX_WAVELENGTHS = 3  # check_wavelengths gives at most three: each is a laser re
 # power, a tenth of the width by ~0.09. A ring notch one bandwidth out, where it is a third as
 # steep as at half depth: at the half-width points the centre error a calibrated map leaves (up
 # to 2 pm on a 35 pm notch) moved the through power by 0.039 on chip 4360, next to
-# lab_scripts.state_verify.STATE_TOL (0.05); one bandwidth out by 0.020
+# instruments.state_check.STATE_TOL (0.05); one bandwidth out by 0.020
 # (benchmarks/bench_program_state.py).
 CHECK_OFFSETS_BANDWIDTHS = {"mz_filter": 0.5, "filter": 1.0}
 

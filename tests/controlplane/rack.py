@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,7 +61,8 @@ class Record:
 class Rack:
     """Simulated bench + opened instrument bench + ControlPlane (close() releases all three)."""
 
-    def __init__(self, db: Path, fabric: Fabric | None = None, seed: int = 0) -> None:
+    def __init__(self, db: Path, fabric: Fabric | None = None, seed: int = 0, model: str = "realistic",
+                 heater_map: Callable[[Chip], CalibrationMap] = oracle_map) -> None:
         self.fabric = fabric or default_fabric()
         mesh = self.fabric.mesh
         specs = [
@@ -71,12 +73,12 @@ class Rack:
             }
             for s in fabric_transceivers(self.fabric)
         ]
-        self.sim = SimulatedBench(mesh, seed, transceivers=specs)
+        self.sim = SimulatedBench(mesh, seed, transceivers=specs, model=model)
         try:
             self.bench = open_bench(
                 tomllib.loads(self.sim.client_config(self.fabric.mesh_spec or "smartlight"))
             )
-            self.bench.controller.heater_map = oracle_map(self.sim.chip)
+            self.bench.controller.heater_map = heater_map(self.sim.chip)
             self.cp = ControlPlane(Store(db), self.bench, self.fabric)
         except BaseException:
             self.sim.close()

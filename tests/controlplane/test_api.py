@@ -34,6 +34,10 @@ ENDPOINTS = [
     ("post", "/failures"),
     ("post", "/accelerators/gpu0/repair"),
     ("post", "/tbus/tbu:0.0.0/clear"),
+    ("post", "/states"),
+    ("get", "/states"),
+    ("get", "/states/state-1"),
+    ("delete", "/states/state-1"),
     ("post", "/sim/accelerators/gpu0/kill"),
     ("post", "/sim/accelerators/gpu0/revive"),
 ]
@@ -87,6 +91,7 @@ def test_openapi_lists_every_endpoint(svc):
     paths = doc["paths"]
     for method, path in [("get", "/health"), *ENDPOINTS]:
         template = path.replace("job-1", "{job_id}").replace("gpu0", "{name}").replace("tbu:0.0.0", "{tbu}")
+        template = template.replace("state-1", "{state_id}")
         assert method in paths[f"/api/v1{template}"], template
     assert "JobRequest" in doc["components"]["schemas"]
     assert "HTTPBearer" in doc["components"]["securitySchemes"]

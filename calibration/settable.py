@@ -1,0 +1,26 @@
+"""Which TBUs a calibration map can set, and to what: the refusal ``lumion program`` and the
+control plane give before anything is sent to a TBU the map records as failed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def why_not_settable(heater_map: Any, t: int, state: str, trust_unverified: bool) -> str | None:
+    """Why the map cannot set TBU ``t`` to ``state`` ("bar", "cross" or "split"), or None."""
+    how = heater_map.failed.get(t)
+    if how is None or (how == "unverified" and trust_unverified):
+        return None
+    if how in ("bar", "cross"):
+        return None if state == how else f"stuck in {how} (its heaters do not move it)"
+    if how == "dead":
+        return "dead (no light passes it)"
+    if how == "unverified":
+        rad = heater_map.disagreement.get(t, float("nan"))
+        seen = (f"light disagreed with its fit by {rad:.3f} rad" if math.isfinite(rad)
+                else "no fringe through any path")
+        return f"unverified ({seen}; lumion program --trust-unverified routes through it all the same)"
+    faulty = [label for h, label in heater_map.faulty_heaters().items() if h // 2 == t]
+    return f"broken ({faulty[0] if faulty else how}): the map never drives it"
