@@ -130,14 +130,15 @@ def _open(args: argparse.Namespace, fabric: Any) -> Any:
 
 def _recover(args: argparse.Namespace, fabric: Any, run: Any, hmap: Any, failed_rx: str, spare: str | None,
              bench: Any) -> tuple[Any, dict[str, Any]]:
-    """(the plan as it runs after the recovery, the report)."""
+    """(the plan as it runs after the recovery, the report).
+
+    The recovery is computed before the bench is touched: a refusal leaves every heater as it was.
+    """
     from photonics.errors import RoutingError
     from photonics.fabric import FabricError
     from photonics.fabric.multicast_failover import fail_receiver
     from photonics.fabric.plan import heater_values
 
-    before = heater_values(run.plan.configuration, hmap)[0]
-    placed, ref = bench.place(run.plan, before) if bench is not None else (None, {})
     src = next(s for s, dsts in run.plan.groups if failed_rx in dsts)
     try:
         rec = fail_receiver(fabric, run.plan, failed_rx, spare, failed=run.failed_tbus, dark=run.dark)
@@ -147,6 +148,8 @@ def _recover(args: argparse.Namespace, fabric: Any, run: Any, hmap: Any, failed_
         raise CliError(f"--fail {failed_rx}{f' --spare {spare}' if spare else ''}: {what} refused: "
                        f"{_why(explain(exc))}; no heater changed, nothing written", "impossible",
                        type(exc).__name__) from exc
+    before = heater_values(run.plan.configuration, hmap)[0]
+    placed, ref = bench.place(run.plan, before) if bench is not None else (None, {})
     writes, drift = _program(rec, hmap, run.failed_tbus, before)
     light = _light(args, bench, rec, src, before, writes, ref)
     report = _report(fabric, str(args.plan), run, rec, src, writes, drift, light, placed)

@@ -213,6 +213,14 @@ def test_a_splice_on_the_bench_is_written_and_verified_by_light(mc, oracle, caps
     assert sorted(changed.tolist()) == [h["channel"] for h in d["changed_heaters"]]  # only those written
 
 
+def test_a_refused_splice_writes_no_heater_on_the_bench(mc, oracle, capsys, opened):
+    code, _text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "gpu4", "--bench", "sim",
+                            "--seed", str(SEED), "--map", str(oracle))
+    assert code == EXIT_IMPOSSIBLE
+    assert "branch gpu0->gpu4 does not close" in err
+    assert [b.writes for b in opened.benches] in ([], [[]])  # computed before the bench is touched
+
+
 def test_a_held_branch_disturbed_on_the_bench_is_caught_by_light(mc, oracle, capsys, opened, tmp_path):
     mesh = smartlight()
     doc = json.loads(mc.read_text())
