@@ -5,7 +5,8 @@ separate process through the bench config another process would use (a pty for t
 heater driver, answering after a real module's turnaround). Each process is forked from a
 parent that has numpy, scipy and pyvisa imported (``tests/lumion_zygote.py``): it has its
 own pid, locks and signal handlers and imports lumion itself, but not the 1 s of CPU of
-those libraries. At 10 seeded moments (``MOMENTS``; ``LUMION_PROGRAM_MOMENTS`` for more):
+those libraries. At 6 seeded moments, one in each sixth of a whole run (``MOMENTS``;
+``LUMION_PROGRAM_MOMENTS`` for more):
 
 * an interrupt (SIGINT or SIGTERM) leaves the chip in exactly the old or the new
   configuration, and the one stderr line names the one it holds;
@@ -29,10 +30,12 @@ from photonics.routing import route_many
 from photonics.topology import smartlight
 from tests.lumion_zygote import Zygote
 
-# Seeded moments per test: each starts two or three `lumion program` processes, so 20 took
-# 864 s of wall for the second-writer test at load 8-27 (issue 29); 10 still spread over the
-# whole write. LUMION_PROGRAM_MOMENTS=100 for a soak.
-MOMENTS = int(os.environ.get("LUMION_PROGRAM_MOMENTS", "10"))
+# Seeded moments per test: each starts one or two `lumion program` processes, so 20 took
+# 864 s of wall for the second-writer test at load 8-27 (issue 29). The moments are
+# stratified (one drawn in each equal slice of a whole run, see moments()), so 6 reach the
+# start, the write and the end of a run as surely as 10 uniform ones did, with 12 processes
+# fewer over the two tests. LUMION_PROGRAM_MOMENTS=100 for a soak.
+MOMENTS = int(os.environ.get("LUMION_PROGRAM_MOMENTS", "6"))
 # A module answers 2-28 ms after a command in the vendor's recorded sessions: 20 ms makes a
 # whole-chip write last ~1 s, so interrupts land before, during and after it.
 TURNAROUND_S = 0.02
@@ -86,6 +89,12 @@ def wait_until_it_holds_the_bench(proc, env, timeout_s=60.0):
     return False
 
 
+def moments(rng, whole_s, n):
+    """``n`` moments (s) in [0, ``whole_s``), one drawn uniformly in each of ``n`` equal slices,
+    in a seeded random order: every part of a run gets one, however few ``n`` is."""
+    return list(whole_s * (rng.permutation(n) + rng.uniform(0.0, 1.0, n)) / n)
+
+
 def holds(sim, currents):
     return bool(np.allclose(sim.chip.currents_ma, currents, atol=SAME_MA))
 
@@ -113,7 +122,7 @@ def test_an_interrupt_at_any_moment_leaves_one_configuration_and_says_which(serv
     rng = np.random.default_rng(2027)
     seen = {"old": 0, "new": 0, "completed": 0}
     now = "b"
-    for k, moment in enumerate(rng.uniform(0.0, whole, MOMENTS)):
+    for k, moment in enumerate(moments(rng, whole, MOMENTS)):
         old, new = now, "a" if now == "b" else "b"
         sig = (signal.SIGINT, signal.SIGTERM)[k % 2]
         proc = start(bench, confs[new][0], env)
@@ -150,7 +159,7 @@ def test_a_second_writer_runs_after_the_first_or_is_refused_naming_it(served):
     rng = np.random.default_rng(2028)
     refused = 0
     now = "a"
-    for k, delay in enumerate(rng.uniform(0.0, whole, MOMENTS)):
+    for k, delay in enumerate(moments(rng, whole, MOMENTS)):
         # both write a configuration the chip does not hold, each its own: no third process
         # resets the chip between moments (issue 29), yet whichever ran last is seen
         one, two = [name for name in ("a", "b", "c") if name != now][:: 1 if k % 2 else -1]
