@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lab_scripts.common import print_json, recovery_changes, table
 from lab_scripts.errors import EXIT_UNVERIFIED, CliError, explain, reading
-from lab_scripts.paths import JSON_SUFFIXES, output_file
+from lab_scripts.paths import JSON_SUFFIXES, PLOT_SUFFIXES, output_file
 
 SCHEMA = "lumion.multicast-failover"
 VERSION = 1
 # Options of point-to-point failover that mean nothing for a tree: refused, not ignored.
-_NOT_FOR_TREES = (("plot", "--plot"), ("park_freed", "--park-freed"), ("together", "--together"))
+_NOT_FOR_TREES = (("park_freed", "--park-freed"), ("together", "--together"))
 
 
 def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
@@ -47,6 +48,7 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
     from photonics.fabric.plan import failures_with_map
 
     out_path = output_file(args.out, "--out", JSON_SUFFIXES) if args.out is not None else None
+    plot = output_file(args.plot, "--plot", PLOT_SUFFIXES) if args.plot is not None else None
     with reading("plan file", args.plan):
         data = json.loads(read_text(args.plan, DATA_FILE_MAX_BYTES, "plan file"))
         fabric = fabric or fabric_for(data, default_fabric(), str(args.plan))
@@ -68,6 +70,7 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
 
         save_multicast(new_run, fabric, out_path)
     report["out"] = str(out_path) if out_path is not None else None
+    report["plot"] = str(draw_trees(plot, fabric, new_run, report)) if plot is not None else None
     code = EXIT_UNVERIFIED if report["verified"] == "off" else 0
     if args.json:
         print_json({"schema": SCHEMA, "version": VERSION, **report})
@@ -265,8 +268,26 @@ def _print_text(r: dict[str, Any], map_name: str) -> None:
     print(f"held branches moved {r['shift_db']:.5f} dB at most in the circuit solve (tolerance "
           f"{r['tolerance_db']:g} dB); worst margin {r['worst_margin_db']:.2f} dB")
     _print_light(r)
-    if r["out"]:
-        print(f"wrote {r['out']}")
+    for path in (r["out"], r["plot"]):
+        if path:
+            print(f"wrote {path}")
+
+
+def draw_trees(path: Path, fabric: Any, run: Any, report: dict[str, Any]) -> Path:
+    """The mesh after the recovery: every branch drawn (the spare's marked ``*``), the
+    accelerators named at their ports (in a group, spare, or out), failed TBUs marked.
+    """
+    from lab_scripts.plots import fabric_marks, mesh_drawing
+
+    plan = run.plan
+    drawn = [{"label": f"{src}->{d}{' *' if d == report['spare'] else ''}", "tbus": list(b.tbus)}
+             for (src, dsts), tree in zip(plan.groups, plan.trees, strict=True)
+             for d, b in zip(dsts, tree.branches, strict=True)]
+    members = {a for src, dsts in plan.groups for a in (src, *dsts)}
+    title = f"the trees after {report['failed']} failed ({report['action']}" + \
+        (f" to {report['spare']})" if report["spare"] else ")")
+    return mesh_drawing(path, fabric.mesh, drawn, dict(run.failed_tbus or {}), title,
+                        fabric_marks(fabric, members))
 
 
 def _print_light(r: dict[str, Any]) -> None:

@@ -115,6 +115,7 @@ class MulticastFailoverOutput(Strict):
     fabric: str
     plan: Path = Field(description="the multicast plan acted on")
     out: Path | None = Field(description="the lumion.multicast-plan file written by --out, or null")
+    plot: Path | None = Field(description="the mesh with the trees after the recovery (--plot), or null")
     failed: str
     spare: str | None
     action: Literal["pruned", "spliced"]

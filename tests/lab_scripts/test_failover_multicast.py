@@ -78,7 +78,7 @@ def test_prune_changes_no_tbu_and_writes_the_plan_without_the_receiver(mc, capsy
 def test_splice_to_a_spare_with_json_reports_every_branch_and_chains(mc, capsys, tmp_path):
     out = tmp_path / "spliced.json"
     code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1",
-                           "--out", str(out), "--json")
+                           "--out", str(out), "--plot", str(tmp_path / "trees.png"), "--json")
     assert code == 0, err
     d = json.loads(text)
     validate(d, "lumion.multicast-failover")
@@ -96,6 +96,8 @@ def test_splice_to_a_spare_with_json_reports_every_branch_and_chains(mc, capsys,
     written = {h["channel"] // 2 for h in d["changed_heaters"]}
     assert not written & {smartlight().tbu_index(t) for t in _tree_tbus(before, "gpu1")}
     assert d["verified"] == "not measured"
+    assert d["plot"] == str(tmp_path / "trees.png")
+    assert (tmp_path / "trees.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     after = json.loads(out.read_text())
     validate(after, "lumion.multicast-plan")
     assert after["groups"][0]["dsts"] == ["gpu1", "spare1"]
