@@ -49,6 +49,14 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # ---------------------------------------------------------------------------------------
 # Request models
 # ---------------------------------------------------------------------------------------
+class MulticastGroup(BaseModel):
+    """One transmitter to several receivers through a tree of tunable splitters."""
+
+    model_config = ConfigDict(extra="forbid")
+    src: str = Field(..., min_length=1, max_length=64, description="the transmitting accelerator")
+    dsts: list[str] = Field(..., min_length=1, max_length=64, description="the receiving accelerators")
+
+
 class JobRequest(BaseModel):
     """A job to place: accelerators by name, or a count of free ones, and a pattern."""
 
@@ -57,9 +65,12 @@ class JobRequest(BaseModel):
         None, min_length=2, max_length=256, description="accelerator names, in ring/line order"
     )
     count: int | None = Field(None, ge=2, le=256, description="take this many free (non-spare) accelerators")
-    pattern: Literal["ring", "line", "all-to-all", "links"] = "ring"
+    pattern: Literal["ring", "line", "all-to-all", "links", "multicast"] = "ring"
     links: list[list[str]] | None = Field(
         None, min_length=1, max_length=4096, description="pattern 'links': directed [a, b] pairs"
+    )
+    groups: list[MulticastGroup] | None = Field(
+        None, min_length=1, max_length=64, description="pattern 'multicast': each source and its receivers"
     )
     name: str | None = Field(None, min_length=1, max_length=64)
 
@@ -325,13 +336,16 @@ def _routes(app: FastAPI, cp: ControlPlane, auth: list[Any]) -> None:
 
     @app.post(f"{API}/jobs", tags=["jobs"], dependencies=auth, status_code=201)
     def create_job(req: JobRequest) -> dict[str, Any]:
-        """Place a job (409 when it does not fit) and program the chip."""
+        """Place a job (409 when it does not fit) and program the chip. ``pattern: multicast`` with
+        ``groups``: trees of tunable splitters, every branch checked by its own light.
+        """
         return cp.place_job(
             accelerators=req.accelerators,
             count=req.count,
             pattern=req.pattern,
             links=req.links,
             name=req.name,
+            groups=None if req.groups is None else [g.model_dump() for g in req.groups],
         )
 
     @app.get(f"{API}/jobs/{{job_id}}", tags=["jobs"], dependencies=auth)

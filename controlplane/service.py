@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from calibration.heater_map import IdealMap
-from controlplane import placement, reports, states
+from controlplane import multicast, placement, reports, states
 from controlplane.crash import Crasher
 from controlplane.errors import ServiceError
 from controlplane.store import ABORTED, REVERTED, ROLLED_BACK, ROLLED_FORWARD, Store, StoreError
+from instruments import branch_light
 from instruments.controller import MEND_TOLERANCE_MA
 from instruments.errors import ChipStateUnknownError, LimitError, WriteAbortedError
 from instruments.light_meter import PlanLight
@@ -54,7 +55,7 @@ from photonics.fabric.verify import Effects, VerificationError, summary, verifie
 # Currents are written with 4 decimals of mA (the driver's resolution); the plan of record
 # stores them so, and the chip reads back what was written.
 DECIMALS = 4
-PATTERNS = ("ring", "line", "all-to-all", "links")
+PATTERNS = ("ring", "line", "all-to-all", "links", multicast.MULTICAST)
 STATE_KIND, CLEAR_KIND = "state", "state-clear"  # the intents of POST and DELETE /api/v1/states
 STATUS_SCHEMA = "lumion.status"
 LIGHT_POLICIES = ("repair", "report")
@@ -84,6 +85,8 @@ class RackState:
     # heater states applied through POST /api/v1/states (id -> state), oldest first: their TBUs
     # are held (no route crosses them) until the state is cleared
     heater_states: dict[str, states.HeldState] = field(default_factory=dict)
+    # multicast jobs' running trees (job id -> trees); their TBUs are held like a state's
+    multicast: dict[str, Any] = field(default_factory=dict)
 
 
 class ControlPlane:
@@ -269,8 +272,10 @@ class ControlPlane:
         suspects = tuple(r["tbu"] for r in self.store.suspect_tbus(self.chip_id))
         held = {r["id"]: states.held_from_record(r, self.mesh)
                 for r in self.store.heater_states(self.chip_id)}
+        trees = {r["id"]: multicast.running(r["job"], self.fabric, plan.failed_tbus)
+                 for r in rows if multicast.MULTICAST in r["job"]}
         self.state = RackState(plan, jobs, meta, np.asarray(currents, float)[: self.mesh.n_heaters], failed,
-                               suspects, held)
+                               suspects, held, trees)
 
     def _tolerance(self) -> np.ndarray:
         """Per heater (mA): how far a read-back may be from what the channel holds.
@@ -451,8 +456,13 @@ class ControlPlane:
         pattern: str = "ring",
         links: Sequence[Sequence[str]] | None = None,
         name: str | None = None,
+        groups: Sequence[Mapping[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Place a job and program the chip; the job's view (:meth:`job`)."""
+        """Place a job and program the chip; the job's view (:meth:`job`). ``pattern``
+        ``multicast``: ``groups`` of ``{"src", "dsts"}`` (controlplane.multicast).
+        """
+        if pattern == multicast.MULTICAST:
+            return self._place_multicast(multicast.groups_of(groups), name)
         with self._lock:
             state = self._state()
             job_id = self.store.next_job_id()
@@ -563,6 +573,8 @@ class ControlPlane:
             plan, program = placement.remove(
                 self.fabric, state.plan, range(first, first + count), self.heater_map, remaining
             )
+            if job_id in state.multicast:  # its trees' TBUs parked: the plan's parked currents
+                program = {**program, **self._park(state, multicast.tree_tbus(state.multicast[job_id]))}
             stages = [{"stage": "compute", "start_s": t0, "end_s": time.time()}]
             intent = self._reconfigure("delete", job_id, plan, program, {"delete_jobs": [job_id]}, stages)
             self.log_event(
@@ -616,6 +628,7 @@ class ControlPlane:
             "links": links,
             "spares_in_use": [a for a in job.accelerators if a in self.fabric.spares],
             "worst_margin_db": min((lk["margin_db"] for lk in links), default=None),
+            **self._multicast_view(state, job_id),
             **state.meta.get(job_id, {}),
         }
 
@@ -671,6 +684,9 @@ class ControlPlane:
             if repeat is not None:
                 return repeat
             job_id = self._report_job(st, job_id, names, tbu)
+            self._refuse_tree_tbu(st, tbu)
+            if job_id in st.multicast:
+                return self._recover_multicast(st, job_id, names, source, detected_s, t_report)
             failed = names[0] if len(names) == 1 else (names or None)
             report = {"job": job_id, "accelerator": failed, "tbu": tbu, "source": source}
             self.log_event("failure-reported", **report, state=state)
@@ -765,8 +781,10 @@ class ControlPlane:
         """
         open_: dict[str, Any] = {}
         known = {self.mesh.tbu_index(n): "dead" for n in st.suspects if n != reported_tbu}
-        # a heater state's TBUs are held: no new route may cross them (they are not failed)
+        # a heater state's and a multicast tree's TBUs are held: no new route may cross them
+        # (they are not failed)
         known.update({t: "dead" for hs in st.heater_states.values() for t in hs.tbus})
+        known.update({t: "dead" for run in st.multicast.values() for t in multicast.tree_tbus(run)})
         blamed: dict[int, str] = {}  # what the current attempt's repair avoids
 
         def with_suspects(avoid: Mapping[int, str]) -> Any:
@@ -982,6 +1000,158 @@ class ControlPlane:
             self.log_event("accelerator-repaired", accelerator=accelerator)
             return {"accelerator": accelerator, "failed": False, "changed": True}
 
+    # -- multicast jobs ---------------------------------------------------------------
+    def _place_multicast(self, groups: list[tuple[str, tuple[str, ...]]], name: str | None) -> dict[str, Any]:
+        """Place a multicast job (controlplane.multicast): trees over the TBUs nothing holds, only
+        their heaters written, every branch and every running link checked by light.
+        """
+        with self._lock:
+            st = self._state()
+            job_id = self.store.next_job_id()
+            names = multicast.members(groups)
+            try:
+                self._members(st, names, None, None, "ring")
+                blocked = multicast.avoid(self._held_tbus(st), st.plan.failed_tbus)
+                mplan = multicast.plan(self.fabric, groups, blocked)
+            except ServiceError as exc:
+                if exc.kind == "impossible":
+                    self.log_event("job-refused", job=job_id, reason=str(exc)[:300])
+                raise
+            job = multicast.job_of(name or job_id, groups)
+            run = multicast.RunningMulticast(mplan)
+            writes = multicast.program(mplan.configuration, self.heater_map, multicast.tree_tbus(run),
+                                       st.currents, DECIMALS)
+            change = {"create_jobs": [{"id": job_id, "job": multicast.record(job, run, self.fabric)}],
+                      "allocate": dict.fromkeys(job.accelerators, job_id)}
+            new = branch_light.branch_names(mplan)
+            intent, light, stages = self._multicast_by_light(st, "place", job_id, writes, change, mplan, new,
+                                                             {})
+            self.log_event("job-placed", job=job_id, intent=intent, accelerators=list(job.accelerators),
+                           pattern=multicast.MULTICAST, n_changed_heaters=len(writes), stages=stages, **light)
+            return {**self.job(job_id), **light, "intent": intent, "stages": stages}
+
+    def _multicast_by_light(self, st: RackState, kind: str, job_id: str, writes: Mapping[int, float],
+                            change: dict[str, Any], mplan: Any, new: Sequence[str],
+                            before: Mapping[str, tuple[str, float]]) -> tuple[int, dict[str, Any], list[Any]]:
+        """Write a multicast change and check it by light: every branch by its own light (the
+        ``new`` ones against their plan, the others against ``before`` too) and every running
+        link against its reading before the write. Light rejecting it: the previous currents
+        written back and read, the intent aborted, 502 ``unverified`` (with ``--light report``:
+        committed, ``verified: off``). Returns (intent, the reply's light keys, stages).
+        """
+        stages: list[dict[str, Any]] = []
+        t0 = time.time()
+        links_before = self.light.before(st.plan)
+        stages.append({"stage": "reference", "start_s": t0, "end_s": time.time()})
+        intent, plan, chip, written = self._begin(kind, job_id, st.plan, writes, change)
+        stages += written
+        t1 = time.time()
+        branches = branch_light.read_branches(self.light.meter, self.fabric, mplan, new, before)
+        v, why = branch_light.judge(branches)
+        links = summary(self.light.checks(st.plan, _Placed(st.plan, {}, ()), links_before))
+        stages.append({"stage": "light", "start_s": t1, "end_s": time.time()})
+        why = why or states.links_refusal(links, "the multicast change")
+        light = {"verified": VERIFIED[v["status"]], "verification": v, "links_verification": links}
+        if why and self.light_policy == "repair":
+            stages += self._abort(intent, why)
+            self.log_event("light-refused", job=job_id, intent=intent, reason=why[:300])
+            raise ServiceError(why, "unverified", {"verification": v, "links_verification": links})
+        self._commit(intent, kind, plan, writes, chip)
+        return intent, light, stages
+
+    def _recover_multicast(self, st: RackState, job_id: str, names: list[str], source: str,
+                           detected_s: float | None, t_report: float) -> dict[str, Any]:
+        """A failed receiver of a multicast job: spliced to the first free spare, else pruned
+        (controlplane.multicast); answered like a failover (``failed``, ``spare``, ``job_id``,
+        ``intent``, ``stages``, what light said), idempotent like one.
+        """
+        if len(names) != 1:
+            raise ServiceError("a multicast job's receivers are recovered one report at a time", "impossible")
+        failed, run, job = names[0], st.multicast[job_id], st.jobs[job_id]
+        holders = self._holders(st)
+        spare = next((a for a in self.fabric.spares if a not in holders and a not in st.failed), None)
+        report = {"job": job_id, "accelerator": failed, "tbu": None, "source": source}
+        self.log_event("failure-reported", **report, state="dead")
+        stages = [] if detected_s is None else [{"stage": "detect", "start_s": float(detected_s),
+                                                 "end_s": t_report}]
+        t0 = time.time()
+        blocked = multicast.avoid(self._held_tbus(st, job_id), st.plan.failed_tbus)
+        spare_refused = None
+        try:
+            try:
+                rec = multicast.recover(self.fabric, run, failed, spare, blocked)
+            except ServiceError as exc:  # no splice to the spare: prune (the other branches go on)
+                if spare is None or exc.kind != "impossible":
+                    raise
+                spare_refused = str(exc)
+                rec = multicast.recover(self.fabric, run, failed, None, blocked)
+        except ServiceError as exc:
+            self.log_event("recovery-refused", **report, reason=str(exc)[:300])
+            raise
+        stages.append({"stage": "compute", "start_s": t0, "end_s": time.time()})
+        t1 = time.time()
+        before = branch_light.reference(self.light.meter, self.fabric, run.plan)  # held branches, before
+        stages.append({"stage": "reference", "start_s": t1, "end_s": time.time()})
+        new_run = multicast.after(run, rec, self.fabric)
+        writes = multicast.program(rec.plan.configuration, self.heater_map, rec.changed_tbus, st.currents,
+                                   DECIMALS)
+        out = {"job_id": job_id, "jobs_rerouted": [job_id], "job": multicast.job_after(job, rec).to_dict(),
+               "failed": failed, "spare": rec.spare, "action": "spliced" if rec.spare else "pruned",
+               "changed_tbus": [self.mesh.tbu_names[t] for t in rec.changed_tbus],
+               "held_shift_db": rec.shift_db, "groups": rec.plan.to_dict(self.fabric)["groups"],
+               "spare_refused": spare_refused}
+        body = multicast.record(multicast.job_after(job, rec), new_run, self.fabric)
+        change = {"update_jobs": {job_id: body},
+                  "allocate": {rec.spare: job_id} if rec.spare else {}, "release": [failed], "fail": [failed],
+                  "identity": reports.identity(names, None, "dead"), "recovery": out}
+        new = [f"{src}->{rec.spare}" for src, dsts in rec.plan.groups if rec.spare in dsts]
+        try:
+            intent, light, written = self._multicast_by_light(st, "failover", job_id, writes, change,
+                                                              rec.plan, new, before)
+        except ServiceError as exc:
+            self.log_event("recovery-refused", **report, reason=str(exc)[:300], **exc.detail)
+            raise
+        stages += written
+        out = {**out, "intent": intent, "stages": stages, "measured_ms": _stage_ms(stages), **light}
+        self.log_event("recovery", job=job_id, intent=intent, failed=failed, spare=rec.spare, source=source,
+                       stages=stages, measured_ms=out["measured_ms"], n_changed_heaters=len(writes),
+                       multicast=True, **light)
+        return out
+
+    def _held_tbus(self, st: RackState, except_job: str | None = None) -> set[int]:
+        """TBUs a new route or tree may not use: running links', heater states', other trees',
+        suspects' (failed TBUs are given apart, with how they failed).
+        """
+        out = {int(t) for lk in st.plan.links for t in lk.route.tbus}
+        out |= {t for hs in st.heater_states.values() for t in hs.tbus}
+        out |= {t for jid, run in st.multicast.items() if jid != except_job for t in multicast.tree_tbus(run)}
+        return out | {self.mesh.tbu_index(n) for n in st.suspects}
+
+    def _park(self, st: RackState, tbus: Any) -> dict[int, float]:
+        """{channel: the plan's parked value} of ``tbus``' heaters that hold something else."""
+        return {c: float(st.plan.heater[c]) for t in sorted(tbus) for c in (2 * t, 2 * t + 1)
+                if round(float(st.plan.heater[c]), DECIMALS) != round(float(st.currents[c]), DECIMALS)}
+
+    def _refuse_tree_tbu(self, st: RackState, tbu: str | None) -> None:
+        """409 for a TBU failure on a multicast tree: re-routing a tree around a TBU is not built."""
+        if tbu is None:
+            return
+        t = self.mesh.tbu_index(tbu)
+        for jid, run in st.multicast.items():
+            if t in multicast.tree_tbus(run):
+                raise ServiceError(f"{tbu} carries multicast job {jid}'s tree; re-routing a tree around a "
+                                   f"failed TBU is not built: delete job {jid}, report the TBU again, then "
+                                   "place the job again (its new trees avoid a failed TBU)", "impossible")
+
+    def _multicast_view(self, st: RackState, job_id: str) -> dict[str, Any]:
+        """A multicast job's trees (groups, branches, margins) for its view; {} for another job."""
+        run = st.multicast.get(job_id)
+        if run is None:
+            return {}
+        body = run.plan.to_dict(self.fabric)
+        return {"groups": body["groups"], "worst_margin_db": body["worst_margin_db"],
+                "dark_ports": [self.mesh.port_names[q] for q in sorted(run.dark)]}
+
     # -- heater states ----------------------------------------------------------------
     def apply_state(self, document: Any) -> dict[str, Any]:
         """Set a heater state (``lumion synthesize --out``) and check it by light, as ``lumion
@@ -1001,7 +1171,8 @@ class ControlPlane:
             program = states.read_state(document, self.mesh)
             states.require_phase_map(self.heater_map)
             states.refuse_failed(program, self.heater_map, self.mesh, st.plan.failed_tbus, st.suspects)
-            holders = states.holders_of(self._links_by_job(st), st.heater_states)
+            trees = {jid: multicast.tree_tbus(run) for jid, run in st.multicast.items()}
+            holders = states.holders_of(self._links_by_job(st), st.heater_states, trees)
             states.refuse_held(program, self.mesh, holders)
             sid = self.store.next_state_id()
             writes = states.state_program(program, self.heater_map, st.currents,
@@ -1041,8 +1212,7 @@ class ControlPlane:
         with self._lock:
             st = self._state()
             hs = self._heater_state(st, state_id)
-            park = {c: float(st.plan.heater[c]) for t in hs.tbus for c in (2 * t, 2 * t + 1)
-                    if round(float(st.plan.heater[c]), DECIMALS) != round(float(st.currents[c]), DECIMALS)}
+            park = self._park(st, hs.tbus)
             stages: list[dict[str, Any]] = []
             intent = self._reconfigure(CLEAR_KIND, None, st.plan, park, {"clear_states": [state_id]}, stages)
             self.log_event("state-cleared", state=state_id, intent=intent, n_changed_heaters=len(park),

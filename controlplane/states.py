@@ -124,11 +124,16 @@ def refuse_held(program: StateToProgram, mesh: Any, holders: Mapping[int, str]) 
                            "on other TBUs", "impossible")
 
 
-def holders_of(links_by_job: Mapping[str, list[Any]], states: Mapping[str, HeldState]) -> dict[int, str]:
-    """TBU index -> what holds it: ``job <id>`` for a running link's TBU, ``heater state <id>``."""
+def holders_of(links_by_job: Mapping[str, list[Any]], states: Mapping[str, HeldState],
+               trees_by_job: Mapping[str, set[int]] | None = None) -> dict[int, str]:
+    """TBU index -> what holds it: ``job <id>`` for a running link's or a multicast tree's TBU,
+    ``heater state <id>``.
+    """
     out: dict[int, str] = {}
     for sid, hs in states.items():
         out.update(dict.fromkeys(hs.tbus, f"heater state {sid}"))
+    for jid, tbus in (trees_by_job or {}).items():
+        out.update(dict.fromkeys(tbus, f"job {jid}"))
     for jid, links in links_by_job.items():
         out.update({int(t): f"job {jid}" for lk in links for t in lk.route.tbus})
     return out
@@ -177,20 +182,25 @@ def state_check(bench: Any, program: StateToProgram, heater_map: Any) -> dict[st
 
 def refusal(v: Mapping[str, Any], links: Mapping[str, Any]) -> str | None:
     """Why a state just written must be taken back (None: keep it): light off its prediction, or
-    a running link it broke (``links``: :func:`photonics.fabric.verify.summary` of every running
-    link, read before and after the write): off its plan when it was not before, or moved by
-    more than the held tolerance.
+    a running link it broke (:func:`links_refusal`).
     """
     if v["status"] == "off":
         return mismatch_message(v)
+    return links_refusal(links, "setting the heater state")
+
+
+def links_refusal(links: Mapping[str, Any], what: str) -> str | None:
+    """Why a write must be taken back because of the running links (None: they hold): ``links``
+    is :func:`photonics.fabric.verify.summary` of every running link read before and after it;
+    a link off its plan that was not before, or moved by more than the held tolerance.
+    """
     broken = [r for r in links["links"]
               if r["status"] == "hit" or (r["status"] == "off" and not r["off_before"])]
-    if broken:
-        said = ", ".join(f"{r['link']} ({r['difference_db']:+.2f} dB from plan"
-                         + (f", {r['change_db']:+.2f} dB from before" if r["change_db"] is not None else "")
-                         + ")" for r in broken)
-        return (f"setting the heater state moved running links (held tolerance "
-                f"{links['held_tolerance_db']:g} dB, plan tolerance {links['tolerance_db']:g} dB): {said}; "
-                "the service wrote the previous "
-                "currents back and read them (the state is not applied, the jobs hold their light)")
-    return None
+    if not broken:
+        return None
+    said = ", ".join(f"{r['link']} ({r['difference_db']:+.2f} dB from plan"
+                     + (f", {r['change_db']:+.2f} dB from before" if r["change_db"] is not None else "")
+                     + ")" for r in broken)
+    return (f"{what} moved running links (held tolerance {links['held_tolerance_db']:g} dB, plan "
+            f"tolerance {links['tolerance_db']:g} dB): {said}; the service wrote the previous currents back "
+            "and read them (nothing is applied, the jobs hold their light)")

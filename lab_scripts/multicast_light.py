@@ -4,7 +4,8 @@ The running trees are written whole (every heater, through the map) and every br
 the held branches' reference. A splice then writes only its changed heaters (limits first,
 all or nothing, read back: the bench's :meth:`set_currents`, as point-to-point failover
 writes), waits the thermal settle and reads every branch again, judged by
-:class:`photonics.fabric.verify.LinkLight`:
+:class:`photonics.fabric.verify.LinkLight` (:mod:`instruments.branch_light`, shared with the
+control plane's multicast jobs):
 
 * every branch is read by its own transmitter's light: a transceiver meter reads the
   receiver once more with the tree's source lane dark and takes the difference (a tree
@@ -29,13 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from photonics.fabric.verify import NOT_MEASURED, OFF, LinkLight, summary
-from photonics.tolerances import HELD_TOL_DB, ROUTE_TOL_DB
-
-
-def branch_names(plan: Any) -> list[str]:
-    """``src->dst`` of every branch of a MulticastPlan, groups in order, branches in order."""
-    return [f"{src}->{d}" for src, dsts in plan.groups for d in dsts]
+from instruments.branch_light import (  # noqa: F401 - judge, moved, refusal, unverified re-exported
+    branch_names,
+    branch_probes,
+    judge,
+    moved,
+    read_branches,
+    refusal,
+    unverified,
+)
+from photonics.fabric.verify import LinkLight, summary
 
 
 class MulticastBench:
@@ -50,14 +54,7 @@ class MulticastBench:
 
     def probes(self, plan: Any) -> list[Any]:
         """One light-meter probe per branch (the tree's source port to the receiver's port)."""
-        from instruments.light_meter import Probe
-        from photonics.fabric.multicast import group_ports
-
-        out = []
-        for (tx, rxs), branches in zip(group_ports(self.fabric, plan.groups), plan.branches, strict=True):
-            launch = self.fabric.lane(tx).tx_power_dbm
-            out += [Probe(tx, rx, b.transmission_db, launch) for rx, b in zip(rxs, branches, strict=True)]
-        return out
+        return branch_probes(self.fabric, plan)
 
     def place(self, plan: Any, currents: np.ndarray) -> tuple[dict[str, Any], dict[str, tuple[str, float]]]:
         """Write ``currents`` whole, settle, read every branch: (the placement's verification,
@@ -78,15 +75,7 @@ class MulticastBench:
         """Every branch of ``plan`` measured now by its own light; the ``new`` ones against their
         plan, the others also held to their reading ``before`` (by the same meter).
         """
-        names = branch_names(plan)
-        probes = self.probes(plan)
-        readings = self.meter.measure(probes, range(len(probes)))
-        out = []
-        for i, (n, r) in enumerate(zip(names, readings, strict=True)):
-            ref = before.get(n) if n not in new else None
-            was = ref[1] if ref is not None and ref[0] == r.meter else None
-            out.append(LinkLight(i, n, n in new, r.meter, r.planned_dbm, r.measured_dbm, was, r.reason))
-        return out
+        return read_branches(self.meter, self.fabric, plan, new, before)
 
     def write(self, currents: np.ndarray) -> None:
         """Set every heater current (mA; the driver writes only the changed ones) and settle."""
@@ -98,47 +87,3 @@ class MulticastBench:
         """Stop the meter's threads and close the bench."""
         self.meter.close()
         self.bench.close()
-
-
-def moved(c: LinkLight) -> bool:
-    """A held branch whose power moved beyond :data:`HELD_TOL_DB` across the recovery (off its
-    plan before or not: the move is this recovery's doing).
-    """
-    change = c.change_db
-    return not c.rerouted and change is not None and not abs(change) <= HELD_TOL_DB
-
-
-def refusal(checks: Sequence[LinkLight]) -> str | None:
-    """One line naming the first branch light rejects, or None: a held branch that moved, the
-    spliced branch off its plan, or a held branch off its plan that was not before (a branch
-    already off before the recovery is reported, not blamed on it).
-    """
-    for c in checks:
-        if moved(c):
-            return (f"light refused the recovery: held branch {c.link} moved {c.change_db:+.2f} dB (measured "
-                    f"{c.measured_dbm:.2f} dBm, {c.before_dbm:.2f} dBm before, by the {c.meter}), beyond the "
-                    f"{HELD_TOL_DB:g} dB held tolerance")
-        if c.status == OFF and (c.rerouted or not c.off_before):
-            what = "spliced branch" if c.rerouted else "held branch"
-            return (f"light refused the recovery: {what} {c.describe()}, beyond the {ROUTE_TOL_DB:g} dB "
-                    "tolerance")
-    return None
-
-
-def judge(checks: Sequence[LinkLight]) -> tuple[dict[str, Any], str | None]:
-    """(the verification of a recovery, the one-line refusal when light rejects it, else None).
-
-    A held branch that moved beyond :data:`HELD_TOL_DB` makes the status ``off`` (a
-    point-to-point recovery reports such a link as ``hit`` and keeps it; a tree's held
-    branches are the promise of a hitless recovery, so it is rejected). A branch off its
-    plan before the recovery too makes it ``off`` without a refusal.
-    """
-    v = summary(checks)
-    if any(moved(c) for c in checks):
-        v = {**v, "status": OFF}
-    return v, refusal(checks)
-
-
-def unverified(checks: Sequence[LinkLight]) -> list[str]:
-    """Branches no meter reached (named in the answer, never called ok)."""
-    return [c.link for c in checks if c.status == NOT_MEASURED]
