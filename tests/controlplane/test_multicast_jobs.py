@@ -150,6 +150,27 @@ def test_a_failed_receiver_is_spliced_to_a_spare_with_the_held_branch_unmoved_by
     assert all(abs(d) <= ROUTE_TOL_DB for d in light.values()), light
 
 
+
+def test_a_receiver_no_spare_can_reach_is_pruned_and_the_rest_of_the_tree_goes_on(env):
+    """After the splice above, spare1 is free but no free path reaches it from this tree (seed
+    4373): the receiver is pruned, nothing written, the held branch unmoved by light."""
+    rack, c = env.rack, env.client
+    (jid,) = [j for j, run in rack.cp.state.multicast.items() if "gpu1" in run.plan.groups[0][1]]
+    before = rack.cp.state.currents.copy()
+
+    rec = c.post("/api/v1/failures", json={"accelerator": "gpu1"}).json()
+
+    assert (rec["action"], rec["spare"], rec["changed_tbus"]) == ("pruned", None, [])
+    assert "no free path" in rec["spare_refused"]
+    assert rec["verified"] == "by light"
+    (held,) = rec["verification"]["links"]
+    assert held["link"] == "gpu0->spare0"
+    assert abs(held["change_db"]) <= HELD_TOL_DB
+    assert np.array_equal(rack.cp.state.currents, before)
+    job = c.get(f"/api/v1/jobs/{jid}").json()
+    assert job["groups"][0]["dsts"] == ["spare0"]
+    assert job["dark_ports"] == [rack.fabric.mesh.port_names[rack.fabric.accelerator("gpu1").rx[0]]]
+
 def test_a_tree_light_rejects_is_refused_with_the_chip_restored(env):
     """A hidden pi fault (the heater map does not know) on a TBU only one branch of the new tree
     crosses: that branch is dark by light, the placement refused 502, nothing left applied."""
