@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse.csgraph import dijkstra
 
 from photonics.configuration import Hop, Route
@@ -127,6 +126,10 @@ def _keep(graph: RoutingGraph, d_src: np.ndarray, d_dst: np.ndarray, limit: np.n
 def _solve(graph: RoutingGraph, pairs: Sequence[tuple[int, int]], objective: str,
            time_limit_s: float | None, keep: np.ndarray | None) -> ExactResult | None:
     """One integer program over the kept arcs; None when HiGHS proves it infeasible."""
+    # scipy.optimize (~0.5 s of CPU to import) only when an integer program is solved: every
+    # `lumion route`, `failover` or `schedule` imports this module, and most never call it
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     mesh = graph.mesh
     arcs = graph.enabled
     nk, nn, nt = len(pairs), graph.n_nodes, mesh.n_tbus
