@@ -163,10 +163,13 @@ def service_factory(tmp_path, serve_zygote):
 
 @pytest.fixture(scope="module")
 def bench():
-    """The simulated bench over its real transports (heater driver on a pty), one per module."""
+    """The simulated bench over its real transports (heater driver on a pty), one per module; its
+    light meter waits on the chip's clock (``tests.controlplane.rack.on_chip_time``)."""
     from instruments.config import open_bench
+    from tests.controlplane.rack import on_chip_time
 
     b = open_bench(None)
+    on_chip_time(b, b.sim.chip)
     yield b
     b.close()
 

@@ -15,6 +15,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,21 @@ class Record:
     currents: np.ndarray
 
 
+def on_chip_time(bench: Any, chip: Chip) -> None:
+    """Let ``bench``'s light meter wait on ``chip``'s clock, the clock the simulated modules
+    sample their monitors by, instead of sleeping on the wall clock.
+
+    After a lane's TX disable changes, :class:`~instruments.light_meter.LightMeter` waits
+    ``DOM_REFRESH_WAIT_S`` (0.1 s) for the modules' next monitor sample, with the bench's
+    ``clock`` and ``sleep`` when it has them: here the wait moves the chip's time on
+    (:meth:`Chip.advance`, on top of the wall clock), so a module with a sample period has
+    taken its next sample when the read comes, as it would after a real wait, and nothing
+    sleeps. A ring of 8 placed by light slept 0.9 s; a recovery 0.3-0.5 s.
+    """
+    bench.clock = chip.now_s
+    bench.sleep = chip.advance
+
+
 class Rack:
     """Simulated bench + opened instrument bench + ControlPlane (close() releases all three)."""
 
@@ -78,6 +94,7 @@ class Rack:
             self.bench = open_bench(
                 tomllib.loads(self.sim.client_config(self.fabric.mesh_spec or "smartlight"))
             )
+            on_chip_time(self.bench, self.sim.chip)
             self.bench.controller.heater_map = heater_map(self.sim.chip)
             self.cp = ControlPlane(Store(db), self.bench, self.fabric)
         except BaseException:
