@@ -56,6 +56,18 @@ def test_ports_still_reach_their_tbus_and_simulate_as_the_model(edge_cell):
     assert layout_vs_model(edge_cell, mesh).ok
 
 
+@pytest.mark.slow
+def test_heaters_reach_their_pads_with_the_west_edge_kept_for_couplers(edge_cell):
+    """The electrical LVS of the fibre-array edge: no west pad column, so the 36-wire pad rows
+    are routed in bundles of 12 (was in test_layout_electrical_lvs.py, which built the same
+    SmartLight cell again on whichever worker ran it: issue 29)."""
+    from layouts.electrical_lvs import heater_lvs
+
+    report = heater_lvs(edge_cell, "smartlight")
+    assert report.ok, report.to_dict()
+    assert report.n_heaters == 142
+
+
 def test_one_column_at_the_fibre_array_pitch(edge_cell):
     gcs = [i for i in edge_cell.insts if i.name.startswith("gc_port_")]
     assert len(gcs) == 40
