@@ -24,6 +24,9 @@ def svc(tmp_path_factory, serve_zygote):
     assert s.stop() == 0
 
 
+# A job for the tests that only need an accelerator in one: a line of two has one link, and a
+# placement waits one monitor refresh more than it has links (0.1 s each in the service).
+SMALL_JOB = {"count": 2, "pattern": "line"}
 ENDPOINTS = [
     ("get", "/status"),
     ("post", "/jobs"),
@@ -309,7 +312,7 @@ def test_simulated_bench_kills_and_revives_a_transmitter(svc):
 @pytest.mark.parametrize("detected", ["NaN", "Infinity", "-Infinity", "1e309", "1.8e12"])
 def test_a_bad_detection_time_is_one_json_422_and_recovers_nothing(svc, detected):
     c = svc.client
-    job = c.post("/jobs", json={"count": 3}).json()
+    job = c.post("/jobs", json=SMALL_JOB).json()
     failed = c.get("/status").json()["failed_accelerators"]
     since = c.get("/events").json()["last_id"]
     body = b'{"accelerator": "%s", "detected_s": %s}' % (job["accelerators"][1].encode(), detected.encode())
@@ -373,7 +376,7 @@ def test_a_detection_time_that_is_not_a_number_is_named_as_such(svc, detected):
     # pydantic's lax mode read true as 1.0 (refused as "not within an hour": an odd message) and
     # "1796..." as a time (accepted): neither is a number of seconds
     c = svc.client
-    job = c.post("/jobs", json={"count": 3}).json()
+    job = c.post("/jobs", json=SMALL_JOB).json()
     since = c.get("/events").json()["last_id"]
     value = f'"{time.time():.0f}"' if detected == "now-as-a-string" else detected
     body = b'{"accelerator": "%s", "detected_s": %s}' % (job["accelerators"][1].encode(), value.encode())
