@@ -3,8 +3,9 @@
 pytest-xdist hands tests to workers in collection order. Alphabetical order can leave a
 60-second test to start last on one worker while the other sits idle (issue 29). Each test
 file is weighed: by the seconds its tests took in a measured run when there is a record
-(``tests/durations.json``: setup + call + teardown per test, summed per file), otherwise by
-its tests marked ``slow`` (``SLOW_GUESS_S`` each). The heaviest files run first, a file's
+(``tests/durations.json``: setup + call + teardown per test, summed per file, of the tests
+selected to run: ``-m "not slow"`` weighs the quick ones), otherwise by its tests marked
+``slow`` (``SLOW_GUESS_S`` each). The heaviest files run first, a file's
 tests stay together and in their own order (a module fixture is set up once per worker), and
 files of no weight keep their order after the rest. The order depends only on the record and
 the markers, never on this run's timing, so every worker collects the same list.
@@ -77,12 +78,25 @@ def guessed_weights(nodeids: list[str], slow: list[bool], known: set[str]) -> di
     return dict(weights)
 
 
+def run_weights(nodeids: list[str], slow: list[bool], record: dict[str, float]) -> dict[str, float]:
+    """Seconds per test file of the tests that will run: their recorded durations, plus the
+    guess for slow tests of files the record does not know at all.
+
+    Only the tests selected count: under ``-m "not slow"`` a file whose recorded time is its
+    slow tests (the docs examples' shell blocks, the kill -9 soak) has a few light tests left
+    and must not go first, ahead of the files whose quick tests take the time.
+    """
+    selected = set(nodeids)
+    weights = file_weights({k: v for k, v in record.items() if k in selected})
+    weights.update(guessed_weights(nodeids, slow, set(file_weights(record))))
+    return weights
+
+
+@pytest.hookimpl(trylast=True)  # after -m/-k deselected theirs: order what runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     nodeids = [item.nodeid for item in items]
-    weights = file_weights(_load_record(RECORD))
     slow = [item.get_closest_marker("slow") is not None for item in items]
-    weights.update(guessed_weights(nodeids, slow, set(weights)))
-    order = heaviest_files_first(nodeids, weights)
+    order = heaviest_files_first(nodeids, run_weights(nodeids, slow, _load_record(RECORD)))
     items[:] = [items[k] for k in order]
 
 

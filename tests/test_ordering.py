@@ -10,6 +10,7 @@ from tests.conftest import (
     file_weights,
     guessed_weights,
     heaviest_files_first,
+    run_weights,
 )
 
 IDS = ["tests/a.py::t1", "tests/a.py::t2", "tests/b.py::t1", "tests/c.py::t1[x]", "tests/c.py::t1[y]"]
@@ -32,6 +33,19 @@ def test_slow_tests_weigh_a_file_the_record_does_not_know():
     slow = [False, True, True, True, True]
     guess = guessed_weights(IDS, slow, known={"tests/c.py"})
     assert guess == {"tests/a.py": SLOW_GUESS_S, "tests/b.py": SLOW_GUESS_S}
+
+
+def test_only_the_tests_that_run_weigh_their_file():
+    """Under -m "not slow" a file heavy by its slow tests alone goes after the files whose
+    quick tests take the time (the quick suite was ordered by whole-file weights)."""
+    record = {"tests/a.py::quick": 0.1, "tests/a.py::long": 60.0, "tests/b.py::quick": 3.0}
+    quick = ["tests/a.py::quick", "tests/b.py::quick", "tests/c.py::t1"]
+    weights = run_weights(quick, [False, False, False], record)
+    assert weights == {"tests/a.py": 0.1, "tests/b.py": 3.0}
+    assert [quick[k] for k in heaviest_files_first(quick, weights)] == quick[1::-1] + quick[2:]
+    everything = [*quick, "tests/a.py::long"]
+    assert run_weights(everything, [False, False, True, True], record) == {
+        "tests/a.py": 60.1, "tests/b.py": 3.0, "tests/c.py": SLOW_GUESS_S}  # c: not in the record
 
 
 # The committed record may miss a few files with slow tests added since it was made: those

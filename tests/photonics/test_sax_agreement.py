@@ -12,13 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("sax")
-pytest.importorskip("jax")
-
 from photonics.circuit import solve
 from photonics.physics import C_BAND_NM, fabricated_params
 from photonics.state import MeshState
 from photonics.topology import hexagonal
+
+# Looked up, not imported: importing SAX and JAX took 3 s of CPU at load ~11, paid by every
+# pytest-xdist worker collecting this file though one of them runs its test (issue 29); the
+# fixture imports them.
+pytestmark = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("sax", "jax")),
+    reason="SAX and JAX (the bench extra) are not installed")
 
 AGREE = 1e-9  # the issue's bar (measured 1e-13 on hex:1x2; docs/physics.md)
 
