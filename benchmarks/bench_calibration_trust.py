@@ -7,6 +7,13 @@ routed with its map (instruments/sim/trust_campaign.py says what each figure mea
 
     python benchmarks/bench_calibration_trust.py --seeds 6 [--modes default,dead_port] [--json]
     python benchmarks/bench_calibration_trust.py --from-lines run1.err run2.err   # merge runs
+    python benchmarks/bench_calibration_trust.py --stage program --first-seed 9800 --seeds 2 \
+        [--meshes hex:3x4,square:4x4,smartlight] [--faults shift:pi,drift:5]
+
+``--stage program`` (benchmarks/trust_program_stage.py) goes on past calibration: the map
+routed and programmed through the CLI onto a chip faulted after its calibration (phase
+shifts, stuck and dead TBUs, broken heaters, a warmer chip), what ``lumion program`` said
+against where the light went; exit 1 if any run was silent.
 
 Each chip's figures go to stderr as one JSON line as soon as it is done, so runs split over
 several processes (or cut short) are summarised together with ``--from-lines``.
@@ -40,7 +47,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="after the table, one line per chip: worst heater RMS and what the map named")
     p.add_argument("--from-lines", nargs="+", metavar="FILE",
                    help="summarise the per-chip JSON lines earlier runs wrote on stderr instead of running")
+    p.add_argument("--stage", choices=("calibrate", "program"), default="calibrate",
+                   help="program: calibrate -> route -> program through the CLI, faults after calibration")
+    p.add_argument("--meshes", default="hex:3x4,square:4x4,smartlight", help="--stage program: meshes")
+    p.add_argument("--faults", default=None, help="--stage program: comma-separated faults (default: all)")
+    p.add_argument("--work", default=None, help="--stage program: folder for maps and plans (reused)")
     args = p.parse_args(argv)
+    if args.stage == "program":
+        return program_stage(args)
     t0, c0 = time.perf_counter(), time.process_time()
     if args.from_lines:
         outcomes = read_lines(args.from_lines)
@@ -93,6 +107,40 @@ def print_chips(outcomes: list[ChipOutcome]) -> None:
                                    ("unprogrammable", o.route_refusals)) if v}
         print(f"    {o.mode} {o.seed}: worst heater {worst:.4f} rad, injected {o.injected or '-'}, "
               f"named {o.named}{''.join(f', {k} {v}' for k, v in extra.items())}")
+
+
+def program_stage(args: argparse.Namespace) -> int:
+    """The program stage (benchmarks/trust_program_stage.py): one JSON line per run on stderr,
+    the per-fault table on stdout; 1 if any run was silent wrong.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from trust_program_stage import FAULTS, run_mesh_seed
+    from trust_program_stage import summarise as summarise_program
+
+    faults = tuple(f for f in (args.faults.split(",") if args.faults else FAULTS) if f)
+    folder = Path(args.work or tempfile.mkdtemp(prefix="trust-program-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    outcomes = []
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for spec in (m for m in args.meshes.split(",") if m):
+            for o in run_mesh_seed(spec, seed, folder, faults):
+                print(json.dumps(asdict(o)), file=sys.stderr, flush=True)
+                outcomes.append(o)
+    table = summarise_program(outcomes)
+    if args.json:
+        print(json.dumps({"table": table, "runs": [asdict(o) for o in outcomes]}, indent=1))
+    else:
+        print("| fault | runs | silent_wrong | conservative | correct |\n|---|---|---|---|---|")
+        for fault, row in table.items():
+            cells = " | ".join(str(row[k]) for k in ("runs", "silent_wrong", "conservative", "correct"))
+            print(f"| {fault} | {cells} |")
+        for o in outcomes:
+            if o.verdict != "correct":
+                print(f"    {o.verdict}: {o.mesh} {o.seed} {o.fault} {o.tbu or ''}: exit {o.exit_code}, "
+                      f"{o.status}; truth {o.light_wrong or 'right'}; said {o.said[:160]!r}")
+    return 1 if any(o.verdict == "silent_wrong" for o in outcomes) else 0
 
 
 def read_lines(paths: list[str]) -> list[ChipOutcome]:

@@ -1,16 +1,27 @@
-"""Verify a programmed configuration by light: each route measured against its planned loss.
+"""Verify a programmed configuration by light: each route measured against its planned loss
+and its crosstalk into the other routes' receivers.
 
 After ``lumion program`` writes a configuration, the bench laser is switched into each
-route's source port (at :data:`VERIFY_NM`) and the power meter head at its destination is
-read. The planned loss is the circuit solve of the configuration as intended (ideal TBUs at
-the configuration's cross fractions, :func:`photonics.routing.check_routes`): what a right
-map realises. The simulated meter, like route_and_verify, reads the chip's own output (no
-facet losses), with the laser at 0 dBm, so measured loss = -reading (dB) compares like with like.
+route's source port (at :data:`VERIFY_NM`) and the power meter heads at its destination and
+at its victims are read: the other routes' destinations (every other port for a lone
+route), the ports whose leak the plan's ACR counts. The planned loss and ACR are the circuit
+solve of the configuration as intended (ideal TBUs at the configuration's cross fractions,
+:func:`photonics.routing.check_routes`): what a right map realises. The simulated meter,
+like route_and_verify, reads the chip's own output (no facet losses), with the laser at
+0 dBm, so measured loss = -reading (dB) compares like with like; the measured ACR is a
+ratio of two readings of one input, so no input or facet loss enters it.
+
+A TBU partly off (a phase error of 0.3-1 rad after calibration, a chip 5 K warmer than
+when it was calibrated) costs a route under 1.5 dB, inside :data:`VERIFY_TOL_DB`, while
+sending 2-20 % of its light on; where two routes share the TBU that light lands in the
+other route's receiver (the audit of session 37, docs/calibration.md "Program stage"). The
+loss alone called that ok; the ACR check names it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 from photonics.tolerances import ROUTE_TOL_DB
@@ -18,6 +29,14 @@ from photonics.tolerances import ROUTE_TOL_DB
 VERIFY_NM = 1550.0  # the chip band's centre: inside every lane of the default lane plan
 # photonics.tolerances.ROUTE_TOL_DB (why 3 dB: there), the one tolerance every light check shares.
 VERIFY_TOL_DB = ROUTE_TOL_DB
+# A route whose light reaches another route's receiver at more than 1 % of its own (ACR under
+# 20 dB) is off: the usual floor of an optical link's crosstalk budget, and what a single TBU
+# on a shared path does at ~0.2 rad off. Healthy calibrated chips measure 40-70 dB against
+# the other routes' receivers (hex:3x4 seeds 9800-9802), 27-31 dB against every port of a
+# lone smartlight route (docs/routing.md). A plan whose own ACR is lower is held to its plan
+# less ACR_TOL_DB (chip crosstalk and meter noise move a right map's ACR by a few dB).
+MIN_ACR_DB = 20.0
+ACR_TOL_DB = ROUTE_TOL_DB
 
 
 @dataclass(frozen=True)
@@ -30,12 +49,19 @@ class RouteResult:
     difference_db: float | None
     status: str  # "ok", "off" or "unverified" (no laser switch output / meter head there)
     reason: str = ""
+    planned_acr_db: float | None = None  # None: no victim port (nothing to leak into)
+    measured_acr_db: float | None = None  # None: no victim measured
+    worst_victim: str = ""  # the victim port the measured ACR is set by
+    unmetered_victims: tuple[str, ...] = ()  # victims without a meter head: crosstalk there unseen
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"route": self.route, "planned_loss_db": round(self.planned_loss_db, 3),
                 "measured_loss_db": _rounded(self.measured_loss_db),
                 "difference_db": _rounded(self.difference_db),
+                "planned_acr_db": _rounded(self.planned_acr_db),
+                "measured_acr_db": _rounded(self.measured_acr_db), "worst_victim": self.worst_victim,
+                "unmetered_victims": list(self.unmetered_victims),
                 "status": self.status, "reason": self.reason}
 
 
@@ -52,12 +78,51 @@ def judge(name: str, planned_loss_db: float, measured_loss_db: float,
                        "ok" if abs(diff) <= tol_db else "off")
 
 
-def planned_losses_db(mesh: Any, conf: Any) -> list[float]:
-    """Planned loss (dB, positive) of each route of ``conf`` at :data:`VERIFY_NM` (ideal TBUs)."""
+def required_acr_db(planned_acr_db: float) -> float:
+    """The lowest measured ACR (dB) a route passes with: :data:`MIN_ACR_DB`, or its plan less
+    :data:`ACR_TOL_DB` when the plan itself is below that floor.
+    """
+    return min(MIN_ACR_DB, planned_acr_db - ACR_TOL_DB)
+
+
+def judge_crosstalk(result: RouteResult, planned_acr_db: float, measured_acr_db: float | None,
+                    worst_victim: str, unmetered: tuple[str, ...]) -> RouteResult:
+    """``result`` (a route judged by its loss) with its ACR (dB) judged too: off when the
+    measured ACR is under :func:`required_acr_db` (its light reaches another receiver).
+    """
+    result = replace(result, planned_acr_db=planned_acr_db, measured_acr_db=measured_acr_db,
+                     worst_victim=worst_victim, unmetered_victims=unmetered)
+    need = required_acr_db(planned_acr_db)
+    if measured_acr_db is None or result.status != "ok" or measured_acr_db >= need:
+        return result  # a loss off is said first; its ACR stays in the record
+    why = (f"ACR {measured_acr_db:.1f} dB into {worst_victim} (planned {planned_acr_db:.1f} dB, "
+           f"at least {need:.1f} dB needed)")
+    return replace(result, status="off", reason=why)
+
+
+def planned_checks(mesh: Any, conf: Any) -> list[tuple[float, float]]:
+    """(planned loss, planned ACR) (dB, loss positive) of each route of ``conf`` at
+    :data:`VERIFY_NM` (ideal TBUs); the ACR is inf for a route with no victim port.
+    """
     from photonics.routing import check_routes
 
     checks = check_routes(mesh, conf, list(conf.routes), None, wavelengths_nm=[VERIFY_NM])
-    return [-c.transmission_db for c in checks]
+    return [(-c.transmission_db, c.acr_db) for c in checks]
+
+
+def planned_losses_db(mesh: Any, conf: Any) -> list[float]:
+    """Planned loss (dB, positive) of each route of ``conf`` at :data:`VERIFY_NM` (ideal TBUs)."""
+    return [loss for loss, _ in planned_checks(mesh, conf)]
+
+
+def victims(mesh: Any, conf: Any, src: int, dst: int) -> list[int]:
+    """The ports a route's leak is judged at, as the plan's ACR counts them
+    (:func:`photonics.routing.check_routes`): the other routes' destinations, or every
+    other port for a lone route.
+    """
+    if len(conf.routes) > 1:
+        return [q for r in conf.routes if (q := mesh.port_index(r.dst)) != dst]
+    return [q for q in range(mesh.n_ports) if q not in (src, dst)]
 
 
 def _measurable(bench: Any, src: int, dst: int) -> str:
@@ -73,16 +138,29 @@ def verify_routes(bench: Any, conf: Any, tol_db: float = VERIFY_TOL_DB) -> list[
     """Measure every route of the programmed ``conf`` on ``bench`` (see module docstring)."""
     mesh = bench.mesh
     results = []
-    for route, planned in zip(conf.routes, planned_losses_db(mesh, conf), strict=True):
+    for route, (planned, planned_acr) in zip(conf.routes, planned_checks(mesh, conf), strict=True):
         src, dst = mesh.port_index(route.src), mesh.port_index(route.dst)
         name = f"{mesh.port_names[src]}->{mesh.port_names[dst]}"
         why = _measurable(bench, src, dst)
         if why:
             results.append(RouteResult(name, planned, None, None, "unverified", why))
             continue
+        heads = getattr(bench, "meter_channels", {})
+        seen = [q for q in victims(mesh, conf, src, dst) if q in heads]
+        unmetered = tuple(mesh.port_names[q] for q in victims(mesh, conf, src, dst) if q not in heads)
         bench.select_input(src, VERIFY_NM)
-        measured = -float(bench.read_powers_dbm([dst])[0])
-        results.append(judge(name, planned, measured, tol_db))
+        dbm = [float(x) for x in bench.read_powers_dbm([dst, *seen])]
+        result = judge(name, planned, -dbm[0], tol_db)
+        if not math.isfinite(planned_acr):  # no victim port on this mesh: nothing to leak into
+            results.append(result)
+            continue
+        if seen:
+            worst = int(max(range(len(seen)), key=lambda k: dbm[1 + k]))
+            result = judge_crosstalk(result, planned_acr, dbm[0] - dbm[1 + worst],
+                                     mesh.port_names[seen[worst]], unmetered)
+        elif unmetered:
+            result = replace(result, planned_acr_db=planned_acr, unmetered_victims=unmetered)
+        results.append(result)
     return results
 
 
@@ -115,8 +193,20 @@ def verification_lines(v: dict[str, Any]) -> list[str]:
                          f"({r['reason']})")
         else:
             lines.append(f"  {r['route']}: planned {r['planned_loss_db']:.2f} dB, measured "
-                         f"{r['measured_loss_db']:.2f} dB ({r['difference_db']:+.2f} dB) {r['status']}")
+                         f"{r['measured_loss_db']:.2f} dB ({r['difference_db']:+.2f} dB){_acr_text(r)} "
+                         f"{r['status']}")
     return lines
+
+
+def _acr_text(r: dict[str, Any]) -> str:
+    """The ACR part of a route's line: measured vs planned, and victims no meter head sees."""
+    text = ""
+    if r.get("measured_acr_db") is not None:
+        text = (f", ACR {r['measured_acr_db']:.1f} dB (planned {r['planned_acr_db']:.1f}) "
+                f"into {r['worst_victim']}")
+    if r.get("unmetered_victims"):
+        text += f", crosstalk NOT measured at {', '.join(r['unmetered_victims'])} (no meter head)"
+    return text
 
 
 def off_line(v: dict[str, Any]) -> str | None:
@@ -124,6 +214,11 @@ def off_line(v: dict[str, Any]) -> str | None:
     r = next((r for r in v["routes"] if r["status"] == "off"), None)
     if r is None:
         return None
+    if r.get("reason"):  # off by its crosstalk, its loss within the tolerance
+        return (f"lumion program: route {r['route']} sends its light into another route's receiver: "
+                f"{r['reason']}, loss {r['measured_loss_db']:.2f} dB vs {r['planned_loss_db']:.2f} dB "
+                "planned: the chip does not do what was programmed; check the calibration map (--map) "
+                "and the bench (a TBU on the route may have moved since calibration)")
     return (f"lumion program: route {r['route']} measured {r['measured_loss_db']:.2f} dB loss, planned "
             f"{r['planned_loss_db']:.2f} dB ({r['difference_db']:+.2f} dB, "
             f"tolerance {v['tolerance_db']:g} dB): "

@@ -223,8 +223,18 @@ class RouteVerification(Strict):
     planned_loss_db: float = Field(description="circuit solve of the configuration (ideal TBUs)")
     measured_loss_db: float | None = Field(description="laser (0 dBm) minus the meter reading, or null")
     difference_db: float | None = Field(description="measured - planned, or null")
-    status: Literal["ok", "off", "unverified"]
-    reason: str = Field(description="why it was not measured ('' when it was)")
+    planned_acr_db: float | None = Field(
+        description="the plan's ACR at the check's wavelength: its power over the worst victim's (the other "
+        "routes' destinations, every other port for a lone route) (dB); null when not measured")
+    measured_acr_db: float | None = Field(description="the same ratio read by the meter (dB), or null")
+    worst_victim: str = Field(
+        description="the victim port the measured ACR is set by ('' when none measured)")
+    unmetered_victims: list[str] = Field(
+        description="victim ports with no meter head: crosstalk there unseen")
+    status: Literal["ok", "off", "unverified"] = Field(
+        description="off: the loss differs from the plan by more than tolerance_db, or the measured ACR "
+        "is under min(20 dB, planned - 3 dB)")
+    reason: str = Field(description="why it was not measured, or why its ACR is off ('' otherwise)")
 
 
 class ProgramVerification(Strict):

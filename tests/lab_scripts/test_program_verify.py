@@ -156,3 +156,40 @@ def test_a_heater_shorted_at_program_time_is_reported_not_believed(capsys, tmp_p
     assert f"heater channel {ch} (" in line
     assert "shorted-heater" in line
     assert "not believed" in line
+
+
+def test_light_into_another_routes_receiver_is_off_though_the_loss_is_within_tolerance(capsys, tmp_path):
+    """The audit of session 37: a TBU two routes share moved 0.5 rad after calibration sends
+    ~6 % of one route's light into the other's receiver and costs it only ~0.3 dB. The loss
+    check alone said ok (exit 0); the ACR against the other route's receiver names it."""
+    import instruments.config
+    from instruments.sim.truth_map import TruthMap
+    from lab_scripts.common import load_configuration
+    from lab_scripts.program_verify import MIN_ACR_DB, off_line, verification
+
+    code, out, _ = run(capsys, "route", "--mesh", "hex:1x2", "--connect", "2:15", "--connect", "0:1",
+                       "--json")
+    assert code == 0
+    plan = tmp_path / "two.json"
+    plan.write_text(out)
+    cfg = instruments.config.load_config(str(bench_file(tmp_path, "realistic")))
+    with instruments.config.open_bench(cfg, seed=9851) as bench:
+        conf = load_configuration(str(plan), bench.mesh)
+        shared = {h.tbu for h in conf.routes[0].hops} & {h.tbu for h in conf.routes[1].hops}
+        assert bench.mesh.tbu_index("tbu:0.0.4") in shared  # both cross it in cross, one way
+        bench.controller.heater_map = TruthMap(bench.sim.chip)
+        bench.program(conf)
+        right = verification(bench, conf, skip=False)
+        bench.sim.chip.shift_phase("tbu:0.0.4", 0.5)
+        moved = verification(bench, conf, skip=False)
+    assert right["status"] == "ok"
+    assert all(r["measured_acr_db"] > MIN_ACR_DB + 5 for r in right["routes"])  # 27.8, 29.9 dB
+    assert moved["status"] == "off"
+    for r in moved["routes"]:
+        assert abs(r["difference_db"]) < 1.0  # the loss alone stays well inside the 3 dB
+        assert r["status"] == "off"
+        assert r["measured_acr_db"] < MIN_ACR_DB
+    assert [r["worst_victim"] for r in moved["routes"]] == ["port:1", "port:15"]
+    line = off_line(moved)
+    assert "port:2->port:15 sends its light into another route's receiver" in line
+    assert "into port:1" in line

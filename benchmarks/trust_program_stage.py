@@ -1,0 +1,260 @@
+"""The trust campaign's program stage: calibrate -> route -> program through the CLI, a fault
+injected into the chip after its calibration, what the CLI said against where the light went.
+
+Per mesh and seed: ``lumion calibrate --bench sim`` writes the map of a healthy chip,
+``lumion route --map`` plans :data:`PAIRS` random port pairs, then for each fault of
+:data:`FAULTS` a fresh chip of the same seed gets the fault (on a TBU the routes use, drawn
+from the seed) and ``lumion program --map --json`` programs the plan onto it over the
+simulated instruments' wires (``instruments.config.open_bench`` handed that chip: the one
+thing a user's run does not have). Then the chip's own optics say where each route's light
+really goes (:func:`truth`), and the run is classified:
+
+* **light wrong** (truth): a route's transmission more than ``ROUTE_TOL_DB`` below its plan,
+  or its ACR against the other routes' receivers (every other port for a lone route) under
+  ``program_verify.required_acr_db`` of its plan: light lands in another receiver;
+* **silent wrong**: exit 0 while the light is wrong -- the worst;
+* **conservative**: a non-zero exit while the light is right (a fault nothing used, named);
+* **correct**: otherwise (exit 0 and right, or non-zero and wrong).
+
+Seeds 9800-9899 (no test uses them). ``python benchmarks/bench_calibration_trust.py --stage
+program`` runs it (docs/calibration.md "Program stage").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lab_scripts.program_verify import VERIFY_NM, required_acr_db
+from photonics.tolerances import ROUTE_TOL_DB
+
+PAIRS = 3  # port pairs per plan: routes that can share TBUs and leak into each other's receivers
+ROUTE_TRIES = 20  # random draws of pairs before a mesh and seed is given up (square meshes refuse many)
+# A fault, applied after calibration: kind and amount. Phase shifts (rad) are what a trapped
+# charge or stress does to a TBU; pi swaps bar and cross; "shared" shifts a TBU two routes use.
+FAULTS = ("shift:pi", "shift:pi/2", "shift:1.0", "shift:0.5", "shift:0.2", "shared:0.5", "stuck:bar",
+          "stuck:cross", "dead", "open-heater", "shorted-heater", "drift:2", "drift:5")
+FLOOR_MW = 1e-15  # a dark port's power floor for dB (mW): -150 dBm, below any meter
+
+
+@dataclass
+class ProgramOutcome:
+    """One programmed plan on one faulted chip (see the module docstring)."""
+
+    mesh: str
+    seed: int
+    fault: str
+    tbu: str | None
+    exit_code: int
+    status: str | None  # the --json verification status (None when the CLI printed an error)
+    said: str  # the CLI's stderr, first line
+    light_wrong: list[str] = field(default_factory=list)  # routes the truth finds wrong, and how
+    verdict: str = ""  # silent_wrong | conservative | correct
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    """``lumion ARGV`` in this process: (exit code, stdout, stderr)."""
+    from lab_scripts.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def calibrated_map(spec: str, seed: int, folder: Path) -> Path:
+    """``lumion calibrate --bench sim`` of the healthy chip (kept in ``folder``: reused)."""
+    path = folder / f"map-{spec.replace(':', '_')}-{seed}.json"
+    if not path.exists():
+        code, _, err = cli("calibrate", "--bench", "sim", "--mesh", spec, "--seed", str(seed),
+                           "--out", str(path), "--json", "--quiet")
+        if code not in (0, 5):
+            raise RuntimeError(f"calibrate {spec} {seed} exited {code}: {err.strip()}")
+    return path
+
+
+def planned(spec: str, seed: int, map_path: Path, folder: Path) -> tuple[Path, dict[str, Any]] | None:
+    """``lumion route --map`` of :data:`PAIRS` random pairs (redrawn while refused): (file, plan)."""
+    from photonics.topology import mesh_from_spec
+
+    mesh = mesh_from_spec(spec)
+    rng = np.random.default_rng([seed, 42])
+    for _ in range(ROUTE_TRIES):
+        ports = rng.choice(mesh.n_ports, size=2 * PAIRS, replace=False)
+        connects = [x for k in range(PAIRS) for x in ("--connect", f"{ports[2 * k]}:{ports[2 * k + 1]}")]
+        code, out, _ = cli("route", "--mesh", spec, "--map", str(map_path), *connects, "--json")
+        if code == 0:
+            path = folder / f"plan-{spec.replace(':', '_')}-{seed}.json"
+            path.write_text(out)
+            return path, json.loads(out)
+    return None
+
+
+def bench_config(spec: str, seed: int, folder: Path) -> Path:
+    """A bench config whose instruments are all simulated (the chip is handed in separately)."""
+    path = folder / f"bench-{spec.replace(':', '_')}-{seed}.toml"
+    path.write_text(f'schema = "lumion.bench"\nversion = 1\nmesh = "{spec}"\n'
+                    '[heater_driver]\naddress = "sim"\n[laser]\naddress = "sim"\n'
+                    f'[power_meter]\naddress = "sim"\n[sim]\nseed = {seed}\n')
+    return path
+
+
+def faulted_chip(spec: str, seed: int, fault: str, plan: dict[str, Any], cmap: Any,
+                 rng: np.random.Generator) -> tuple[Any, str | None]:
+    """A fresh chip of ``seed`` with ``fault`` applied (see :data:`FAULTS`), and the TBU it hit.
+
+    Heater faults go on the arm of the TBU the map drives harder for this plan (a heater
+    carrying no current changes nothing when it breaks).
+    """
+    from instruments.sim.chip import Chip
+    from photonics.configuration import Configuration
+    from photonics.topology import mesh_from_spec
+
+    mesh = mesh_from_spec(spec)
+    chip = Chip(mesh, seed)
+    if fault == "none":
+        return chip, None
+    kind, _, amount = fault.partition(":")
+    used = [[h["tbu"] for h in r["tbus"]] for r in plan["routes"]]
+    if kind == "drift":
+        chip.set_temperature_profile(lambda _t_s, k=float(amount): k)
+        return chip, None
+    if kind == "shared":
+        counts: dict[str, int] = {}
+        for names in used:
+            for t in set(names):
+                counts[t] = counts.get(t, 0) + 1
+        pool = sorted(t for t, n in counts.items() if n > 1)
+        if not pool:
+            return None, None
+    else:
+        pool = sorted({t for names in used for t in names})
+    tbu = pool[int(rng.integers(len(pool)))]
+    if kind in ("shift", "shared"):
+        chip.shift_phase(tbu, radians(amount))
+    elif kind == "stuck":
+        chip.fail_tbu(tbu, amount)
+    elif kind == "dead":
+        chip.fail_tbu(tbu, "dead")
+    else:
+        conf = Configuration.from_dict(plan["configuration"], mesh)
+        currents = cmap.currents_for(conf, 30.0)
+        t = mesh.tbu_index(tbu)
+        chip.fail_heater(2 * t + int(currents[2 * t + 1] > currents[2 * t]), kind)
+    return chip, tbu
+
+
+def radians(text: str) -> float:
+    """A fault's phase (rad): a number, ``pi`` or ``pi/N``."""
+    if text.startswith("pi"):
+        return math.pi / float(text.partition("/")[2] or 1)
+    return float(text)
+
+
+def truth(chip: Any, plan: dict[str, Any]) -> list[str]:
+    """The routes whose light is wrong on the chip as it is now, each with how (see the module docstring)."""
+    mesh = chip.mesh
+    dsts = [mesh.port_index(r["dst"]) for r in plan["routes"]]
+    wrong = []
+    for r in plan["routes"]:
+        src, dst = mesh.port_index(r["src"]), mesh.port_index(r["dst"])
+        p = np.maximum(chip.output_power_mw(src, VERIFY_NM), FLOOR_MW)
+        victims = [q for q in dsts if q != dst] if len(dsts) > 1 else \
+            [q for q in range(mesh.n_ports) if q not in (src, dst)]
+        trans = 10 * math.log10(p[dst])
+        acr = trans - 10 * math.log10(max(p[q] for q in victims))
+        plan_trans, plan_acr = r["planned_at_check"]
+        name = f"{r['src']}->{r['dst']}"
+        if trans < plan_trans - ROUTE_TOL_DB:
+            wrong.append(f"{name}: {trans:.1f} dB, planned {plan_trans:.1f}")
+        elif acr < required_acr_db(plan_acr):
+            wrong.append(f"{name}: ACR {acr:.1f} dB, planned {plan_acr:.1f}")
+    return wrong
+
+
+def with_checks_at_verify_nm(spec: str, plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan with each route's (transmission, ACR) at the check's wavelength (dB, ideal TBUs):
+    what a right map realises there, the truth's reference (the plan's own figures are worst
+    over the lane's channels).
+    """
+    from photonics.configuration import Configuration
+    from photonics.routing import check_routes
+    from photonics.topology import mesh_from_spec
+
+    mesh = mesh_from_spec(spec)
+    conf = Configuration.from_dict(plan["configuration"], mesh)
+    checks = check_routes(mesh, conf, list(conf.routes), None, wavelengths_nm=[VERIFY_NM])
+    routes = [r | {"planned_at_check": (c.transmission_db, c.acr_db)} for r, c in zip(plan["routes"], checks,
+                                                                                       strict=True)]
+    return plan | {"routes": routes}
+
+
+def program_on(chip: Any, bench: Path, map_path: Path, plan_path: Path) -> tuple[int, str | None, str]:
+    """``lumion program --bench BENCH --map MAP --configuration PLAN --json`` on ``chip``:
+    (exit code, verification status or None, first stderr line).
+    """
+    import instruments.config
+
+    opener = instruments.config.open_bench
+    instruments.config.open_bench = functools.partial(opener, chip=chip)
+    try:
+        code, out, err = cli("program", "--bench", str(bench), "--map", str(map_path), "--configuration",
+                             str(plan_path), "--json")
+    finally:
+        instruments.config.open_bench = opener
+    status = None
+    with contextlib.suppress(ValueError):
+        status = json.loads(out).get("verification", {}).get("status")
+    return code, status, (err.strip().splitlines() or [""])[0]
+
+
+def verdict(exit_code: int, light_wrong: list[str]) -> str:
+    """silent_wrong, conservative or correct (see the module docstring)."""
+    if exit_code == 0:
+        return "silent_wrong" if light_wrong else "correct"
+    return "correct" if light_wrong else "conservative"
+
+
+def run_mesh_seed(spec: str, seed: int, folder: Path,
+                  faults: tuple[str, ...] = FAULTS) -> list[ProgramOutcome]:
+    """Every fault on one mesh and seed (a healthy run first, as "none")."""
+    from calibration.map import CalibrationMap
+    from photonics.topology import mesh_from_spec
+
+    map_path = calibrated_map(spec, seed, folder)
+    got = planned(spec, seed, map_path, folder)
+    if got is None:
+        return []
+    plan_path, plan = got
+    plan = with_checks_at_verify_nm(spec, plan)
+    cmap = CalibrationMap.load(map_path, mesh=mesh_from_spec(spec))
+    bench = bench_config(spec, seed, folder)
+    rng = np.random.default_rng([seed, 7])
+    outcomes = []
+    for fault in ("none", *faults):
+        chip, tbu = faulted_chip(spec, seed, fault, plan, cmap, rng)
+        if chip is None:  # no TBU shared by two routes in this plan
+            continue
+        code, status, said = program_on(chip, bench, map_path, plan_path)
+        wrong = truth(chip, plan)
+        outcomes.append(ProgramOutcome(spec, seed, fault, tbu, code, status, said, wrong,
+                                       verdict(code, wrong)))
+    return outcomes
+
+
+def summarise(outcomes: list[ProgramOutcome]) -> dict[str, dict[str, int]]:
+    """Per fault: runs, silent_wrong, conservative, correct."""
+    table: dict[str, dict[str, int]] = {}
+    for o in outcomes:
+        row = table.setdefault(o.fault, {"runs": 0, "silent_wrong": 0, "conservative": 0, "correct": 0})
+        row["runs"] += 1
+        row[o.verdict] += 1
+    return table
