@@ -36,7 +36,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from photonics.configuration import Hop, Route
 from photonics.errors import RoutingError
-from photonics.routing.graph import RoutingGraph
+from photonics.routing.graph import RoutingGraph, no_path_reason
 
 # Pruning bounds tried before the full program, dB above the shortest paths: most optima
 # on these meshes lie within 1-2 dB of them, and a pruned program is far smaller.
@@ -78,9 +78,7 @@ def solve_exact(
     shortest = np.array([d_src[k, graph.sink(t)] for k, (_, t) in enumerate(pairs)])
     if not np.isfinite(shortest).all():
         k = int(np.argmin(np.isfinite(shortest)))
-        names = graph.mesh.port_names
-        raise RoutingError(f"no path from {names[pairs[k][0]]} to {names[pairs[k][1]]}: failed TBUs "
-                           "cut them apart (check the failed TBUs, or choose other ports)")
+        raise RoutingError(no_path_reason(graph, pairs[k][0], pairs[k][1], "check the failed TBUs"))
 
     def budget_per_route(bound: float) -> np.ndarray:
         # A solution better than `bound` has route k cheaper than this.

@@ -199,3 +199,16 @@ def build_graph(
 def arc_index(tbu: int, entry: int, exit_: int) -> int:
     """Index of the TBU arc ``entry -> exit_`` of ``tbu`` (local ports)."""
     return 8 * tbu + 2 * entry + (exit_ % 2)
+
+
+def no_path_reason(graph: RoutingGraph, src: int, dst: int, hint: str) -> str:
+    """Why no route joins ports ``src`` and ``dst``: the failed TBUs cut them apart, or, with
+    no TBU failed, the mesh itself joins no light path between them (a square mesh's ports on
+    one side, say). ``hint`` says where the failed TBUs came from (an option or a map).
+    """
+    names = graph.mesh.port_names
+    if graph.failed:
+        return (f"no path from {names[src]} to {names[dst]}: failed TBUs cut them apart ({hint}, "
+                "or choose other ports)")
+    return (f"no path from {names[src]} to {names[dst]}: this mesh has no light path between them "
+            "even with every TBU working; choose other ports")

@@ -20,7 +20,7 @@ import numpy as np
 
 from photonics.configuration import Route
 from photonics.errors import RoutingError
-from photonics.routing.graph import CROSS, RoutingGraph
+from photonics.routing.graph import CROSS, RoutingGraph, no_path_reason
 from photonics.routing.single import conflicts, shortest_path
 
 
@@ -84,9 +84,7 @@ def negotiate(
                 cost[:k0] = (base[:k0] + hist) * (1.0 + present * occ)
             r = shortest_path(graph, src, dst, graph.with_costs(cost))
             if r is None:
-                raise RoutingError(
-                    f"no path from {mesh.port_names[src]} to {mesh.port_names[dst]}: failed TBUs "
-                    "cut them apart (check --failed, or choose other ports)")
+                raise RoutingError(no_path_reason(graph, src, dst, "check --failed"))
             routes[k] = r
             apply(r, +1.0)
         over_ports = np.maximum(port_use - 1, 0)

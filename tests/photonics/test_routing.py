@@ -125,6 +125,21 @@ def test_dead_tbus_that_cut_a_port_off():
         route(MESH, 5, 28, failed={int(first): "dead"})
 
 
+def test_ports_the_mesh_itself_does_not_join_are_not_blamed_on_failed_tbus():
+    """square:4x4 joins no path from port:1 to port:14 with every TBU working: the refusal
+    said "failed TBUs cut them apart" with none failed (audit, session 37); now it says
+    failed TBUs only when there are some, for the fast and the exact router."""
+    from photonics.topology import mesh_from_spec
+
+    square = mesh_from_spec("square:4x4")
+    for method in ("fast", "exact"):
+        with pytest.raises(RoutingError, match="no light path between them even with every TBU working"):
+            route_many(square, [(1, 14)], method=method, check_budget=False)
+    first = MESH.port_tbu_ports[5] // 4
+    with pytest.raises(RoutingError, match="failed TBUs cut them apart"):
+        route_many(MESH, [(5, 28)], failed={int(first): "dead"}, check_budget=False)
+
+
 def test_bad_failure_kind():
     with pytest.raises(RoutingError, match="dead, bar or cross"):
         route(MESH, 5, 28, failed={0: "broken"})
