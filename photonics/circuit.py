@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from photonics.circuit_merge import merge_plan, solve_merge
+from photonics.circuit_merge import ChipArgs, chip_args, merge_plan, solve_phases
 from photonics.errors import StateError
 from photonics.merge_layout import LANES
 from photonics.physics import (
@@ -74,56 +74,71 @@ def tbu_transfers(
     return out
 
 
-def _transfer_args(params: TBUParams, state: MeshState, wl: np.ndarray,
-                   chip: tuple[np.ndarray, ...] | None = None) -> tuple[np.ndarray, ...]:
+def _transfer_args(params: TBUParams, state: MeshState, wl: np.ndarray) -> tuple[np.ndarray, ...]:
     """The transfer kernel's inputs for ``state`` at ``wl`` (nm): heater phases (S, n), phase
     scale (W,), arm amplitudes (n,), arm phase constants and coupler products (W, n), each a
-    C-contiguous float array (:func:`tbu_transfers`); ``chip``: :func:`_chip_constants`'
-    first part when the caller has it already.
+    C-contiguous float array (:func:`tbu_transfers`).
+    """
+    return (*_phases(params, state), *_chip_constants(params, wl).consts)
+
+
+def _phases(params: TBUParams, state: MeshState) -> tuple[np.ndarray, np.ndarray]:
+    """The heater phases of ``state`` as (S, n) C-contiguous float arrays (no copy when they
+    are already).
     """
     if state.n_tbus != params.n_tbus:
         raise StateError(f"state has {state.n_tbus} TBUs but the chip has {params.n_tbus}")
-    phi_top, phi_bot = (np.ascontiguousarray(np.atleast_2d(p), dtype=float)
-                        for p in (state.phi_top, state.phi_bot))
-    return (phi_top, phi_bot, *(chip if chip is not None else _chip_constants(params, wl)[0]))
+    top, bot = state.phi_top, state.phi_bot
+    if top.ndim == 1 == bot.ndim and top.dtype == np.float64 == bot.dtype and top.flags.c_contiguous \
+            and bot.flags.c_contiguous:  # one state, as a simulated chip passes it: two views
+        return top.reshape(1, -1), bot.reshape(1, -1)
+    return tuple(np.ascontiguousarray(np.atleast_2d(p), dtype=float) for p in (top, bot))
 
 
-def _chip_constants(params: TBUParams, wl: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+def _chip_constants(params: TBUParams, wl: np.ndarray) -> ChipArgs:
     """What a solve needs from the chip at ``wl`` (nm) besides the heater phases: the transfer
-    kernel's constants (:func:`_transfer_args`, after the phases) and the link transmissions.
+    kernel's constants (:func:`_transfer_args`, after the phases) and the link transmissions,
+    with the compiled call's arguments for them (:class:`~photonics.circuit_merge.ChipArgs`).
 
     A sweep of a few wavelengths computes them on every call in ~20 small numpy calls, 40-60 us
     (a one-wavelength smartlight solve's merge takes about as long), and a chip's heaters
     change far more often than the chip: so they are kept for the last :data:`_KEPT_CHIPS`
-    (chip, wavelengths) seen, keyed by the bytes of every array they are computed from, not by
-    the objects' identity (a chip whose arrays were changed in place is a new key, never a
-    stale answer). Long sweeps compute them each time (their numpy passes are a few percent of
-    the solve, and keeping them would hold megabytes).
+    (chip, wavelengths) seen, and given back only when the bytes (and dtype and shape) of every
+    array they are computed from equal those they were computed from (a chip whose arrays were
+    changed in place is computed again, never a stale answer). They are looked up by the chip
+    object's identity and the wavelengths, then that check compares the bytes: hashing the
+    ~7 kB of a smartlight chip's arrays on every call, as a key made of them needed, was half
+    of the look-up (3-4 us of a one-wavelength solve). Long sweeps compute them each time (their
+    numpy passes are a few percent of the solve, and keeping them would hold megabytes).
     """
-    key = None
-    if len(wl) <= _KEPT_MAX_WAVELENGTHS:
-        key = (wl.tobytes(), float(params.center_wavelength_nm),
-               *((a.dtype.char, a.shape, a.tobytes()) for a in map(np.asarray, (
-                   params.loss_db, params.kappa1, params.kappa2, params.arm_imbalance_db, params.offset_top,
-                   params.offset_bot, params.delay_ps, params.phase0, params.link_loss_db, params.link_phase,
-                   params.kappa_slope_per_nm))))
+    key = check = None
+    if len(wl) <= _KEPT_MAX_WAVELENGTHS:  # (the key holds the wavelengths: a kept key was checked below)
+        key = (id(params), wl.tobytes(), float(params.center_wavelength_nm))
+        check = tuple([(a.dtype.char, a.shape, a.tobytes()) for a in map(np.asarray, (
+            params.loss_db, params.kappa1, params.kappa2, params.arm_imbalance_db, params.offset_top,
+            params.offset_bot, params.delay_ps, params.phase0, params.link_loss_db, params.link_phase,
+            params.kappa_slope_per_nm))])
         kept = _CHIPS.get(key)
-        if kept is not None:
-            return kept
+        if kept is not None and kept[0] == check:  # (another chip at a reused id: computed again)
+            return kept[1]
+    if (wl <= 0).any():
+        raise StateError(WAVELENGTHS_ERROR)
     k = transfer_constants(params, wl)
     shape = (len(k.scale), params.n_tbus)  # (W, n)
-    out = ((np.ascontiguousarray(k.scale, dtype=float),
-            *(_contiguous(a, (params.n_tbus,)) for a in (k.amp_top, k.amp_bot)),
-            *(_contiguous(a, shape) for a in (k.c_top, k.c_bot, *k[-4:]))),
-           10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase))
+    out = chip_args((np.ascontiguousarray(k.scale, dtype=float),
+                     *(_contiguous(a, (params.n_tbus,)) for a in (k.amp_top, k.amp_bot)),
+                     *(_contiguous(a, shape) for a in (k.c_top, k.c_bot, *k[-4:]))),
+                    10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase))
     if key is not None:
         with _CHIPS_LOCK:  # solves run in several threads (the control plane's handlers)
+            _CHIPS.pop(key, None)  # (a chip changed in place: its new constants replace the old)
             while len(_CHIPS) >= _KEPT_CHIPS:
                 del _CHIPS[next(iter(_CHIPS))]  # the oldest
-            _CHIPS[key] = out
+            _CHIPS[key] = (check, out)
     return out
 
 
+WAVELENGTHS_ERROR = "wavelengths must be a 1-D array of positive numbers (nm)"
 _CHIPS: dict = {}  # _chip_constants' kept results, oldest first; read-only to every user
 _CHIPS_LOCK = threading.Lock()
 _KEPT_CHIPS = 16  # chips (with their wavelengths) kept: a campaign's handful of chips, a test's few
@@ -309,33 +324,36 @@ def _solve(
     if len(params.link_loss_db) != mesh.n_links:
         raise StateError(f"params describe {len(params.link_loss_db)} links, mesh has {mesh.n_links}")
     wl = np.atleast_1d(np.asarray(wavelengths_nm, dtype=float))
-    if wl.ndim != 1 or (wl <= 0).any():
-        raise StateError("wavelengths must be a 1-D array of positive numbers (nm)")
+    if wl.ndim != 1:
+        raise StateError(WAVELENGTHS_ERROR)
     every_input = inputs is None  # the merge then reads the root's positions as they are
-    inputs = np.arange(mesh.n_ports) if every_input else np.asarray(inputs, dtype=np.int64)
-    if not every_input and inputs.size and (inputs.min() < 0 or inputs.max() >= mesh.n_ports):
-        raise StateError(f"input ports must lie in 0..{mesh.n_ports - 1}")
+    if not every_input:
+        inputs = np.asarray(inputs, dtype=np.int64)
+        if inputs.size and (inputs.min() < 0 or inputs.max() >= mesh.n_ports):
+            raise StateError(f"input ports must lie in 0..{mesh.n_ports - 1}")
 
-    chip, t_link = _chip_constants(params, wl)
-    targs = _transfer_args(params, state, wl, chip)
-    n_states, n_wl, n = targs[0].shape[0], len(wl), mesh.n_tbus
+    chip = _chip_constants(params, wl)  # (refuses a wavelength that is not positive)
+    top, bot = _phases(params, state)
+    n_states, n_wl, n = top.shape[0], len(wl), mesh.n_tbus
     batch = n_states * n_wl
     T = np.empty((batch, n, 4), dtype=complex)  # forward matrices, filled chunk by chunk
-    shape = (n_states, n_wl, mesh.n_ports, len(inputs))
+    shape = (n_states, n_wl, mesh.n_ports, mesh.n_ports if every_input else len(inputs))
     mplan = merge_plan(mesh) if method == "auto" else None
-    out = np.empty((batch, mesh.n_ports, len(inputs)), dtype=complex)  # chunks write in place
+    out = np.empty((batch, *shape[2:]), dtype=complex)  # chunks write in place
+    ins = None if every_input else inputs
     if mplan is None:
-        _fill_transfers(targs, T, 0, batch)
+        _fill_transfers((top, bot, *chip.consts), T, 0, batch)
+    elif batch == 1:  # one block (a one-wavelength reading): one compiled call, nothing around it
+        if solve_phases(mplan, chip, top, bot, 0, T, ins, out):
+            return out.reshape(shape)
     else:
-        ins = None if every_input else inputs
-
-        def chunk(c: slice) -> bool:
-            _fill_transfers(targs, T, c.start, c.stop)
-            return solve_merge(mplan, T[c], t_link, ins, out[c])
+        def chunk(c: slice) -> bool:  # phases to port matrices: one compiled call per chunk
+            return solve_phases(mplan, chip, top, bot, c.start, T[c], ins, out[c])
 
         if all(_run_chunked(chunk, batch, _MERGE_CHUNK, LANES)):
             return out.reshape(shape)
-        # a lossless loop exactly on resonance (T is whole now): let SuperLU (with pivoting) have a go
+    # (merge plan) a lossless loop exactly on resonance (T is whole now): let SuperLU (with pivoting) try
+    inputs = np.arange(mesh.n_ports) if every_input else inputs
     plan = _plan(mesh, params)
     _run_chunked(lambda c: _solve_blocks(plan, T[c], inputs, out[c]), batch, _CHUNK)
     return out.reshape(shape)

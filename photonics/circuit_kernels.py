@@ -449,26 +449,89 @@ def build(lanes: int) -> dict:
                     _put(re, im, out + (ea + j) * ne + ea + i, u)
                     j += 1
 
+    @nb.njit(inline="always", **_JIT)
+    def _transfer(phi_top: np.ndarray, phi_bot: np.ndarray, s: int, scale: np.ndarray, w: int,
+                  amp_top: np.ndarray, amp_bot: np.ndarray, c_top: np.ndarray, c_bot: np.ndarray,
+                  t2t1: np.ndarray, s2s1: np.ndarray, t2s1: np.ndarray, s2t1: np.ndarray,
+                  dst: np.ndarray) -> None:
+        """Forward matrices ``dst`` (n, 4) of state ``s`` at wavelength ``w``
+        (:func:`transfer_blocks`' arguments).
+        """
+        sc = scale[w]
+        for t in range(phi_top.shape[1]):
+            x, y = phi_top[s, t] * sc + c_top[w, t], phi_bot[s, t] * sc + c_bot[w, t]
+            top = amp_top[t] * complex(math.cos(x), math.sin(x))
+            bot = amp_bot[t] * complex(math.cos(y), math.sin(y))
+            dst[t, 0] = t2t1[w, t] * top - s2s1[w, t] * bot
+            dst[t, 1] = 1j * (t2s1[w, t] * top + s2t1[w, t] * bot)
+            dst[t, 2] = 1j * (s2t1[w, t] * top + t2s1[w, t] * bot)
+            dst[t, 3] = t2t1[w, t] * bot - s2s1[w, t] * top
+
+    @nb.njit(inline="always", **_JIT)
+    def _solve_group(T: np.ndarray, b0: int, every: np.ndarray, t_link: np.ndarray, merges: np.ndarray,
+                     pool: np.ndarray, re: np.ndarray, im: np.ndarray, wr_f: np.ndarray, wi_f: np.ndarray,
+                     out_pos: np.ndarray, out: np.ndarray) -> bool:
+        """Blocks ``b0 ..`` (``lanes`` of them, fewer at the batch's end) through the whole tree:
+        leaves from ``T``, every merge, the root's entries ``out_pos`` into ``out``. Returns
+        whether every entry written is finite (``x - x`` is 0 for a finite ``x``, nan for inf
+        or nan: one subtraction and add per entry, no branch).
+        """
+        _fill_leaves(re, im, T, b0, every)
+        re_f, im_f = re.reshape(re.size), im.reshape(im.size)
+        for m in range(merges.shape[0]):
+            _merge(re_f, im_f, merges[m], pool, t_link, wr_f, wi_f)
+        check = 0.0
+        for lane in range(min(lanes, T.shape[0] - b0)):
+            for p in range(out_pos.shape[0]):
+                for q in range(out_pos.shape[1]):
+                    x, y = re[out_pos[p, q], lane], im[out_pos[p, q], lane]
+                    out[b0 + lane, p, q] = complex(x, y)
+                    check += (x - x) + (y - y)
+        return check == 0.0
+
     @nb.njit(cache=True, **_JIT)
     def solve_blocks(T: np.ndarray, t_link: np.ndarray, merges: np.ndarray, pool: np.ndarray,
                      re: np.ndarray, im: np.ndarray, wr: np.ndarray, wi: np.ndarray,
-                     out_pos: np.ndarray, out: np.ndarray) -> None:
+                     out_pos: np.ndarray, out: np.ndarray) -> int:
         """Port matrices ``out`` (B, n_ports, n_inputs) of blocks with forward matrices ``T``
         (B, n_tbus, 4), ``lanes`` blocks at a time through the whole tree on the scratch arena
         ``re``/``im`` (entries, lanes); ``out_pos`` holds the arena positions of the root's
-        entries.
+        entries. Returns 1 when every entry of ``out`` is finite, else 0 (the caller then
+        falls back to sparse LU).
         """
         every = np.empty(0, dtype=np.int64)  # no list: every TBU, in order
-        re_f, im_f = re.reshape(re.size), im.reshape(im.size)
         wr_f, wi_f = wr.reshape(wr.size), wi.reshape(wi.size)
+        ok = True
         for b0 in range(0, T.shape[0], lanes):
-            _fill_leaves(re, im, T, b0, every)
-            for m in range(merges.shape[0]):
-                _merge(re_f, im_f, merges[m], pool, t_link, wr_f, wi_f)
-            for lane in range(min(lanes, T.shape[0] - b0)):
-                for p in range(out_pos.shape[0]):
-                    for q in range(out_pos.shape[1]):
-                        out[b0 + lane, p, q] = complex(re[out_pos[p, q], lane], im[out_pos[p, q], lane])
+            ok &= _solve_group(T, b0, every, t_link, merges, pool, re, im, wr_f, wi_f, out_pos, out)
+        return 1 if ok else 0
+
+    @nb.njit(cache=True, **_JIT)
+    def solve_phases(phi_top: np.ndarray, phi_bot: np.ndarray, scale: np.ndarray, amp_top: np.ndarray,
+                     amp_bot: np.ndarray, c_top: np.ndarray, c_bot: np.ndarray, t2t1: np.ndarray,
+                     s2s1: np.ndarray, t2s1: np.ndarray, s2t1: np.ndarray, start: int, T: np.ndarray,
+                     t_link: np.ndarray, merges: np.ndarray, pool: np.ndarray, re: np.ndarray,
+                     im: np.ndarray, wr: np.ndarray, wi: np.ndarray, out_pos: np.ndarray,
+                     out: np.ndarray) -> int:
+        """The whole solve of blocks ``start .. start + B`` (state-major: block ``s W + w``) in one
+        call: each group's forward matrices from the heater phases (:func:`transfer_blocks`'
+        arguments; written to ``T`` (B, n_tbus, 4), which the sparse fallback reads), then
+        :func:`solve_blocks` on them into ``out`` (B, n_ports, n_inputs). The same operations
+        as the two kernels called one after the other, so the same bytes, without the Python
+        and the second foreign call between them (at one wavelength the call, not the
+        arithmetic, was most of a solve). Returns 1 when every entry is finite, else 0.
+        """
+        n_wl = scale.shape[0]
+        every = np.empty(0, dtype=np.int64)
+        wr_f, wi_f = wr.reshape(wr.size), wi.reshape(wi.size)
+        ok = True
+        for b0 in range(0, T.shape[0], lanes):
+            for b in range(b0, min(b0 + lanes, T.shape[0])):
+                s, w = divmod(start + b, n_wl)
+                _transfer(phi_top, phi_bot, s, scale, w, amp_top, amp_bot, c_top, c_bot, t2t1, s2s1, t2s1,
+                          s2t1, T[b])
+            ok &= _solve_group(T, b0, every, t_link, merges, pool, re, im, wr_f, wi_f, out_pos, out)
+        return 1 if ok else 0
 
     @nb.njit(cache=True, **_JIT)
     def remerge_blocks(T: np.ndarray, tbus: np.ndarray, t_link: np.ndarray, merges: np.ndarray,
@@ -744,24 +807,17 @@ def build(lanes: int) -> dict:
         multiplies as complex, ``exp(j x)`` is ``cos x + j sin x`` from libm, as numpy's: written
         so here, without the ``exp(0)`` and the complex product by ``j`` numba's ``exp`` adds, it
         is 10 % faster), so the same bytes, in one pass instead of a dozen numpy passes over
-        (S, W, n) temporaries.
+        (S, W, n) temporaries. :func:`solve_phases` runs the same :func:`_transfer` per block.
         The same in both lane builds (nothing here is per lane); the solve calls the 4-lane one.
         """
         for s in range(phi_top.shape[0]):
             for w in range(scale.shape[0]):
-                sc = scale[w]
-                for t in range(phi_top.shape[1]):
-                    x, y = phi_top[s, t] * sc + c_top[w, t], phi_bot[s, t] * sc + c_bot[w, t]
-                    top = amp_top[t] * complex(math.cos(x), math.sin(x))
-                    bot = amp_bot[t] * complex(math.cos(y), math.sin(y))
-                    out[s, w, t, 0] = t2t1[w, t] * top - s2s1[w, t] * bot
-                    out[s, w, t, 1] = 1j * (t2s1[w, t] * top + s2t1[w, t] * bot)
-                    out[s, w, t, 2] = 1j * (s2t1[w, t] * top + t2s1[w, t] * bot)
-                    out[s, w, t, 3] = t2t1[w, t] * bot - s2s1[w, t] * top
+                _transfer(phi_top, phi_bot, s, scale, w, amp_top, amp_bot, c_top, c_bot, t2t1, s2s1, t2s1,
+                          s2t1, out[s, w])
 
     return {"solve_blocks": solve_blocks, "remerge_blocks": remerge_blocks, "keep_blocks": keep_blocks,
             "adjoint_blocks": adjoint_blocks, "cotangent_blocks": cotangent_blocks,
-            "transfer_blocks": transfer_blocks}
+            "transfer_blocks": transfer_blocks, "solve_phases": solve_phases}
 
 
 KERNELS = {lanes: build(lanes) for lanes in (LANES, 1)}
@@ -783,6 +839,7 @@ def c_entry_points(lanes: int = LANES) -> dict:
     solve_blocks, remerge_blocks = KERNELS[lanes]["solve_blocks"], KERNELS[lanes]["remerge_blocks"]
     keep_blocks, adjoint_blocks = KERNELS[lanes]["keep_blocks"], KERNELS[lanes]["adjoint_blocks"]
     cotangent_blocks, transfer_blocks = KERNELS[lanes]["cotangent_blocks"], KERNELS[lanes]["transfer_blocks"]
+    solve_phases = KERNELS[lanes]["solve_phases"]
 
     @cfunc(nt.void(pf, pf, i8, i8, pf, i8, pf, pf, pf, pf, pf, pf, pf, pf, pc), **_JIT)
     def transfer_c(pt, pb, s, n, sc, w, at, ab, ct, cb, a, b, c, d, out):  # noqa: ANN001
@@ -790,13 +847,25 @@ def c_entry_points(lanes: int = LANES) -> dict:
                         carray(ab, (n,)), carray(ct, (w, n)), carray(cb, (w, n)), carray(a, (w, n)),
                         carray(b, (w, n)), carray(c, (w, n)), carray(d, (w, n)), carray(out, (s, w, n, 4)))
 
-    @cfunc(nt.void(pc, i8, i8, pc, i8, pi, i8, pi, i8, pf, pf, i8, pf, pf, i8, pi, i8, i8, pc), **_JIT)
+    @cfunc(i8(pc, i8, i8, pc, i8, pi, i8, pi, i8, pf, pf, i8, pf, pf, i8, pi, i8, i8, pc), **_JIT)
     def solve_c(T, b, n, tl, n_links, mg, m, pool, n_pool, re, im, size, wr, wi, w_size, op, p, q,  # noqa: ANN001
                 out):  # noqa: ANN001
-        solve_blocks(carray(T, (b, n, 4)), carray(tl, (n_links,)), carray(mg, (m, 9)),
-                     carray(pool, (n_pool,)),
-                     carray(re, (size, lanes)), carray(im, (size, lanes)), carray(wr, (w_size, lanes)),
-                     carray(wi, (w_size, lanes)), carray(op, (p, q)), carray(out, (b, p, q)))
+        return solve_blocks(carray(T, (b, n, 4)), carray(tl, (n_links,)), carray(mg, (m, 9)),
+                            carray(pool, (n_pool,)),
+                            carray(re, (size, lanes)), carray(im, (size, lanes)), carray(wr, (w_size, lanes)),
+                            carray(wi, (w_size, lanes)), carray(op, (p, q)), carray(out, (b, p, q)))
+
+    @cfunc(i8(pf, pf, i8, i8, pf, i8, pf, pf, pf, pf, pf, pf, pf, pf, i8, pc, i8, pc, i8, pi, i8, pi, i8, pf,
+              pf, i8, pf, pf, i8, pi, i8, i8, pc), **_JIT)
+    def phases_c(pt, pb, s, n, sc, w, at, ab, ct, cb, a, b, c, d, start, T, nb_, tl, n_links, mg, m,  # noqa: ANN001
+                 pool, n_pool, re, im, size, wr, wi, w_size, op, p, q, out):  # noqa: ANN001
+        return solve_phases(carray(pt, (s, n)), carray(pb, (s, n)), carray(sc, (w,)), carray(at, (n,)),
+                            carray(ab, (n,)), carray(ct, (w, n)), carray(cb, (w, n)), carray(a, (w, n)),
+                            carray(b, (w, n)), carray(c, (w, n)), carray(d, (w, n)), start,
+                            carray(T, (nb_, n, 4)), carray(tl, (n_links,)), carray(mg, (m, 9)),
+                            carray(pool, (n_pool,)), carray(re, (size, lanes)), carray(im, (size, lanes)),
+                            carray(wr, (w_size, lanes)), carray(wi, (w_size, lanes)), carray(op, (p, q)),
+                            carray(out, (nb_, p, q)))
 
     @cfunc(nt.void(pc, i8, i8, pi, pc, i8, pi, i8, pi, i8, pi, i8, pf, pf, i8, i8, pf, pf, i8), **_JIT)
     def remerge_c(T, b, n, tbus, tl, n_links, mg, m, pool, n_pool, order, n_order, re, im, g, size,  # noqa: ANN001
@@ -834,4 +903,5 @@ def c_entry_points(lanes: int = LANES) -> dict:
                          carray(wi, (w_size, lanes)), carray(z, (b, n, 4)))
 
     return {"solve_blocks": solve_c, "remerge_blocks": remerge_c, "keep_blocks": keep_c,
-            "adjoint_blocks": adjoint_c, "cotangent_blocks": cotangent_c, "transfer_blocks": transfer_c}
+            "adjoint_blocks": adjoint_c, "cotangent_blocks": cotangent_c, "transfer_blocks": transfer_c,
+            "solve_phases": phases_c}

@@ -24,9 +24,12 @@ merge's ``ne x ne``, row-major, children before parents), and a merge table says
 each merge reads its halves and which of their ports are cut or kept. The compiled
 kernels (:mod:`photonics.circuit_kernels`, numba) run the whole tree one block at a time,
 each merge's gather, products and adds fused, so a block's few hundred kB stay in the
-core's cache from the leaves to the root. The full solve reuses one scratch arena per
-thread; :class:`~photonics.circuit_solver.CircuitSolver` keeps an arena per wavelength and
-re-runs only the merges above the TBUs that changed (:func:`ancestors`).
+core's cache from the leaves to the root. The full solve runs a second merge table over a
+compact arena (:func:`_compact`: a matrix's space is reused once its parent has merged it),
+one per thread, from the heater phases to the port matrices in one compiled call per chunk
+(:func:`solve_phases`); :class:`~photonics.circuit_solver.CircuitSolver` keeps an arena per
+wavelength in the plan's own layout and re-runs only the merges above the TBUs that changed
+(:func:`ancestors`).
 
 Passive networks make every ``I - B_cc A_cc`` well conditioned unless the whole circuit
 is (a lossless closed loop exactly on resonance), so the cut is eliminated without
@@ -71,6 +74,11 @@ class MergePlan:
     node_merge: np.ndarray  # (n_nodes,) row of a merge node in ``merges`` (-1 for a TBU)
     leaf_node: np.ndarray  # (n_tbus,) tree node of every TBU
     node_off: np.ndarray  # (n_nodes,) arena offset of every node's matrix
+    solve_merges: np.ndarray  # the merge table the full solve runs: the same merges, every node's matrix
+    # in a compact arena where a matrix's space is reused once its parent has merged it (:func:`_compact`)
+    solve_size: int  # arena entries of the full solve's compact arena
+    solve_out_idx: np.ndarray  # (n_ports, n_ports) position of S[port, port] in the compact arena
+    solve_args: tuple[int, ...]  # the compiled call's arguments for solve_merges and pool (pointers, sizes)
     node_ports: tuple[np.ndarray, ...] = field(repr=False)  # ports of every node (global TBU-port ids)
     above: np.ndarray = field(repr=False)  # (n_tbus, n_merges) bool: merge m lies on TBU t's path
 
@@ -200,6 +208,11 @@ def _build_plan(mesh: Mesh) -> MergePlan | None:
         if nd.tbu >= 0:
             leaf_node[nd.tbu] = nd.id
     p = len(root.ports)
+    merges = np.array(rows, dtype=np.int64).reshape(-1, 9)
+    solve_merges, solve_size = _compact(merges, LEAF_SIZE * n)
+    pool_arr = np.array(pool, dtype=np.int64)
+    from photonics.kernel_loader import array_pointer as ptr  # no compiler: ctypes only
+    out_idx = root.off + slots[:, None] * p + slots[None, :]
     above = np.zeros((n, len(rows)), dtype=bool)
     for t in range(n):
         node = leaf_node[t]
@@ -207,13 +220,65 @@ def _build_plan(mesh: Mesh) -> MergePlan | None:
             node = parent[node]
             above[t, node_merge[node]] = True
     return MergePlan(
-        n_tbus=n, n_ports=mesh.n_ports, size=off,
-        merges=np.array(rows, dtype=np.int64).reshape(-1, 9), pool=np.array(pool, dtype=np.int64),
-        work_size=work, out_idx=root.off + slots[:, None] * p + slots[None, :], parent=parent,
-        node_merge=node_merge, leaf_node=leaf_node,
-        node_off=np.array([nd.off for nd in nodes], dtype=np.int64),
+        n_tbus=n, n_ports=mesh.n_ports, size=off, merges=merges, pool=pool_arr,
+        work_size=work, out_idx=out_idx, parent=parent, node_merge=node_merge, leaf_node=leaf_node,
+        node_off=np.array([nd.off for nd in nodes], dtype=np.int64), solve_merges=solve_merges,
+        solve_size=solve_size,  # (one TBU alone: no merge, the root is its leaf)
+        solve_out_idx=out_idx - root.off + (solve_merges[-1, 0] if rows else root.off),
+        solve_args=(ptr(solve_merges), len(solve_merges), ptr(pool_arr), len(pool_arr)),
         node_ports=tuple(np.array(nd.ports, dtype=np.int64) for nd in nodes), above=above,
     )
+
+
+def _compact(merges: np.ndarray, leaves: int) -> tuple[np.ndarray, int]:
+    """``merges`` with every merge's output moved into a compact arena, and its size (entries).
+
+    The plan's own layout gives every node's matrix a place of its own (the incremental solver
+    and the gradient keep them all), 147 kB a block on smartlight, 307 kB on hex:6x6 (four
+    times that for the 4-lane build): beyond the core's L2 cache at four lanes. A full solve
+    needs a node's matrix only until its parent has merged it, so here each merge's output
+    takes the first free stretch (first fit, merges in table order) that holds it, and its
+    halves' stretches are freed once it is written (never before: the merge reads its halves
+    while it writes). The TBUs' matrices stay where the kernels fill them (``16 * tbu``).
+    smartlight then needs 5,024 entries instead of 9,408, hex:6x6 8,024 instead of 19,652.
+    Only where the numbers live changes, never an operation: the same bytes.
+    """
+    table = merges.copy()
+    free: list[tuple[int, int]] = []  # (start, size), ascending, never adjacent
+    top = leaves
+    placed: dict[int, int] = {}  # a merge output's offset in the plan's layout -> in the compact one
+
+    def take(size: int) -> int:
+        nonlocal top
+        for i, (start, room) in enumerate(free):
+            if room >= size:
+                free[i:i + 1] = [(start + size, room - size)] if room > size else []
+                return start
+        top += size
+        return top - size
+
+    def give(start: int, size: int) -> None:
+        free.append((start, size))
+        free.sort()
+        joined: list[tuple[int, int]] = []
+        for a, z in free:
+            if joined and joined[-1][0] + joined[-1][1] == a:
+                joined[-1] = (joined[-1][0], joined[-1][1] + z)
+            else:
+                joined.append((a, z))
+        free[:] = joined
+
+    out, a_off, a_p, b_off, b_p, ea, eb = 0, 1, 2, 3, 4, 6, 7  # merge-table columns (circuit_kernels')
+    for row in table:
+        ne = int(row[ea] + row[eb])
+        new = take(ne * ne)  # while both halves still hold their place
+        placed[int(row[out])] = new
+        row[out] = new
+        for off, ports in ((a_off, a_p), (b_off, b_p)):
+            if row[off] >= leaves:  # a merge's output (a TBU stays at 16 * tbu)
+                row[off] = placed[int(row[off])]
+                give(int(row[off]), int(row[ports]) ** 2)
+    return table, top
 
 
 def merge_macs(plan: MergePlan) -> int:
@@ -285,12 +350,98 @@ def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.n
     Returns whether every entry is finite (else the caller falls back to sparse LU).
     """
     lanes = lanes_for(T.shape[0])
-    _kernel("solve_blocks", lanes)(
+    re, im, wr, wi, _ = _solve_scratch(plan, lanes)
+    return bool(_kernel("solve_blocks", lanes)(
         np.ascontiguousarray(T, dtype=complex), np.ascontiguousarray(t_link, dtype=complex),
-        plan.merges, plan.pool, _scratch("re", plan.size, lanes), _scratch("im", plan.size, lanes),
-        _scratch("wr", plan.work_size, lanes), _scratch("wi", plan.work_size, lanes),
-        plan.out_idx if inputs is None else np.ascontiguousarray(plan.out_idx[:, inputs]), out)
-    return bool(np.isfinite(out.sum()))  # one pass: a NaN or inf anywhere reaches the sum
+        plan.solve_merges, plan.pool, re, im, wr, wi,
+        plan.solve_out_idx if inputs is None else np.ascontiguousarray(plan.solve_out_idx[:, inputs]), out))
+
+
+class ChipArgs(NamedTuple):
+    """What :func:`solve_phases` reads of a chip at a set of wavelengths, besides the heater
+    phases: the transfer kernel's constants (``scale`` (W,), ``amp_top``, ``amp_bot`` (n,),
+    ``c_top``, ``c_bot``, ``t2t1``, ``s2s1``, ``t2s1``, ``s2t1`` (W, n), C-contiguous floats:
+    :func:`photonics.circuit.transfer_constants`), the link transmissions ``t_link``, and the
+    compiled call's arguments for them (pointers and sizes: :func:`chip_args`), made once with
+    the arrays, which this tuple keeps alive.
+    """
+
+    consts: tuple[np.ndarray, ...]
+    t_link: np.ndarray
+    head: tuple[int, ...]
+    tail: tuple[int, int]
+
+
+def chip_args(consts: tuple[np.ndarray, ...], t_link: np.ndarray) -> ChipArgs:
+    """:class:`ChipArgs` of ``consts`` (the nine arrays, in :class:`ChipArgs`' order) and
+    ``t_link``.
+    """
+    from photonics.kernel_loader import array_pointer as ptr
+
+    t_link = np.ascontiguousarray(t_link, dtype=complex)
+    scale, *rest = consts
+    return ChipArgs(tuple(consts), t_link, (ptr(scale), len(scale), *map(ptr, rest)),
+                    (ptr(t_link), len(t_link)))
+
+
+def solve_phases(plan: MergePlan, chip: ChipArgs, top: np.ndarray, bot: np.ndarray, start: int,
+                 T: np.ndarray, inputs: np.ndarray | None, out: np.ndarray) -> bool:
+    """Blocks ``start .. start + B`` (state-major: block ``s W + w``) of a solve, from the heater
+    phases to the port matrices, in ONE compiled call (``solve_phases`` of
+    :mod:`photonics.circuit_kernels`): their forward matrices into ``T`` (B, n_tbus, 4), the
+    merges, the root into ``out`` (B, n_ports, n_inputs). ``top``/``bot``: heater phases (S,
+    n_tbus), C-contiguous floats; ``inputs`` None for every port in order.
+
+    At one wavelength the arithmetic is a tenth of a millisecond and each numpy call, foreign
+    call and argument conversion around it a microsecond or more, so everything that stays put
+    is converted once: the chip's arrays (:class:`ChipArgs`), the plan's (``solve_args``),
+    the calling thread's arenas (:func:`_solve_scratch`). Returns whether every entry is finite
+    (else the caller falls back to sparse LU).
+    """
+    lanes = 1 if T.shape[0] == 1 else LANES
+    fn = _kernel("solve_phases", lanes)
+    re, im, wr, wi, scratch = _solve_scratch(plan, lanes)
+    pos = plan.solve_out_idx if inputs is None else np.ascontiguousarray(plan.solve_out_idx[:, inputs])
+    c = getattr(fn, "c", None)
+    if c is None:  # numba's dispatcher (the loader fell back): the same kernel, given the arrays
+        return bool(fn(top, bot, *chip.consts, start, T, chip.t_link, plan.solve_merges, plan.pool, re, im,
+                       wr, wi, pos, out))
+    ptr = _pointer()
+    return bool(c(ptr(top), ptr(bot), top.shape[0], top.shape[1], *chip.head, start, ptr(T), T.shape[0],
+                  *chip.tail, *plan.solve_args, *scratch, ptr(pos), pos.shape[0], pos.shape[1], ptr(out)))
+
+
+def _pointer() -> Callable[[np.ndarray], int]:
+    """:func:`photonics.kernel_loader.array_pointer` (looked up once, as :func:`_kernel`)."""
+    if not _POINTER:
+        from photonics.kernel_loader import array_pointer
+
+        _POINTER.append(array_pointer)
+    return _POINTER[0]
+
+
+_POINTER: list[Callable[[np.ndarray], int]] = []
+
+
+def _solve_scratch(plan: MergePlan, lanes: int) -> tuple:
+    """The calling thread's arenas for the full solve, at least ``plan``'s compact arena and
+    temporaries: ``(re, im, wr, wi, args)``, ``args`` their pointers and row counts for the
+    compiled call. Kept apart from :func:`_scratch`'s (whose buffers the gradient may replace
+    with larger ones), so the pointers made once stay valid.
+    """
+    kept = getattr(_SCRATCH, "solve", None)
+    if kept is None:
+        kept = _SCRATCH.solve = {}
+    got = kept.get(lanes)
+    if got is None or got[0].shape[0] < plan.solve_size or got[2].shape[0] < plan.work_size:
+        from photonics.kernel_loader import array_pointer as ptr
+
+        size = max(plan.solve_size, got[0].shape[0] if got else 0)
+        work = max(plan.work_size, got[2].shape[0] if got else 0)
+        re, im, wr, wi = np.empty((size, lanes)), np.empty((size, lanes)), np.empty((work, lanes)), \
+            np.empty((work, lanes))
+        got = kept[lanes] = (re, im, wr, wi, (ptr(re), ptr(im), size, ptr(wr), ptr(wi), work))
+    return got
 
 
 class Arenas(NamedTuple):
