@@ -258,3 +258,82 @@ def summarise(outcomes: list[ProgramOutcome]) -> dict[str, dict[str, int]]:
         row["runs"] += 1
         row[o.verdict] += 1
     return table
+
+
+# -- the failover stage: lumion failover --bench on the default SmartLight fabric ------------
+FAILOVER_FAULTS = ("shift:1.0", "shift:0.5", "shift:pi", "stuck:cross", "dead")
+FAILOVER_FAIL = "gpu2"  # the accelerator failed in every run (its spare's route is new light)
+
+
+def failover_truth(chip: Any, links: list[dict[str, Any]]) -> list[str]:
+    """The ring links whose light is wrong on ``chip`` now (as :func:`truth`, victims = the other
+    links' receivers, references = each link's plan at the check's wavelength).
+    """
+    plan = {"routes": [{"src": lk["src"], "dst": lk["dst"], "planned_at_check": lk["planned_at_check"]}
+                       for lk in links]}
+    return truth(chip, plan)
+
+
+def failover_links_at_check(mesh: Any, plan_doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``lumion.plan``'s links, each with its (transmission, ACR) at the check's wavelength
+    against the other links' receivers (ideal TBUs), as :func:`with_checks_at_verify_nm`.
+    """
+    from photonics.configuration import Configuration
+    from photonics.routing import check_routes
+
+    conf = Configuration.from_dict(plan_doc["configuration"], mesh)
+    routes = list(conf.routes)
+    checks = check_routes(mesh, conf, routes, None, wavelengths_nm=[VERIFY_NM])
+    name = lambda p: mesh.port_names[mesh.port_index(p)]  # noqa: E731 - one-line lookup
+    by_pair = {(name(r.src), name(r.dst)): (c.transmission_db, c.acr_db)
+               for r, c in zip(routes, checks, strict=True)}
+    return [lk | {"planned_at_check": by_pair[(lk["src"], lk["dst"])]} for lk in plan_doc["links"]]
+
+
+def run_failover_seed(seed: int, folder: Path,
+                      faults: tuple[str, ...] = FAILOVER_FAULTS) -> list[ProgramOutcome]:
+    """``lumion failover --bench --map --fail gpu2`` on the default fabric's chip of ``seed``,
+    a fault put (before the run, after calibration) on each placed link's first TBU in turn
+    (the TBU its light enters the mesh by: every link's light crosses it).
+    """
+    import instruments.config
+    from instruments.sim.chip import Chip
+    from photonics.topology import smartlight
+
+    mesh = smartlight()
+    map_path = calibrated_map("smartlight", seed, folder)
+    placed = folder / f"ring-{seed}.json"
+    code, _, err = cli("failover", "--map", str(map_path), "--out", str(placed), "--json")
+    if code:
+        raise RuntimeError(f"placing the ring on seed {seed} exited {code}: {err.strip()}")
+    ring = json.loads(placed.read_text())
+    outcomes = []
+    for fault in ("none", *faults):
+        for k, link in enumerate(ring["links"]):
+            if fault == "none" and k:
+                break
+            chip = Chip(mesh, seed)
+            hops = link["route"]["tbus"]
+            tbu = None if fault == "none" else hops[0]["tbu"]
+            kind, _, amount = fault.partition(":")
+            if kind == "shift":
+                chip.shift_phase(tbu, radians(amount))
+            elif kind in ("stuck", "dead"):
+                chip.fail_tbu(tbu, amount or "dead")
+            out_plan = folder / f"failover-{seed}.json"
+            opener = instruments.config.open_bench
+            instruments.config.open_bench = functools.partial(opener, chip=chip)
+            try:
+                code, out, err = cli("failover", "--bench", "sim", "--seed", str(seed), "--map",
+                                     str(map_path), "--fail", FAILOVER_FAIL, "--out", str(out_plan), "--json")
+            finally:
+                instruments.config.open_bench = opener
+            doc = json.loads(out_plan.read_text()) if code == 0 else ring
+            wrong = failover_truth(chip, failover_links_at_check(mesh, doc))
+            said = (err.strip().splitlines() or [""])[0]
+            status = None
+            with contextlib.suppress(ValueError):
+                status = json.loads(out).get("placement_verification", {}).get("status")
+            outcomes.append(ProgramOutcome("smartlight/failover", seed, fault, tbu, code, status, said, wrong,
+                                           verdict(code, wrong)))
+    return outcomes
