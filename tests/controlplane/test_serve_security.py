@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import httpx
 import pytest
@@ -297,10 +298,12 @@ def test_rate_limiter_buckets_per_client_and_bounded_memory(monkeypatch):
     assert limiter.allow("a") > 0.0  # a's bucket is empty ...
     assert limiter.allow("b") == 0.0  # ... b's is not
     monkeypatch.setattr(security, "MAX_TRACKED_CLIENTS", 50)
+    clock = types.SimpleNamespace(now=0.0)  # the limiter's clock, moved on instead of slept (issue 29)
+    monkeypatch.setattr(security, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
     limiter = security.RateLimiter(rate_per_s=1000.0, burst=2.0)
     for k in range(200):
         limiter.allow(f"10.0.0.{k}")
-        time.sleep(0.003)  # > burst / rate: earlier buckets refill and can be forgotten
+        clock.now += 0.003  # > burst / rate: earlier buckets refill and can be forgotten
     assert len(limiter._buckets) <= 51
 
 

@@ -14,6 +14,7 @@ from instruments.errors import (
 from instruments.laser import TunableLaser
 from instruments.power_meter import PowerMeter
 from instruments.sim.chip import Chip
+from instruments.sim.reply_oracle import oracle_opener
 from instruments.sim.scpi_devices import ScpiServer, SimLaser, SimPowerMeter
 from instruments.testing import ScriptedResource, expected_protocol
 from instruments.transport import VisaTransport, open_visa_resource
@@ -21,6 +22,12 @@ from photonics.topology import hexagonal
 
 IDN = "Keysight Technologies,8164B,MY00000001,V5.25(72637)"
 SHORT_TIMEOUT_S = 0.3  # the simulators answer in well under this; a missing reply costs one timeout
+# The drivers on the simulated servers read through the reply oracle (instruments/sim/reply_oracle.py,
+# as tests/instruments/test_scpi_faults.py): a reply on its way gets LONG_S, however busy the
+# machine, and one the server will never send is declared lost after SHORT_S instead of
+# SHORT_TIMEOUT_S (the injected timeouts and drops waited 0.3 s each, issue 29).
+LONG_S = 5.0
+SHORT_S = 0.01
 W23 = "SENS2:CHAN3:POW:UNIT"
 READ23 = [f"{W23}?", f"{W23}?", "READ2:CHAN3:POW?", "FETC2:CHAN3:POW?"]
 
@@ -205,14 +212,25 @@ def scpi_bench():
     heads = {(1, k + 1): k for k in range(4)}
     meter_dev = SimPowerMeter(chip, laser_dev, heads, {k + 1: k for k in range(4)}, seed=1)
     servers = [ScpiServer(laser_dev), ScpiServer(meter_dev)]
-    laser = TunableLaser.open(servers[0].resource, timeout_s=SHORT_TIMEOUT_S, switch_outputs=8,
-                              expected_idn="8164B")
-    meter = PowerMeter.open(servers[1].resource, timeout_s=SHORT_TIMEOUT_S, expected_idn="N7744C")
+    laser = _open(TunableLaser, servers[0], switch_outputs=8, expected_idn="8164B")
+    meter = _open(PowerMeter, servers[1], expected_idn="N7744C")
     yield chip, laser_dev, meter_dev, laser, meter, servers
     laser.close()
     meter.close()
     for s in servers:
         s.close()
+
+
+def _open(driver, server, **kwargs):
+    """``driver`` on ``server`` through the reply oracle, connected (``*CLS``, ``*IDN?`` checked)."""
+    opener = oracle_opener(server, long_s=LONG_S, short_s=SHORT_S)
+    inst = driver(VisaTransport(server.resource, timeout_s=LONG_S, opener=opener), **kwargs)
+    try:
+        inst.connect()
+    except BaseException:
+        inst.close()
+        raise
+    return inst
 
 
 def _other_client(server):
@@ -269,7 +287,7 @@ def test_connect_clears_errors_left_by_an_earlier_client(scpi_bench):
     _, dev, _, _, _, servers = scpi_bench
     dev.execute("SOUR0:WAV 2000NM")  # an earlier program's bad setting stays in the queue
     assert dev.errors
-    laser = TunableLaser.open(servers[0].resource, timeout_s=SHORT_TIMEOUT_S)
+    laser = _open(TunableLaser, servers[0])
     laser.power_dbm = 1.0  # would raise -222 if the old error were blamed on it
     laser.close()
 
@@ -277,7 +295,7 @@ def test_connect_clears_errors_left_by_an_earlier_client(scpi_bench):
 def test_open_refuses_the_wrong_instrument(scpi_bench):
     servers = scpi_bench[-1]
     with pytest.raises(BenchConfigError, match=r"N7744C.*8164B|8164B.*N7744C"):
-        PowerMeter.open(servers[0].resource, timeout_s=SHORT_TIMEOUT_S, expected_idn="N7744C")
+        _open(PowerMeter, servers[0], expected_idn="N7744C")
 
 
 def test_sim_refusals_raise_with_the_instruments_text(scpi_bench):
