@@ -108,11 +108,13 @@ def _chip_constants(params: TBUParams, wl: np.ndarray) -> ChipArgs:
     changed in place is computed again, never a stale answer). They are looked up by the chip
     object's identity and the wavelengths, then that check compares the bytes: hashing the
     ~7 kB of a smartlight chip's arrays on every call, as a key made of them needed, was half
-    of the look-up (3-4 us of a one-wavelength solve). Long sweeps compute them each time (their
-    numpy passes are a few percent of the solve, and keeping them would hold megabytes).
+    of the look-up (3-4 us of a one-wavelength solve). Long sweeps are kept too, within a byte
+    budget (:data:`_KEPT_BYTES`): at 1,000 wavelengths their numpy passes took 5.8 ms of a 36 ms
+    smartlight solve (16 %, serial, before the chunks run on the cores), 4.6 MB kept.
     """
     key = check = None
-    if len(wl) <= _KEPT_MAX_WAVELENGTHS:  # (the key holds the wavelengths: a kept key was checked below)
+    size = _kept_size(params, len(wl))
+    if size <= _KEPT_BYTES // 2:  # (the key holds the wavelengths: a kept key was checked below)
         key = (id(params), wl.tobytes(), float(params.center_wavelength_nm))
         check = tuple([(a.dtype.char, a.shape, a.tobytes()) for a in map(np.asarray, (
             params.loss_db, params.kappa1, params.kappa2, params.arm_imbalance_db, params.offset_top,
@@ -132,17 +134,24 @@ def _chip_constants(params: TBUParams, wl: np.ndarray) -> ChipArgs:
     if key is not None:
         with _CHIPS_LOCK:  # solves run in several threads (the control plane's handlers)
             _CHIPS.pop(key, None)  # (a chip changed in place: its new constants replace the old)
-            while len(_CHIPS) >= _KEPT_CHIPS:
+            while _CHIPS and (len(_CHIPS) >= _KEPT_CHIPS or sum(e[2] for e in _CHIPS.values()) + size
+                              > _KEPT_BYTES):
                 del _CHIPS[next(iter(_CHIPS))]  # the oldest
-            _CHIPS[key] = (check, out)
+            _CHIPS[key] = (check, out, size)
     return out
+
+
+def _kept_size(params: TBUParams, n_wl: int) -> int:
+    """Bytes of :func:`_chip_constants`' arrays for ``n_wl`` wavelengths (seven (W, n) arrays)."""
+    return 8 * (7 * n_wl * params.n_tbus + 2 * params.n_tbus + n_wl) + 16 * len(params.link_loss_db)
 
 
 WAVELENGTHS_ERROR = "wavelengths must be a 1-D array of positive numbers (nm)"
 _CHIPS: dict = {}  # _chip_constants' kept results, oldest first; read-only to every user
 _CHIPS_LOCK = threading.Lock()
 _KEPT_CHIPS = 16  # chips (with their wavelengths) kept: a campaign's handful of chips, a test's few
-_KEPT_MAX_WAVELENGTHS = 8  # longest sweep kept: 8 x 71 TBUs x 9 arrays is 40 kB a chip
+_KEPT_BYTES = 16 << 20  # and at most this many bytes of them: a 1,000-wavelength sweep of hex:6x6
+# (7.4 MB) is kept, of 10,000 wavelengths is not; a short sweep is 40 kB
 
 
 def _fill_transfers(args: tuple[np.ndarray, ...], T: np.ndarray, start: int, stop: int) -> None:

@@ -156,8 +156,11 @@ def test_a_chip_changed_in_place_is_solved_as_changed():
         before = after
 
 
-def test_kept_chip_constants_stay_bounded():
-    """Only the last few chips' constants are kept (a campaign over many chips holds no more)."""
+def test_kept_chip_constants_stay_bounded(monkeypatch):
+    """Only the last few chips' constants are kept (a campaign over many chips holds no more),
+    and only as many bytes of them as the budget allows: a long sweep's constants (16 % of a
+    1,000-wavelength smartlight solve) are kept, a sweep too long for the budget is not.
+    """
     from photonics import circuit
 
     mesh = hexagonal(1, 2)
@@ -166,5 +169,15 @@ def test_kept_chip_constants_stay_bounded():
         params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(seed))
         solve(mesh, state, [1550.0, 1551.0], params)
     assert len(circuit._CHIPS) == circuit._KEPT_CHIPS
-    solve(mesh, state, np.linspace(1540.0, 1560.0, circuit._KEPT_MAX_WAVELENGTHS + 1), params)
-    assert len(circuit._CHIPS) == circuit._KEPT_CHIPS  # a long sweep is not kept
+    long = np.linspace(1530.0, 1565.0, 1000)
+    solve(mesh, state, long, params)
+    assert len(circuit._CHIPS) == circuit._KEPT_CHIPS  # kept, the oldest short one dropped
+    assert list(circuit._CHIPS)[-1][1] == long.tobytes()
+    monkeypatch.setattr(circuit, "_KEPT_BYTES", 4 * circuit._kept_size(params, 1000))
+    too_long = np.linspace(1530.0, 1565.0, 3000)  # more than half the budget: computed, not kept
+    before = list(circuit._CHIPS)
+    solve(mesh, state, too_long, params)
+    assert before == list(circuit._CHIPS)
+    solve(mesh, state, long[:-1], params)  # kept: older entries leave until the bytes fit
+    assert list(circuit._CHIPS)[-1][1] == long[:-1].tobytes()
+    assert sum(e[2] for e in circuit._CHIPS.values()) <= circuit._KEPT_BYTES
