@@ -183,13 +183,19 @@ class LightMeter:
                                   if kind == TRANSCEIVERS
                                   for m in (self.tx_lane[p.src][0], self.rx_lane[p.dst][0])})
         out = []
+        receivers = sorted({p.dst for p, (kind, _) in zip(probes, meters, strict=True)
+                            if kind == POWER_METER})
+        leaks: dict[int, dict[int, float]] = {}  # source port -> its light at the other receivers (dBm)
         for p, (kind, why) in zip(probes, meters, strict=True):
             if kind == TRANSCEIVERS:
                 out.append(self._by_transceivers(p, dom))
             elif kind == POWER_METER:
-                out.append(self._by_power_meter(p))
+                reading, leak = self._by_power_meter(p, [q for q in receivers if q != p.dst])
+                leaks.setdefault(p.src, {}).update(leak)
+                out.append(reading)
             else:
                 out.append(Reading(None, None, None, why))
+        _others_into(probes, out, leaks)
         self._own_lights(probes, out, [k for k in identify if out[k].meter == TRANSCEIVERS])
         self._await_fresh()  # a lane enabled again is lit in the modules' monitors for the next read
         return out
@@ -310,20 +316,40 @@ class LightMeter:
             self._laser_dbm = float(direct if direct is not None else b.laser.power_dbm)
         return self._laser_dbm
 
-    def _by_power_meter(self, p: Probe) -> Reading:
+    def _by_power_meter(self, p: Probe, victims: Sequence[int]) -> tuple[Reading, dict[int, float]]:
+        """The link's reading, and in the same laser setting its light at the other links'
+        receivers ``victims`` (mesh port -> dBm): what it leaks into them.
+        """
         try:
             planned = self._laser_power_dbm() + p.transmission_db
             self.bench.select_input(p.src, VERIFY_NM)
-            measured = float(self.bench.read_powers_dbm([p.dst])[0])
+            dbm = [float(x) for x in self.bench.read_powers_dbm([p.dst, *victims])]
         except (InstrumentError, OSError, LumionError) as exc:
-            return Reading(None, None, None, f"the power meter could not read it: {exc}")
-        return Reading(POWER_METER, planned, measured)
+            return Reading(None, None, None, f"the power meter could not read it: {exc}"), {}
+        return Reading(POWER_METER, planned, dbm[0]), dict(zip(victims, dbm[1:], strict=True))
 
     def close(self) -> None:
         """Stop the reader threads (the instruments are the bench's)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+
+def _others_into(probes: Sequence[Probe], out: list[Reading],
+                 leaks: Mapping[int, Mapping[int, float]]) -> None:
+    """Set each power-meter reading's ``dark_dbm`` to the light the other links' sources put
+    into its receiver (``leaks``: source port -> receiver port -> dBm, summed in mW), as the
+    transceivers' dark read measures it; each source lit by the same bench laser, as the
+    link's own reading is. The link's own source (a multicast tree's other branches) is the
+    same transmitter, not another: its light there is not counted.
+    """
+    for k, r in enumerate(out):
+        if r.meter != POWER_METER:
+            continue
+        dst, src = probes[k].dst, probes[k].src
+        mw = [10 ** (at[dst] / 10) for s, at in leaks.items() if s != src and dst in at]
+        if mw:
+            out[k] = replace(r, dark_dbm=10 * math.log10(max(sum(mw), 1e-30)))
 
 
 def probes_for(plan: Any, fabric: Any) -> list[Probe]:
@@ -364,7 +390,8 @@ class PlanLight:
         for i, (lk, r) in enumerate(zip(links, readings, strict=True)):
             ref = before.get(i) if held[i] else None
             out.append(LinkLight(i, f"{lk.link[0]}->{lk.link[1]}", not held[i], r.meter, r.planned_dbm,
-                                 r.measured_dbm, ref[1] if ref and ref[0] == r.meter else None, r.reason))
+                                 r.measured_dbm, ref[1] if ref and ref[0] == r.meter else None, r.reason,
+                                 others_dbm=r.dark_dbm))
         return out
 
     def close(self) -> None:

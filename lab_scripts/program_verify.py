@@ -24,18 +24,16 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from photonics.tolerances import ROUTE_TOL_DB
+from photonics.tolerances import MIN_ACR_DB, ROUTE_TOL_DB
 
 VERIFY_NM = 1550.0  # the chip band's centre: inside every lane of the default lane plan
 # photonics.tolerances.ROUTE_TOL_DB (why 3 dB: there), the one tolerance every light check shares.
 VERIFY_TOL_DB = ROUTE_TOL_DB
 # A route whose light reaches another route's receiver at more than 1 % of its own (ACR under
-# 20 dB) is off: the usual floor of an optical link's crosstalk budget, and what a single TBU
-# on a shared path does at ~0.2 rad off. Healthy calibrated chips measure 40-70 dB against
-# the other routes' receivers (hex:3x4 seeds 9800-9802), 27-31 dB against every port of a
-# lone smartlight route (docs/routing.md). A plan whose own ACR is lower is held to its plan
-# less ACR_TOL_DB (chip crosstalk and meter noise move a right map's ACR by a few dB).
-MIN_ACR_DB = 20.0
+# photonics.tolerances.MIN_ACR_DB, 20 dB) is off. Healthy calibrated chips measure 40-70 dB
+# against the other routes' receivers (hex:3x4 seeds 9800-9802), 27-31 dB against every port
+# of a lone smartlight route (docs/routing.md). A plan whose own ACR is lower is held to its
+# plan less ACR_TOL_DB (chip crosstalk and meter noise move a right map's ACR by a few dB).
 ACR_TOL_DB = ROUTE_TOL_DB
 
 

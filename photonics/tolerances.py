@@ -19,3 +19,11 @@ ROUTE_TOL_DB = 3.0
 # docs/fabric.md); through the ideal map on the fabricated chip by up to 3.6 dB, a hit the
 # plan cannot see. `lumion demo`, `lumion failover --bench` and the control plane judge by it.
 HELD_TOL_DB = 0.5
+
+# A programmed route or link whose light reaches another receiver at more than 1 % of its own
+# (attenuation-to-crosstalk ratio under this, dB) is off even when its own power is within
+# ROUTE_TOL_DB: the usual floor of an optical link's crosstalk budget, and what one TBU a
+# second route shares does at ~0.2 rad off (docs/calibration.md "Program stage"). Right maps
+# measure 28-70 dB on the simulated bench. `lumion program` (lab_scripts.program_verify) and
+# the failover check of a new link (photonics.fabric.verify) judge by it.
+MIN_ACR_DB = 20.0

@@ -409,8 +409,13 @@ class LightLink(Strict):
     difference_db: float | None = Field(description="measured minus planned")
     before_dbm: float | None = Field(description="a held link's reading before the recovery")
     change_db: float | None = Field(description="a held link's change across the recovery")
+    others_dbm: float | None = Field(
+        description="a new link's receiver read with its own transmitter dark: every other transmitter's "
+        "light there (dBm); null when not read")
+    acr_db: float | None = Field(description="measured_dbm - others_dbm (dB), or null")
     status: Literal["ok", "off", "hit", "not measured"] = Field(
-        description="off: more than tolerance_db from plan; hit: held, moved more than held_tolerance_db")
+        description="off: more than tolerance_db from plan, or acr_db under 20 dB (photonics.tolerances."
+        "MIN_ACR_DB); hit: held, moved more than held_tolerance_db")
     off_before: bool = Field(description="a held link already off its plan before the recovery")
     reason: str = Field(description="why it was not measured ('' when it was)")
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from photonics.fabric.model import FabricError
-from photonics.tolerances import HELD_TOL_DB, ROUTE_TOL_DB
+from photonics.tolerances import HELD_TOL_DB, MIN_ACR_DB, ROUTE_TOL_DB
 
 # Recoveries tried per failure: the first plan and two repairs. Each repair avoids every TBU
 # light blamed so far; one hidden fault is found in one repair, and a chip that still fails
@@ -61,6 +61,9 @@ class LinkLight:
     measured_dbm: float | None
     before_dbm: float | None = None
     reason: str = ""
+    # A new link's receiver read with its own transmitter dark (instruments.light_meter): the
+    # light every other transmitter puts into it (dBm); None when not read (held links).
+    others_dbm: float | None = None
 
     @property
     def difference_db(self) -> float | None:
@@ -77,12 +80,27 @@ class LinkLight:
         return self.measured_dbm - self.before_dbm
 
     @property
+    def acr_db(self) -> float | None:
+        """Its own light over the other transmitters' light at its receiver (dB); None unless
+        both were read (a new link's dark read).
+        """
+        if self.measured_dbm is None or self.others_dbm is None:
+            return None
+        return self.measured_dbm - self.others_dbm
+
+    @property
     def status(self) -> str:
-        """ok, off (beyond ROUTE_TOL_DB of plan), hit (held, moved beyond HELD_TOL_DB), not measured."""
+        """ok, off (beyond ROUTE_TOL_DB of plan, or a new link whose receiver gets other
+        transmitters' light within MIN_ACR_DB of its own), hit (held, moved beyond
+        HELD_TOL_DB), not measured.
+        """
         diff = self.difference_db
         if diff is None:
             return NOT_MEASURED
         if not abs(diff) <= ROUTE_TOL_DB:  # NaN is off too
+            return OFF
+        acr = self.acr_db
+        if acr is not None and not acr >= MIN_ACR_DB:
             return OFF
         change = self.change_db
         return HIT if change is not None and not abs(change) <= HELD_TOL_DB else OK
@@ -99,15 +117,21 @@ class LinkLight:
         return {"link": self.link, "rerouted": self.rerouted, "meter": self.meter,
                 "planned_dbm": _r(self.planned_dbm), "measured_dbm": _r(self.measured_dbm),
                 "difference_db": _r(self.difference_db), "before_dbm": _r(self.before_dbm),
-                "change_db": _r(self.change_db), "status": self.status,
+                "change_db": _r(self.change_db), "others_dbm": _r(self.others_dbm),
+                "acr_db": _r(self.acr_db), "status": self.status,
                 "off_before": self.off_before, "reason": self.reason}
 
     def describe(self) -> str:
         """``a->b measured X dBm, planned Y dBm (+Z dB, by the transceivers)``."""
         if self.measured_dbm is None:
             return f"{self.link} not measured ({self.reason})"
-        return (f"{self.link} measured {self.measured_dbm:.2f} dBm, planned {self.planned_dbm:.2f} dBm "
+        text = (f"{self.link} measured {self.measured_dbm:.2f} dBm, planned {self.planned_dbm:.2f} dBm "
                 f"({self.difference_db:+.2f} dB, by the {self.meter})")
+        acr = self.acr_db
+        if acr is not None and not acr >= MIN_ACR_DB:
+            text += (f", and other transmitters' light reaches its receiver at {self.others_dbm:.2f} dBm "
+                     f"(ACR {acr:.1f} dB, under {MIN_ACR_DB:g} dB)")
+        return text
 
 
 def _r(x: float | None) -> float | None:

@@ -206,3 +206,41 @@ def test_two_links_from_one_lane_take_it_in_turn():
     readings = LightMeter(world.bench()).measure(probes, identify=[0, 1])
     assert [r.measured_dbm for r in readings] == pytest.approx([0.0, 0.0], abs=0.01)
     assert not world.history[0][-1][1]
+
+
+class _Meter:
+    """A bench laser and power meter over a fixed leak matrix: ``light[src][dst]`` in dBm."""
+
+    def __init__(self, light):
+        self.light, self.src = light, None
+        self.laser_power_dbm = 0.0
+        self.laser = self.meter = object()
+
+    def select_input(self, port, wavelength_nm):
+        self.src = port
+
+    def read_powers_dbm(self, ports):
+        return np.array([self.light[self.src].get(p, -90.0) for p in ports])
+
+
+def test_a_power_meter_reading_carries_the_other_links_light_into_its_receiver():
+    """The audit of session 37: a TBU two ring links share after a failover, partly off, puts
+    each link's light into the other's receiver while both receive within 3 dB of plan; the
+    power meter read one link at a time and never looked. Now each link's reading carries the
+    other sources' leaks into its receiver, summed (a source's own other branches not counted)."""
+    mesh = hexagonal(1, 2)
+    light = {0: {3: -6.7, 5: -7.7, 7: -40.0}, 1: {5: -4.3, 3: -13.3, 7: -50.0},
+             2: {7: -3.0, 9: -6.0, 3: -9.0}}
+    meter = _Meter(light)
+    bench = SimpleNamespace(mesh=mesh, transceivers={}, transceiver_ports={}, laser=meter.laser,
+                            meter=meter.meter, laser_power_dbm=0.0, switch_outputs={0: 1, 1: 2, 2: 3},
+                            meter_channels={3: (1, 1), 5: (1, 2), 7: (1, 3), 9: (1, 4)},
+                            select_input=meter.select_input, read_powers_dbm=meter.read_powers_dbm)
+    probes = [Probe(0, 3, -6.5, 0.0), Probe(1, 5, -4.0, 0.0), Probe(2, 7, -3.0, 0.0), Probe(2, 9, -6.0, 0.0)]
+    readings = LightMeter(bench).measure(probes)
+    assert [r.measured_dbm for r in readings] == [-6.7, -4.3, -3.0, -6.0]
+    mw = lambda *dbm: 10 * math.log10(sum(10 ** (x / 10) for x in dbm))  # noqa: E731
+    assert readings[0].dark_dbm == pytest.approx(mw(-13.3, -9.0))  # sources 1 and 2 into port 3
+    assert readings[1].dark_dbm == pytest.approx(mw(-7.7, -90.0))  # source 0 into port 5 (2: dark)
+    assert readings[2].dark_dbm == pytest.approx(mw(-40.0, -50.0))  # not source 2's branch to port 9
+    assert readings[3].dark_dbm == pytest.approx(mw(-90.0, -90.0))  # nor its branch to port 7

@@ -4,6 +4,7 @@ and the bounded repair loop over injected effects."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -130,3 +131,22 @@ def test_the_first_computation_failing_is_the_plain_fabric_refusal():
     with pytest.raises(FabricError) as err:
         verified_recovery(w.effects(), ["tbu:0"])
     assert not isinstance(err.value, VerificationError)
+
+
+def test_a_link_whose_receiver_gets_other_transmitters_light_within_min_acr_is_off():
+    """The audit of session 37: after a failover on a chip whose shared TBU moved 1.0 rad,
+    gpu1->spare0 received within 1.2 dB of plan with gpu3's light at 0.9 dB below its own:
+    ok by power alone, off by its ACR (its own light over the others' at its receiver)."""
+    from photonics.tolerances import MIN_ACR_DB
+
+    spliced = replace(_link(1, True, -5.52, -6.725), others_dbm=-7.659)
+    assert spliced.difference_db > -ROUTE_TOL_DB
+    assert spliced.acr_db == pytest.approx(0.934)
+    assert spliced.status == "off"
+    assert "ACR 0.9 dB, under 20 dB" in spliced.describe()
+    assert spliced.to_dict()["acr_db"] == pytest.approx(0.934)
+    held = replace(_link(3, False, -3.0, -3.1, before=-3.1), others_dbm=-3.1 - MIN_ACR_DB + 0.5)
+    assert held.status == "off"  # a held link whose receiver now gets another's light
+    assert replace(held, others_dbm=-3.1 - MIN_ACR_DB - 0.5).status == "ok"
+    assert _link(0, True, -10.0, -10.0).acr_db is None  # not read: judged by its power alone
+    assert summary([spliced])["links_off"] == ["a1->b1"]
