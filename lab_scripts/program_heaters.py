@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from calibration.settable import why_not_settable
 from photonics.errors import RoutingError
 
 
@@ -32,6 +31,9 @@ def refuse_failed_tbus(conf: Any, heater_map: Any, mesh: Any, source: str,
     failed = getattr(heater_map, "failed", None)
     if not failed:
         return
+    # imported here: `lumion --help` must not load calibration (tests/lab_scripts/test_cli_help_imports.py)
+    from calibration.settable import why_not_settable
+
     for route in conf.routes:
         for hop in route.hops:
             why = why_not_settable(heater_map, hop.tbu, hop.state, trust_unverified)
