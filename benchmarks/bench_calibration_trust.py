@@ -6,6 +6,7 @@ routed with its map (instruments/sim/trust_campaign.py says what each figure mea
 9200 + k: no test uses them.
 
     python benchmarks/bench_calibration_trust.py --seeds 6 [--modes default,dead_port] [--json]
+    python benchmarks/bench_calibration_trust.py --mesh hex:3x4 --first-seed 9700 --seeds 4 --modes default
     python benchmarks/bench_calibration_trust.py --from-lines run1.err run2.err   # merge runs
     python benchmarks/bench_calibration_trust.py --stage program --first-seed 9800 --seeds 2 \
         [--meshes hex:3x4,square:4x4,smartlight] [--faults shift:pi,drift:5]
@@ -31,6 +32,7 @@ from dataclasses import asdict
 
 from calibration.options import Options
 from instruments.sim.trust_campaign import MODES, ChipOutcome, run_campaign, summarise
+from photonics.topology import mesh_from_spec
 
 FIRST_SEED = 9200  # 9000-9002 (the first campaign) and 9100-9101 (its short test) are in tests now
 
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--no-drift-tracking", action="store_true",
                    help="calibrate with Options(drift_references=0) (tracking is on by default)")
+    p.add_argument("--mesh", default=None,
+                   help="mesh of the chips (smartlight, hex:RxC, square:RxC; default: smartlight)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--per-chip", action="store_true",
                    help="after the table, one line per chip: worst heater RMS and what the map named")
@@ -69,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(line), file=sys.stderr, flush=True)
 
         options = Options(drift_references=0) if args.no_drift_tracking else None
-        outcomes = run_campaign(modes, seeds, options, on_chip=note)
+        mesh = mesh_from_spec(args.mesh) if args.mesh else None
+        outcomes = run_campaign(modes, seeds, options, on_chip=note, mesh=mesh)
     table = summarise(outcomes)
     result = {"seeds": sorted({o.seed for o in outcomes}), "modes": table, "cpu_s": time.process_time() - c0,
               "load_average_1min": round(os.getloadavg()[0], 2),
@@ -83,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any(row["silent_over_0_1_rad"] for row in table.values()) else 0
 
 
-COLUMNS = ["chips", "refused", "injected", "named_correctly", "wrongly_named", "named_unreachable",
-           "unverified", "silent_over_0_1_rad", "heater_rms_median_rad", "heater_rms_worst_rad",
-           "chips_meeting_0_02_rad_per_heater", "operations_median", "operations_max", "routes",
-           "routes_within", "routes_impossible", "routes_unprogrammable"]
+COLUMNS = ["chips", "refused", "injected", "named_correctly", "wrongly_named", "healthy_named_broken",
+           "named_unreachable", "unverified", "silent_over_0_1_rad", "heater_rms_median_rad",
+           "heater_rms_worst_rad", "chips_meeting_0_02_rad_per_heater", "operations_median", "operations_max",
+           "routes", "routes_within", "routes_impossible", "routes_unprogrammable"]
 
 
 def print_table(table: dict) -> None:

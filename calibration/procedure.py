@@ -21,8 +21,11 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    unknown split can pass for a fringe).
 2. **Refine.** Once every TBU is known, the whole chip can be parked, so each TBU is swept
    again (in bootstrap order) in a clean surrounding (no uncalibrated TBU scattering light
-   back into the measured outputs); this fit replaces the bootstrap fit. A refinement that
-   fails through a TBU not refined yet is tried again through a path avoiding it.
+   back into the measured outputs); this fit replaces the bootstrap fit. Its light avoids
+   the TBU's dependents (fits made through it) where it can: a bootstrap fit made through
+   unknown splits can be a whole pi off, a TBU fitted through it inherits the pi and hands
+   it back when refined the other way round. A refinement that fails through a TBU not
+   refined yet is tried again through a path avoiding it.
 2b. **Recheck.** Every fit records the TBUs its light crossed. A TBU is measured again when
    one of those changed materially after it was measured (a re-fit moved its split by more
    than ``recheck_tol_rad``), or once when its own fit is poor, through paths avoiding the
@@ -33,12 +36,16 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    flat, out of range) is not believed: in the bootstrap the uncalibrated TBUs on its path
    are avoided and the TBU is tried again later; one that fails through calibrated TBUs is
    a suspect, measured again after the rechecks through up to two disjoint calibrated
-   paths, and recorded as failed ("dead", "bar", "cross") when it fails again. Failed TBUs
-   are never on a light path again and go to the map (and from there to routing).
+   paths (avoiding its dependents where it can), and recorded as failed ("dead", "bar",
+   "cross") when it fails again. A suspect that fails only through paths crossing its
+   dependents, or that no path reaches yet, is judged after 2d. Failed TBUs are never on a light path
+   again and go to the map (and from there to routing).
 2d. **Refine again.** A TBU no calibrated path reached during the refinement (a suspect
    blocked every one) kept its bootstrap fit, made through unknown TBUs (one such fit was
    a full pi off, seed 424242). Once the suspects are diagnosed, those TBUs are refined
-   and rechecked like the rest (a failed refinement is diagnosed). One that no calibrated
+   and rechecked like the rest (a failed refinement is diagnosed), and the suspects left
+   are diagnosed again, until a round changes nothing; then every suspect still left is
+   judged through whatever paths exist. One that no calibrated
    path reaches even then (its neighbours on one side are broken) is recorded "dead": its
    fit can be neither refined nor confirmed, and no route can cross it.
 3. **Crosstalk.** Each TBU (the victim) is held at quadrature through its fitted curve,
@@ -530,32 +537,40 @@ def bootstrap(run: Run) -> None:
         run.progress.update("bootstrap", len(run.records), mesh.n_tbus, run.ops(), run.t0)
 
 
-def diagnose(run: Run) -> None:
+def diagnose(run: Run, final: bool = True) -> None:
     """Stage 2c: measure each suspect again through calibrated TBUs only; name what is broken.
 
     Runs after the refinement and rechecks, so the light paths are as good as they get. Up
-    to :data:`DIAGNOSE_PROBES` probes with disjoint paths are tried: a clean fringe through
-    any of them clears the suspect (the fit is kept); light without a fringe means stuck, in
-    the state whose output carries the light; no light through every path, "dead". A
-    suspect no calibrated path reaches cannot be calibrated and is recorded as "dead" (never
-    routed through).
+    to :data:`DIAGNOSE_PROBES` probes with disjoint paths are tried, each avoiding the
+    suspect's dependents where it can (:func:`diagnose_probe`): a clean fringe through any of
+    them clears the suspect (the fit is kept); light without a fringe means stuck, in the
+    state whose output carries the light; no light through every path, "dead". A suspect no calibrated
+    path reaches cannot be calibrated and is recorded as "dead" (never routed through).
+
+    Passes repeat while one clears a suspect (a cleared TBU opens paths to the others). A
+    suspect every path of which crosses one of its dependents (:func:`dependents`: fits made
+    through the suspect, at its unknown split or its failed fit), or that no path reaches yet,
+    is only judged when ``final``: such a fit can be a whole pi off and send the light the
+    wrong way (SmartLight seed 9733: healthy tbu:1.3.1 was named stuck in cross through
+    tbu:1.4.3, bootstrapped through tbu:1.3.1 and pi off); :func:`refine_again` refines
+    those fits first.
     """
-    points = max(run.options.refine_points, run.options.points)
+    while diagnose_pass(run, final=False):
+        pass
+    if final:
+        diagnose_pass(run, final=True)
+
+
+def diagnose_pass(run: Run, final: bool) -> bool:
+    """One pass of :func:`diagnose` over the suspects; True when one was cleared."""
+    cleared = False
     for t in sorted(run.suspects):
-        banned = set(run.failed)
-        verdicts: list[tuple[TBUFit, list[Sweep], float | None]] = []
-        for _ in range(DIAGNOSE_PROBES):
-            probe = plan_probe(run.mesh, t, run.working() - {t}, run.peer, banned=banned)
-            if probe is None:
-                break
-            verdict, fit = run.measure_tbu(probe, "diagnose", points, None)
-            if verdict is None:
-                run.suspects.pop(t)
-                break
-            verdicts.append((fit, run.last_sweeps, run.expected_dbm(probe)))
-            banned |= {h.tbu for h in probe.hops}
+        verdicts, sure = diagnose_probes(run, t)
         if t not in run.suspects:
+            cleared = True
             continue
+        if not (final or (verdicts and sure)):
+            continue  # judged once the bootstrap fits on its paths are refined, or a path opens
         states = [(diagnosis(fit, sweeps, expected), fit) for fit, sweeps, expected in verdicts]
         stuck = [(how, fit) for how, fit in states if how != "dead"]
         if stuck:
@@ -568,6 +583,39 @@ def diagnose(run: Run) -> None:
                      f"{DEAD_MARGIN_DB:.0f} dB below what the path should carry, or no fringe)")
         else:
             run.fail(t, "dead", "no light path of calibrated TBUs reaches it")
+    return cleared
+
+
+def diagnose_probes(run: Run, t: int) -> tuple[list[tuple[TBUFit, list[Sweep], float | None]], bool]:
+    """Measure suspect ``t`` through up to :data:`DIAGNOSE_PROBES` disjoint paths; pops it from
+    the suspects when one shows a clean fringe. Returns the failed fits (with their sweeps and
+    expected peak) and whether every path kept clear of its dependents.
+    """
+    points = max(run.options.refine_points, run.options.points)
+    banned = set(run.failed)
+    verdicts: list[tuple[TBUFit, list[Sweep], float | None]] = []
+    sure = True
+    for _ in range(DIAGNOSE_PROBES):
+        probe = diagnose_probe(run, t, banned)
+        if probe is None:
+            break
+        verdict, fit = run.measure_tbu(probe, "diagnose", points, None)
+        if verdict is None:
+            run.suspects.pop(t)
+            break
+        verdicts.append((fit, run.last_sweeps, run.expected_dbm(probe)))
+        sure = sure and dependents(run.records, t).isdisjoint(h.tbu for h in probe.hops)
+        banned |= {h.tbu for h in probe.hops}
+    return verdicts, sure
+
+
+def diagnose_probe(run: Run, t: int, banned: set[int]) -> Probe | None:
+    """A light path to suspect ``t`` avoiding the TBUs whose fit crossed it (:func:`dependents`),
+    else through any calibrated ones.
+    """
+    mesh, peer, pool = run.mesh, run.peer, run.working() - {t}
+    return (plan_probe(mesh, t, pool - dependents(run.records, t), peer, banned=banned)
+            or plan_probe(mesh, t, pool, peer, banned=banned))
 
 
 def refine(run: Run) -> None:
@@ -580,11 +628,20 @@ def refine(run: Run) -> None:
     through unknown TBUs: a dead TBU's -60 dB leak can pass for a fringe there) blames that
     TBU first, like the bootstrap: the TBU is refined again later through a path avoiding it
     (:func:`refine_one`), and becomes a suspect only when no such path is left.
+
+    A TBU is refined through a path avoiding the TBUs whose fit crossed it (:func:`dependents`)
+    where the mesh allows. A bootstrap fit made through unknown splits can be a whole pi off
+    (light entering the TBU's other input swaps bar and cross), and a TBU fitted through it
+    inherits the pi; refined back through that TBU, it passes the pi back, and the two agree
+    with each other along every path crossing both, so neither the refinement nor the
+    rechecks see it (SmartLight seed 9733: tbu:0.3.1 and tbu:0.4.2, both pi off, left 9 TBUs
+    unverified, and two healthy TBUs diagnosed through them were named stuck in cross).
     """
     if run.options.refine_points <= 0:
         return
     records = run.records
-    todo = sorted((t for t in records if records[t].stage == "bootstrap"), key=lambda t: records[t].seq)
+    first = sorted((t for t in records if records[t].stage == "bootstrap"), key=lambda t: records[t].seq)
+    todo = first
     avoid: dict[int, set[int]] = {}  # per TBU: unrefined TBUs a failed refinement of it crossed
     total, done = len(todo), 0
     while todo:
@@ -596,17 +653,45 @@ def refine(run: Run) -> None:
                 done += 1
                 run.progress.update("refine", done, total, run.ops(), run.t0)
         todo = retry  # each retry avoids one more TBU than the last: the loop ends
+    widen(run, first)
+
+
+def widen(run: Run, tbus: list[int]) -> None:
+    """Refine again each of ``tbus`` whose refinement saw one output where a path of refined
+    TBUs now sees both: keeping clear of its dependents (:func:`dependents`) can leave a TBU
+    one output early in the refinement, and a fringe seen at both outputs has twice the readings
+    (SmartLight seed 9703: tbu:0.0.4 refined at one output, 0.0196 rad RMS on its worst
+    heater; through a neighbour at both, 0.0137 rad).
+    """
+    records = run.records
+    for t in tbus:
+        rec = records.get(t)
+        if rec is None or rec.stage != "refine" or len(rec.outputs) > 1:
+            continue
+        pool = {k for k, r in records.items() if r.stage != "bootstrap"} - {t}
+        probe = plan_probe(run.mesh, t, pool, run.peer, banned=set(run.failed))
+        if probe is None or len(probe.outputs) <= len(rec.outputs):
+            continue
+        if not run.fits_budget(2 * run.options.refine_points):  # a better fit, not a needed one
+            return
+        run.measure_tbu(probe, "refine", run.options.refine_points, rec)
+        run.rechecked += 1  # a TBU measured again: counted with the rechecks
 
 
 def refine_one(run: Run, t: int, avoid: set[int]) -> str:
     """Refine TBU ``t`` through a path of calibrated TBUs avoiding ``avoid`` (grown here).
+
+    The path avoids the TBUs whose fit crossed ``t`` (:func:`dependents`) where the mesh
+    allows: they were set by ``t``'s bootstrap fit and cannot vouch for it.
 
     Returns "refined", "kept" (no path at all: the bootstrap fit stays, for
     :func:`refine_again`), "suspect" (failed through refined TBUs, or no path avoiding the
     blamed ones is left) or "retry" (failed through unrefined TBUs, now in ``avoid``).
     """
     records = run.records
-    probe = plan_probe(run.mesh, t, run.working() - {t} - avoid, run.peer, banned=set(run.failed) | avoid)
+    pool, banned = run.working() - {t} - avoid, set(run.failed) | avoid
+    probe = (plan_probe(run.mesh, t, pool - dependents(records, t), run.peer, banned=banned)
+             or plan_probe(run.mesh, t, pool, run.peer, banned=banned))
     if probe is None:
         if not avoid:  # no calibrated path left (a suspect blocks it): keep the bootstrap fit
             return "kept"
@@ -627,17 +712,37 @@ def refine_one(run: Run, t: int, avoid: set[int]) -> str:
     return "suspect"
 
 
+def dependents(records: dict[int, TBURecord], t: int) -> set[int]:
+    """TBUs whose fit's light crossed ``t``, directly or through the fit of another such TBU:
+    set by ``t``'s fit, they cannot vouch for it.
+    """
+    out: set[int] = set()
+    frontier = {t}
+    while frontier:
+        frontier = {k for k, r in records.items()
+                    if k != t and k not in out and not frontier.isdisjoint(r.hops)}
+        out |= frontier
+    return out
+
+
 def refine_again(run: Run) -> None:
-    """Stage 2d: refine the TBUs that kept a bootstrap-only fit, then recheck what they touched.
+    """Stage 2d: refine the TBUs that kept a bootstrap-only fit, recheck what they touched and
+    diagnose the suspects again, until a round changes nothing; then judge every suspect left.
 
     The refinement skips a TBU no calibrated path reaches (a suspect blocked every path);
-    :func:`diagnose` has since cleared or named the suspects, so a path exists now.
+    :func:`diagnose` has since cleared or named the suspects whose paths it could trust, so
+    a path may exist now, and a refined fit may be what a deferred suspect needed.
     """
-    if not any(r.stage == "bootstrap" for r in run.records.values()):
-        return
-    refine(run)
-    recheck(run)
-    diagnose(run)  # a refinement that failed now made a suspect
+    while True:
+        left = (sum(r.stage == "bootstrap" for r in run.records.values()), len(run.suspects))
+        if not left[0]:
+            break
+        refine(run)
+        recheck(run)
+        diagnose(run, final=False)  # a refinement that failed now made a suspect
+        if (sum(r.stage == "bootstrap" for r in run.records.values()), len(run.suspects)) == left:
+            break
+    diagnose(run)
     unreachable_fits(run)
 
 
@@ -1072,7 +1177,7 @@ def run_stages(run: Run) -> Result:
     run.watch_drift(now=not (run.drift and run.drift.references))  # start now if not started
     refine(run)
     recheck(run)
-    diagnose(run)
+    diagnose(run, final=False)
     refine_again(run)
     fit_warnings(run)
     crosstalk_stage(run)

@@ -12,6 +12,9 @@ against the hidden truth (issue 26, docs/calibration.md "Trust campaign"):
   except **unreachable** ones: healthy TBUs no light path can cross once the injected dead
   TBUs block it (both TBUs on one of its sides dead, as two adjacent dead TBUs do to a third
   beside them): nothing can calibrate or route through them, so naming them is right;
+  **healthy named broken**: the wrongly named ones recorded dead or stuck, not unverified
+  (a false positive: the user writes off healthy hardware; unverified only says light could
+  not confirm the fit);
 * **silent**: TBUs the map neither names nor gets right: an injected one it does not name,
   or a healthy one more than :data:`OFF_RAD` off (offset error, or a heater's setpoint RMS
   error over its working range), against the truth at the end of the run (drift included).
@@ -250,6 +253,7 @@ def summarise(outcomes: list[ChipOutcome]) -> dict[str, Any]:
             "injected": sum(len(o.injected) for o in rows),
             "named_correctly": sum(o.named for o in done),
             "wrongly_named": sum(len(o.wrongly_named) for o in done),
+            "healthy_named_broken": sum(len(set(o.wrongly_named) - set(o.unverified)) for o in done),
             "named_unreachable": sum(len(o.named_unreachable) for o in done),
             "unverified": sum(len(o.unverified) for o in done),
             "silent_over_0_1_rad": sum(len(o.silent) for o in done),
@@ -266,14 +270,15 @@ def summarise(outcomes: list[ChipOutcome]) -> dict[str, Any]:
 
 
 def run_campaign(modes: tuple[str, ...], seeds: list[int], options: Options | None = None,
-                 on_chip: Callable[[ChipOutcome], None] | None = None) -> list[ChipOutcome]:
+                 on_chip: Callable[[ChipOutcome], None] | None = None,
+                 mesh: Mesh | None = None) -> list[ChipOutcome]:
     """Every mode on every seed (seed by seed, so a cut-short run covers every mode); ``on_chip``
-    sees each outcome as it comes.
+    sees each outcome as it comes. ``mesh``: the chips' mesh (None: SmartLight).
     """
     outcomes = []
     for seed in seeds:
         for mode in modes:
-            o = run_chip(mode, seed, options)
+            o = run_chip(mode, seed, options, mesh)
             outcomes.append(o)
             if on_chip:
                 on_chip(o)

@@ -263,7 +263,9 @@ def test_a_fit_biased_by_its_own_path_is_not_confirmed_by_that_path():
     rad); asked again, an independent path said +0.054 and the fit's own path +0.006 (it shares
     the bias), and their median (+0.030) confirmed a TBU 0.063 rad off. Now of two paths the one
     crossing fewer TBUs in cross is believed: the TBU is re-fitted and every confirmed TBU is
-    within the tolerance of the truth."""
+    within the tolerance of the truth. (Since the refinement keeps clear of a TBU's dependents,
+    tbu:2.2.2 is no longer fitted through that path and no re-fit is needed on this seed; the
+    rule itself is test_of_two_paths_the_one_crossing_fewer_cross_state_tbus_is_believed.)"""
     from instruments.sim.trust_campaign import make_chip, tbu_errors
 
     chip, _ = make_chip("default", 31337)
@@ -273,7 +275,6 @@ def test_a_fit_biased_by_its_own_path_is_not_confirmed_by_that_path():
     confirmed = [t for t, c in result.confirmations.items() if c.confirmed and t not in result.cmap.failed]
     assert len(confirmed) == chip.mesh.n_tbus
     assert off[confirmed].max() < CONFIRM_TOL_RAD  # was 0.063 rad (tbu:2.2.2)
-    assert result.cmap.quality["confirm_refits"] >= 1
 
 
 def test_a_fit_whose_path_crosses_more_cross_state_tbus_than_its_confirmations_is_refitted():

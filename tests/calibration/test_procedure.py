@@ -187,11 +187,15 @@ def test_resume_after_interruption(tmp_path):
     fits = [s for s in seen if s[0] != "confirm"]  # every TBU is confirmed once, at the end
     assert sorted(t for s, t in seen if s == "confirm") == list(range(mesh.n_tbus))
     assert not set(first) & set(fits)  # nothing finished was measured again
-    assert len(first) + len(fits) == 2 * mesh.n_tbus
+    # every TBU bootstrapped and refined once, plus the rechecks: here one TBU refined at one
+    # output, keeping clear of its dependents, measured again at both (procedure.widen)
+    rechecks = result.cmap.quality["rechecks"]
+    assert rechecks <= 1
+    assert len(first) + len(fits) == 2 * mesh.n_tbus + rechecks
     assert result.cmap.quality["confirm_refits"] == 0
     # the resumed refined fits are read again by light first (calibration.resume)
     check = result.cmap.quality["resume_check_operations"]
-    assert result.operations == 2 * mesh.n_tbus * 2 * 12 + LEVELS * mesh.n_tbus + check
+    assert result.operations == (2 * mesh.n_tbus + rechecks) * 2 * 12 + LEVELS * mesh.n_tbus + check
     assert bench.operations == result.operations - ops
     with pytest.raises(CalibrationError, match="belongs to chip"):
         load_checkpoint(ckpt, "another-chip", mesh)
@@ -255,6 +259,9 @@ def test_resume_during_crosstalk(tmp_path):
                   on_tbu=hook)
     done = load_checkpoint_crosstalk(ckpt)
     assert len(done) == 3
+    # a TBU refined at one output, keeping clear of its dependents, is refined again at both
+    widened = sum(s == "refine" for s, _ in seen) - mesh.n_tbus
+    assert 0 <= widened <= 1
     seen.clear()
     result = calibrate(DirectBench(Chip(mesh, seed=5)), options, checkpoint=ckpt,
                        progress=Progress(stream=None), on_tbu=lambda stage, tbu: seen.append((stage, tbu)))
@@ -263,8 +270,8 @@ def test_resume_during_crosstalk(tmp_path):
     assert result.cmap.quality["confirm_refits"] == 0
     q = result.cmap.quality
     assert q["resume_check_operations"] > 0  # the resumed refined fits read again by light first
-    assert result.operations == (mesh.n_tbus * 2 * 24 + crosstalk_ops(mesh, options) + LEVELS * mesh.n_tbus
-                                 + q["resume_check_operations"])
+    assert result.operations == (mesh.n_tbus * 2 * 24 + widened * 2 * 12 + crosstalk_ops(mesh, options)
+                                 + LEVELS * mesh.n_tbus + q["resume_check_operations"])
     assert q["crosstalk_differences_fitted"] == q["crosstalk_differences_total"]
 
 

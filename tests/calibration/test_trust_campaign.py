@@ -1,5 +1,7 @@
 """The short version of benchmarks/bench_calibration_trust.py (issue 26): nothing wrong is silent."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -32,12 +34,13 @@ def test_short_campaign_names_every_failure_and_leaves_nothing_silent(monkeypatc
 
 def test_a_chip_drifting_during_the_run_is_refused_saying_how_much():
     """Issue 26: drift during calibration left wrong phases silently; now light re-checks the
-    finished map and a run it disagrees with wholesale is refused in one line."""
+    finished map and a run it disagrees with wholesale is refused in one line. (Drift tracking
+    is off here: with it, the references refuse this chip first, for drifting too fast.)"""
     chip = Chip(hexagonal(1, 1), 3, clock=lambda: 0.0)
     chip.set_temperature_profile(lambda t_s: 2.0 * t_s)  # 120 K/min: every early fit has moved
     with pytest.raises(CalibrationError,
                        match=r"refused: light disagrees with \d+ of 6 TBUs .* rad RMS") as info:
-        calibrate(DirectBench(chip), FAST, progress=Progress(stream=None))
+        calibrate(DirectBench(chip), replace(FAST, drift_references=0), progress=Progress(stream=None))
     assert "\n" not in str(info.value)
 
 
