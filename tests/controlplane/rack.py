@@ -163,3 +163,34 @@ def wait_for(predicate, timeout_s: float = WAIT_S, what: str = "condition"):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+class ServedRack:
+    """A module's :class:`Rack` served through the real application (auth, errors) by a test
+    client; :meth:`restart` opens a new service on the same database and bench (its state
+    reloaded from the store, as after a process restart).
+    """
+
+    def __init__(self, folder: Path, rack: Rack, token: str) -> None:
+        self.folder, self.rack, self.token = folder, rack, token
+        self._serve()
+
+    def _serve(self) -> None:
+        from fastapi.testclient import TestClient
+
+        from controlplane.app import create_app
+
+        self._client = TestClient(create_app(self.rack.cp, token=self.token),
+                                  headers={"Authorization": f"Bearer {self.token}"})
+        self.client = self._client.__enter__()
+
+    def restart(self) -> None:
+        """Stop the service, open a new one on the same database and bench."""
+        self._client.__exit__(None, None, None)
+        self.rack.cp.close()
+        self.rack.cp = ControlPlane(Store(self.folder / "cp.db"), self.rack.bench, self.rack.fabric)
+        self._serve()
+
+    def close(self) -> None:
+        self._client.__exit__(None, None, None)
+        self.rack.close()

@@ -13,48 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
-from controlplane.app import create_app
-from controlplane.service import ControlPlane
-from controlplane.store import Store
 from instruments.branch_light import branch_names, branch_probes
 from photonics.tolerances import HELD_TOL_DB, ROUTE_TOL_DB
-from tests.controlplane.rack import Rack
+from tests.controlplane.rack import Rack, ServedRack
 
 SEED = 4373  # no other test uses it (tests/ grep 4373)
 TOKEN = "multicast-t0ken"
 GROUP = {"src": "gpu0", "dsts": ["gpu1", "gpu2"]}
 
 
-class Env:
-    """The module's rack and its application's client; :meth:`restart` opens a new service on
-    the same database and bench."""
-
-    def __init__(self, folder) -> None:
-        self.folder = folder
-        self.rack = Rack(folder / "cp.db", seed=SEED)
-        self._serve()
-
-    def _serve(self) -> None:
-        self._client = TestClient(create_app(self.rack.cp, token=TOKEN),
-                                  headers={"Authorization": f"Bearer {TOKEN}"})
-        self.client = self._client.__enter__()
-
-    def restart(self) -> None:
-        self._client.__exit__(None, None, None)
-        self.rack.cp.close()
-        self.rack.cp = ControlPlane(Store(self.folder / "cp.db"), self.rack.bench, self.rack.fabric)
-        self._serve()
-
-    def close(self) -> None:
-        self._client.__exit__(None, None, None)
-        self.rack.close()
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    e = Env(tmp_path_factory.mktemp("multicast"))
+    folder = tmp_path_factory.mktemp("multicast")
+    e = ServedRack(folder, Rack(folder / "cp.db", seed=SEED), TOKEN)
     yield e
     e.close()
 

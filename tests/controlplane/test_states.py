@@ -19,17 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
-from controlplane.app import create_app
 from controlplane.errors import ServiceError
-from controlplane.service import ControlPlane
-from controlplane.store import Store
 from instruments.state_check import STATE_TOL
 from lab_scripts.cli import main
 from photonics.tolerances import HELD_TOL_DB
 from tests.calibration.test_common_phase import truth_map
-from tests.controlplane.rack import Rack
+from tests.controlplane.rack import Rack, ServedRack
 
 SEED = 4371  # no other test uses it (tests/ grep 4371)
 TOKEN = "states-t0ken"
@@ -44,34 +40,17 @@ def synthesize(folder: Path, *args: str) -> dict:
     return json.loads(out.read_text())
 
 
-class Env:
+class Env(ServedRack):
     """The module's rack, its application's client, the filter state synthesised through its map."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.rack = Rack(folder / "cp.db", seed=SEED, model="ideal",
-                         heater_map=lambda chip: truth_map(chip, common=True))
-        self.rack.bench.sim = self.rack.sim  # as `lumion serve --bench sim` opens it: sim endpoints mount
-        self.rack.cp.heater_map.save(folder / "map.json")  # what `lumion synthesize --map` reads
+        rack = Rack(folder / "cp.db", seed=SEED, model="ideal",
+                    heater_map=lambda chip: truth_map(chip, common=True))
+        rack.bench.sim = rack.sim  # as `lumion serve --bench sim` opens it: sim endpoints mount
+        rack.cp.heater_map.save(folder / "map.json")  # what `lumion synthesize --map` reads
         self.doc = synthesize(folder, "--mesh", "smartlight", "--map", str(folder / "map.json"),
                               "--mz-filter", FILTER)
-        self._serve()
-
-    def _serve(self) -> None:
-        self._client = TestClient(create_app(self.rack.cp, token=TOKEN),
-                                  headers={"Authorization": f"Bearer {TOKEN}"})
-        self.client = self._client.__enter__()
-
-    def restart(self) -> None:
-        """Stop the service, open a new one on the same database and bench (its state reloaded)."""
-        self._client.__exit__(None, None, None)
-        self.rack.cp.close()
-        self.rack.cp = ControlPlane(Store(self.folder / "cp.db"), self.rack.bench, self.rack.fabric)
-        self._serve()
-
-    def close(self) -> None:
-        self._client.__exit__(None, None, None)
-        self.rack.close()
+        super().__init__(folder, rack, TOKEN)
 
 
 @pytest.fixture(scope="module")
