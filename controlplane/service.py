@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -1030,6 +1030,26 @@ class ControlPlane:
                            pattern=multicast.MULTICAST, n_changed_heaters=len(writes), stages=stages, **light)
             return {**self.job(job_id), **light, "intent": intent, "stages": stages}
 
+    def _write_and_read(self, kind: str, job_id: str | None, st: RackState, writes: Mapping[int, float],
+                        change: dict[str, Any],
+                        read: Callable[[], Any]) -> tuple[int, Any, Any, list[Any], Any, Any]:
+        """Every running link read, the change written (intent, limits first, all or nothing, read
+        back), then ``read()`` (the change's own check by light) and the running links read again.
+        Returns (intent, plan, chip, stages, what ``read`` returned, the links' summary); the
+        caller commits or aborts the intent.
+        """
+        stages: list[dict[str, Any]] = []
+        t0 = time.time()
+        links_before = self.light.before(st.plan)
+        stages.append({"stage": "reference", "start_s": t0, "end_s": time.time()})
+        intent, plan, chip, written = self._begin(kind, job_id, st.plan, writes, change)
+        stages += written
+        t1 = time.time()
+        result = read()
+        links = summary(self.light.checks(st.plan, _Placed(st.plan, {}, ()), links_before))
+        stages.append({"stage": "light", "start_s": t1, "end_s": time.time()})
+        return intent, plan, chip, stages, result, links
+
     def _multicast_by_light(self, st: RackState, kind: str, job_id: str, writes: Mapping[int, float],
                             change: dict[str, Any], mplan: Any, new: Sequence[str],
                             before: Mapping[str, tuple[str, float]]) -> tuple[int, dict[str, Any], list[Any]]:
@@ -1039,17 +1059,12 @@ class ControlPlane:
         written back and read, the intent aborted, 502 ``unverified`` (with ``--light report``:
         committed, ``verified: off``). Returns (intent, the reply's light keys, stages).
         """
-        stages: list[dict[str, Any]] = []
-        t0 = time.time()
-        links_before = self.light.before(st.plan)
-        stages.append({"stage": "reference", "start_s": t0, "end_s": time.time()})
-        intent, plan, chip, written = self._begin(kind, job_id, st.plan, writes, change)
-        stages += written
-        t1 = time.time()
-        branches = branch_light.read_branches(self.light.meter, self.fabric, mplan, new, before)
-        v, why = branch_light.judge(branches)
-        links = summary(self.light.checks(st.plan, _Placed(st.plan, {}, ()), links_before))
-        stages.append({"stage": "light", "start_s": t1, "end_s": time.time()})
+        def read() -> tuple[dict[str, Any], str | None]:
+            branches = branch_light.read_branches(self.light.meter, self.fabric, mplan, new, before)
+            return branch_light.judge(branches)
+
+        intent, plan, chip, stages, (v, why), links = self._write_and_read(kind, job_id, st, writes,
+                                                                           change, read)
         why = why or states.links_refusal(links, "the multicast change")
         light = {"verified": VERIFIED[v["status"]], "verification": v, "links_verification": links}
         if why and self.light_policy == "repair":
@@ -1180,16 +1195,9 @@ class ControlPlane:
             tbus = program.used_tbus(self.mesh.n_tbus)
             change = {"create_states": [{"id": sid, "body": document,
                                          "tbus": [self.mesh.tbu_names[t] for t in tbus]}]}
-            stages: list[dict[str, Any]] = []
-            t0 = time.time()
-            before = self.light.before(st.plan)
-            stages.append({"stage": "reference", "start_s": t0, "end_s": time.time()})
-            intent, plan, chip, written = self._begin(STATE_KIND, None, st.plan, writes, change)
-            stages += written
-            t1 = time.time()
-            v = states.state_check(self.bench, program, self.heater_map)
-            links = summary(self.light.checks(st.plan, _Placed(st.plan, {}, ()), before))
-            stages.append({"stage": "light", "start_s": t1, "end_s": time.time()})
+            intent, plan, chip, stages, v, links = self._write_and_read(
+                STATE_KIND, None, st, writes, change,
+                lambda: states.state_check(self.bench, program, self.heater_map))
             refusal = states.refusal(v, links)
             if refusal:
                 stages += self._abort(intent, refusal)
