@@ -255,7 +255,8 @@ def run(args: argparse.Namespace) -> int:
         plots.append(str(draw_plan(plot, mesh, plan, f"the job after {', '.join(victims)} failed and the "
                                               "fabric recovered it", rec.rerouted, fabric)))
         plots.append(str(timeline_plot(sibling(plot, "timeline"), reports, "recovery timeline")))
-    code = EXIT_UNVERIFIED if any(r["verified"] == "off" for r in reports) else 0
+    placed_off = placed is not None and placed["status"] == "off"
+    code = EXIT_UNVERIFIED if placed_off or any(r["verified"] == "off" for r in reports) else 0
     if args.json:
         payload: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, **(reports[-1] if reports else {})}
         if not reports:  # nothing failed: the placed (or loaded) plan's job and links
@@ -265,11 +266,32 @@ def run(args: argparse.Namespace) -> int:
                         "worst_margin_db": plan.worst_margin_db, "placement_verification": placed})
         print_json(payload)
         return code
+    if placed is not None:
+        _print_placement(placed)
     _print_text(reports, plan, out_path, plots, "calibrated" if args.map is not None else "ideal")
     if code:
-        print("lumion failover: light says a link is off its plan after the recovery (verification above); "
-              "calibrate the chip (lumion calibrate) and give --map", file=sys.stderr)
+        print(f"lumion failover: {off_line(reports, placed)}", file=sys.stderr)
     return code
+
+
+def off_line(reports: list[dict[str, Any]], placed: dict[str, Any] | None) -> str:
+    """Why light did not accept the placement or a recovery kept with ``--light report`` (the
+    stderr line of exit 5): the links off their plan and the held links that moved (by how
+    much), then what to do.
+    """
+    if placed is not None and placed["status"] == "off":
+        v, what = placed, "the placement (placement_verification)"
+    else:
+        v, what = next(r["verification"] for r in reports if r["verified"] == "off"), "the recovery"
+    off = [x["link"] for x in v["links"] if x["status"] == "off"]
+    hit = [f"{x['link']} {x['change_db']:+.2f} dB" for x in v["links"] if x["status"] == "hit"]
+    said = []
+    if off:
+        said.append(f"links off their plan (beyond {v['tolerance_db']:g} dB or crosstalk): {', '.join(off)}")
+    if hit:
+        said.append(f"held links moved beyond {v['held_tolerance_db']:g} dB: {', '.join(hit)}")
+    return (f"light did not accept {what}: {'; '.join(said)}; calibrate the chip (lumion calibrate) and "
+            "give --map")
 
 
 def is_multicast_file(path: str) -> bool:
@@ -333,6 +355,18 @@ def _recoveries(fabric: Any, plan: Any, events: list[tuple[str, Any]], args: arg
     return reports, rec, plan
 
 
+def _print_placement(v: dict[str, Any]) -> None:
+    """What light said of the placed plan (every link new light: its power and its ACR judged)."""
+    bad = [x for x in v["links"] if x["status"] != "ok"]
+    worst = min((x["acr_db"] for x in v["links"] if x["acr_db"] is not None), default=None)
+    acr = f", lowest ACR {worst:.1f} dB" if worst is not None else ""
+    print(f"placement verified by light: {v['status']} (tolerance {v['tolerance_db']:g} dB{acr})")
+    if bad:
+        print(table([(x["link"], x["meter"] or "", x["planned_dbm"], x["measured_dbm"], x["difference_db"],
+                      "" if x["acr_db"] is None else x["acr_db"], x["status"]) for x in bad],
+                    ["link", "meter", "planned dBm", "measured dBm", "diff dB", "ACR dB", "status"]))
+
+
 def _print_light(r: dict[str, Any]) -> None:
     """What light said of one recovery: verified, and each new (or off) link measured vs planned."""
     v = r["verification"]
@@ -344,8 +378,11 @@ def _print_light(r: dict[str, Any]) -> None:
           f"{v['held_tolerance_db']:g} dB; {len(r['light_attempts'])} attempt(s){around})")
     rows = [x for x in v["links"] if x["rerouted"] or x["status"] != "ok"]
     print(table([(x["link"], x["meter"] or "", x["planned_dbm"], x["measured_dbm"], x["difference_db"],
-                  x["status"]) for x in rows],
-                ["link", "meter", "planned dBm", "measured dBm", "diff dB", "status"]))
+                  "" if x["change_db"] is None else x["change_db"], x["status"]) for x in rows],
+                ["link", "meter", "planned dBm", "measured dBm", "diff dB", "moved dB", "status"]))
+    if v["hitless_by_light"] is False:
+        moved = ", ".join(f"{x['link']} {x['change_db']:+.2f} dB" for x in v["links"] if x["status"] == "hit")
+        print(f"NOT hitless by light: held links moved beyond {v['held_tolerance_db']:g} dB: {moved}")
 
 
 def _print_text(reports: list[dict[str, Any]], plan: Any, out_path: Path | None, plots: list[str],

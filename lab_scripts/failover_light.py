@@ -31,6 +31,16 @@ def unmeasured(rec: Any) -> dict[str, Any]:
             "light_attempts": [], "suspect_tbus": []}
 
 
+def received_dbm(r: Any) -> float:
+    """What a link's receiver reads with every transmitter lit (dBm): a reading of its own light
+    (``dark_dbm`` read with its transmitter disabled, instruments.light_meter) plus that dark
+    light, in mW; any other reading as it is.
+    """
+    if r.dark_dbm is None or not np.isfinite(r.dark_dbm) or r.meter != "transceivers":
+        return float(r.measured_dbm)
+    return float(10 * np.log10(10 ** (r.measured_dbm / 10) + 10 ** (r.dark_dbm / 10)))
+
+
 class BenchRun:
     """The bench a ``lumion failover --bench`` run programs, its currents and its meters."""
 
@@ -43,15 +53,23 @@ class BenchRun:
         self.reference: dict[int, tuple[str, float]] = {}
 
     def place(self, plan: Any) -> dict[str, Any]:
-        """Write ``plan``'s currents whole, settle, read its links: the placement's verification."""
+        """Write ``plan``'s currents whole, settle, read its links: the placement's verification.
+
+        Every link is new light here, so each is judged by its own transmitter's light and the
+        light the others put into its receiver (ACR under MIN_ACR_DB: off), as a recovery's
+        re-routed links are: a placement crossing a TBU off since calibration is not ok.
+        """
+        from instruments.light_meter import probes_for
+
         self._write(np.asarray(plan.heater, float))
-        readings = self.light.read(plan)
-        self.reference = {i: (r.meter, r.measured_dbm) for i, r in enumerate(readings)
+        readings = self.light.meter.measure(probes_for(plan, self.fabric), range(len(plan.links)))
+        # held links are read later as their receivers see them (own light and others' together)
+        self.reference = {i: (r.meter, received_dbm(r)) for i, r in enumerate(readings)
                           if r.meter is not None and r.measured_dbm is not None}
         from photonics.fabric.verify import LinkLight
 
         return summary([LinkLight(i, f"{lk.link[0]}->{lk.link[1]}", True, r.meter, r.planned_dbm,
-                                  r.measured_dbm, reason=r.reason)
+                                  r.measured_dbm, reason=r.reason, others_dbm=r.dark_dbm)
                         for i, (lk, r) in enumerate(zip(plan.links, readings, strict=True))])
 
     def recover(self, plan: Any, compute: Callable[[Any], Any]) -> tuple[Any, dict[str, Any]]:

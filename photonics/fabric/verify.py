@@ -140,7 +140,9 @@ def _r(x: float | None) -> float | None:
 
 def blocking(checks: Sequence[LinkLight]) -> list[LinkLight]:
     """Links whose light refuses the recovery: a re-routed link off its plan, or a held link
-    that is off now but was not before (this recovery broke it).
+    that is off now but was not before (this recovery broke it). A held link hit (moved
+    beyond HELD_TOL_DB, still within its plan) does not refuse it: rolling back would leave
+    the failed accelerator's links dark; :func:`summary` says off for it instead.
     """
     return [c for c in checks if c.status == OFF and (c.rerouted or not c.off_before)]
 
@@ -175,13 +177,16 @@ def to_avoid(blamed: Sequence[int], checks: Sequence[LinkLight], routes: Sequenc
 
 def summary(checks: Sequence[LinkLight]) -> dict[str, Any]:
     """The ``verification`` object of a recovery's answer (status: ok, off, not measured,
-    partly measured; see docs/fabric.md "Verified by light").
+    partly measured; see docs/fabric.md "Verified by light"). A held link hit (moved beyond
+    HELD_TOL_DB) makes it off, as a multicast tree's held branch: the recovery promised it
+    bit-identical, so light did not confirm what was promised (``hitless_by_light`` false,
+    ``held_change_db`` by how much).
     """
     measured = [c for c in checks if c.status != NOT_MEASURED]
     unmeasured = [c.link for c in checks if c.status == NOT_MEASURED]
     off = [c.link for c in checks if c.status == OFF]
     held = [c for c in measured if c.change_db is not None]
-    if off:
+    if off or any(c.status == HIT for c in held):
         status = OFF
     elif not measured:
         status = NOT_MEASURED

@@ -78,3 +78,35 @@ def test_light_it_cannot_repair_exits_5_and_keeps_the_plan_before(tmp_path, caps
     kept = json.loads(out_plan.read_text())
     assert kept["recoveries"] == []  # the plan as it ran before the refused failure
     assert "gpu2" in kept["job"]["accelerators"]
+
+
+def test_the_placement_is_judged_by_its_crosstalk_and_exits_5_when_off(tmp_path, capsys, monkeypatch):
+    """Audit of session 38: the placement's own check read no dark light, so a TBU 1.0 rad off
+    since calibration (tbu:0.0.4, on gpu0->gpu1) sent light into another link's receiver at
+    ACR 12.6 dB with every link within 1.1 dB of plan: placement 'ok', exit 0. Now each placed
+    link's ACR is judged (MIN_ACR_DB) and an off placement exits 5 naming the link."""
+    import functools
+
+    import instruments.config
+    from photonics.tolerances import MIN_ACR_DB
+
+    mesh = smartlight()
+    oracle_map(Chip(mesh, 0)).save(tmp_path / "good.json")
+    chip = Chip(mesh, 0)
+    chip.shift_phase("tbu:0.0.4", 1.0)
+    monkeypatch.setattr(instruments.config, "open_bench", functools.partial(instruments.config.open_bench,
+                                                                            chip=chip))
+    code = main(["failover", "--map", str(tmp_path / "good.json"), "--bench", "sim",
+                 "--out", str(tmp_path / "p.json")])
+    out, err = capsys.readouterr()
+    assert code == 5
+    assert "placement verified by light: off" in out
+    assert "light did not accept the placement" in err
+    assert "gpu0->gpu1" in err
+    code, doc = _run(capsys, "--map", str(tmp_path / "good.json"), "--bench", "sim", "--light", "report")
+    placed = doc["placement_verification"]
+    validate(doc, "lumion.failover")
+    assert code == 5
+    low = [x for x in placed["links"] if x["acr_db"] is not None and x["acr_db"] < MIN_ACR_DB]
+    assert [x["link"] for x in low] == ["gpu0->gpu1"]
+    assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in placed["links"])  # power alone: ok

@@ -150,3 +150,27 @@ def test_a_link_whose_receiver_gets_other_transmitters_light_within_min_acr_is_o
     assert replace(held, others_dbm=-3.1 - MIN_ACR_DB - 0.5).status == "ok"
     assert _link(0, True, -10.0, -10.0).acr_db is None  # not read: judged by its power alone
     assert summary([spliced])["links_off"] == ["a1->b1"]
+
+
+class HeldMoves(World):
+    """A chip where the spliced link lands on plan but the held link moves 1.5 dB (within the
+    3 dB plan tolerance, beyond the 0.5 dB held one)."""
+
+    def measure(self, rec, _before):
+        return [_link(0, True, -10.0, -10.1), _link(1, False, -10.0, -11.5, -10.0)]
+
+
+def test_a_held_link_that_moved_beyond_the_held_tolerance_is_kept_but_never_said_ok():
+    """Audit of session 38: a held link moved 0.5-3 dB was 'hit', hitless_by_light false, but the
+    verification said ok ('verified: by light', exit 0). It is judged as a multicast tree's held
+    branch now (status off, the move named); the recovery is kept (rolling it back would leave the
+    failed accelerator's links dark) and nothing is blamed on a TBU."""
+    w = HeldMoves()
+    v = verified_recovery(w.effects(), [f"tbu:{k}" for k in range(30)])
+    assert v.verification["status"] == "off"
+    assert v.verification["hitless_by_light"] is False
+    assert v.verification["held_change_db"] == pytest.approx(1.5)
+    assert v.verification["links_off"] == []  # within its plan: moved, not off
+    assert [x["status"] for x in v.verification["links"]] == ["ok", "hit"]
+    assert not any(line.startswith("restore") for line in w.log)
+    assert v.suspect_tbus == {}
