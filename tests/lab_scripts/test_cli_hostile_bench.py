@@ -22,6 +22,12 @@ from photonics.atomic import atomic_write_bytes, sweep_strays
 from photonics.bounded_read import DATA_FILE_MAX_BYTES, FileTooLargeError, read_text
 
 ROOT = Path(__file__).resolve().parents[2]
+RUN_START_TIMEOUT_S = 120.0  # a calibration's imports and first TBU on a loaded 2-core machine
+POLL_S = 0.01
+# A killed writer's moments: one 4 MiB write cycle takes ~17 ms here (atomic_write_bytes,
+# 20 in a row), so 0-60 ms covers every phase of a cycle several times over; the moments
+# spread over 0-300 ms before spent 3 s of the writers' CPU per run (issue 29)
+KILL_MOMENT_MAX_S = 0.06
 
 
 def lumion(*argv, **kwargs):
@@ -81,7 +87,13 @@ def test_a_success_after_hundreds_of_warnings_shows_the_last_ones_and_counts_the
 def test_an_interrupt_with_json_prints_the_error_object(tmp_path, sig, said):
     proc = lumion("calibrate", "--bench", "sim", "--out", str(tmp_path / "m.json"), "--json")
     try:
-        time.sleep(4.0)  # well into the run (imports and the bench take ~2 s)
+        # into the run: its checkpoint is written after each TBU fitted, so it exists once the
+        # imports and the bench are done and the sweeps have begun (a fixed 4 s sleep here
+        # spent 4 s of CPU per signal, and on a loaded machine could land in the imports)
+        deadline = time.monotonic() + RUN_START_TIMEOUT_S
+        while not (tmp_path / "m.json.ckpt").exists() and proc.poll() is None:
+            assert time.monotonic() < deadline, "the calibration wrote no checkpoint"
+            time.sleep(POLL_S)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -168,7 +180,7 @@ def test_a_writer_killed_at_random_moments_leaves_its_target_whole_and_the_next_
     target = tmp_path / "m.json.ckpt"
     other = tmp_path / "report.json"
     rng = np.random.default_rng(27)
-    for moment in rng.uniform(0.0, 0.3, 20):
+    for moment in rng.uniform(0.0, KILL_MOMENT_MAX_S, 20):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert proc.stdout.readline() == b"ready\n"
