@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from photonics.circuit_merge import ChipArgs, chip_args, merge_plan, solve_phases
+from photonics.circuit_merge import ChipArgs, MergePlan, chip_args, merge_plan, solve_phases
 from photonics.errors import StateError
 from photonics.merge_layout import LANES
 from photonics.physics import (
@@ -329,35 +329,50 @@ def _solve(
     inputs: list[int] | np.ndarray | None,
     method: str,
 ) -> np.ndarray:
+    params, wl, inputs = _checked(mesh, params, wavelengths_nm, inputs)
+    chip = _chip_constants(params, wl)  # (refuses a wavelength that is not positive)
+    top, bot = _phases(params, state)
+    return _run(mesh, params, chip, top, bot, len(wl), inputs, merge_plan(mesh) if method == "auto" else None)
+
+
+def _checked(mesh: Mesh, params: TBUParams | None, wavelengths_nm: np.ndarray | float,
+             inputs: list[int] | np.ndarray | None) -> tuple[TBUParams, np.ndarray, np.ndarray | None]:
+    """:func:`solve`'s chip (nominal when None), wavelengths (nm, 1-D floats) and inputs (None
+    for every port), checked against ``mesh`` (:class:`StateError` when they do not fit).
+    """
     params = params or nominal_params(mesh.n_tbus, mesh.n_links)
     if len(params.link_loss_db) != mesh.n_links:
         raise StateError(f"params describe {len(params.link_loss_db)} links, mesh has {mesh.n_links}")
     wl = np.atleast_1d(np.asarray(wavelengths_nm, dtype=float))
     if wl.ndim != 1:
         raise StateError(WAVELENGTHS_ERROR)
-    every_input = inputs is None  # the merge then reads the root's positions as they are
-    if not every_input:
+    if inputs is not None:
         inputs = np.asarray(inputs, dtype=np.int64)
         if inputs.size and (inputs.min() < 0 or inputs.max() >= mesh.n_ports):
             raise StateError(f"input ports must lie in 0..{mesh.n_ports - 1}")
+    return params, wl, inputs
 
-    chip = _chip_constants(params, wl)  # (refuses a wavelength that is not positive)
-    top, bot = _phases(params, state)
-    n_states, n_wl, n = top.shape[0], len(wl), mesh.n_tbus
+
+def _run(mesh: Mesh, params: TBUParams, chip: ChipArgs, top: np.ndarray, bot: np.ndarray, n_wl: int,
+         inputs: np.ndarray | None, mplan: MergePlan | None) -> np.ndarray:
+    """The solve itself, from the heater phases ``top``/``bot`` (S, n) and the chip's constants
+    at ``n_wl`` wavelengths to the port matrices (S, W, n_ports, n_inputs): the merge plan
+    ``mplan`` (None: sparse LU) in compiled calls, sparse LU for any block it leaves non-finite.
+    """
+    every_input = inputs is None  # the merge then reads the root's positions as they are
+    n_states, n = top.shape[0], mesh.n_tbus
     batch = n_states * n_wl
     T = np.empty((batch, n, 4), dtype=complex)  # forward matrices, filled chunk by chunk
     shape = (n_states, n_wl, mesh.n_ports, mesh.n_ports if every_input else len(inputs))
-    mplan = merge_plan(mesh) if method == "auto" else None
     out = np.empty((batch, *shape[2:]), dtype=complex)  # chunks write in place
-    ins = None if every_input else inputs
     if mplan is None:
         _fill_transfers((top, bot, *chip.consts), T, 0, batch)
     elif batch == 1:  # one block (a one-wavelength reading): one compiled call, nothing around it
-        if solve_phases(mplan, chip, top, bot, 0, T, ins, out):
+        if solve_phases(mplan, chip, top, bot, 0, T, inputs, out):
             return out.reshape(shape)
     else:
         def chunk(c: slice) -> bool:  # phases to port matrices: one compiled call per chunk
-            return solve_phases(mplan, chip, top, bot, c.start, T[c], ins, out[c])
+            return solve_phases(mplan, chip, top, bot, c.start, T[c], inputs, out[c])
 
         if all(_run_chunked(chunk, batch, _MERGE_CHUNK, LANES)):
             return out.reshape(shape)
@@ -366,6 +381,37 @@ def _solve(
     plan = _plan(mesh, params)
     _run_chunked(lambda c: _solve_blocks(plan, T[c], inputs, out[c]), batch, _CHUNK)
     return out.reshape(shape)
+
+
+class PreparedSolve:
+    """:func:`solve` of one chip at fixed wavelengths and inputs, prepared once: calling it with
+    a state gives the same array, byte for byte, as ``solve(mesh, state, wavelengths_nm, params,
+    inputs)``.
+
+    For callers that solve one chip over and over at the same wavelengths (a sweep of heater
+    states, a simulated chip's readings, a benchmark): the checks of the wavelengths and inputs,
+    the chip constants' look-up (which compares the bytes of the chip's eleven arrays on every
+    :func:`solve`) and the merge plan's look-up are done here once. What is left per call is the
+    state's check, two allocations and the compiled call: at one wavelength, where a solve is a
+    tenth of a millisecond, that Python around the call was a third of it (docs/physics.md).
+
+    The chip is read when the solver is made: a later in-place change to ``params``' arrays is
+    not seen (make a new solver; :func:`solve` notices such a change and computes again).
+    """
+
+    def __init__(self, mesh: Mesh, params: TBUParams | None = None,
+                 wavelengths_nm: np.ndarray | float = 1550.0,
+                 inputs: list[int] | np.ndarray | None = None) -> None:
+        self.mesh = mesh
+        self.params, self.wavelengths_nm, self.inputs = _checked(mesh, params, wavelengths_nm, inputs)
+        self._chip = _chip_constants(self.params, self.wavelengths_nm)
+        self._plan = merge_plan(mesh)
+
+    def __call__(self, state: MeshState) -> np.ndarray:
+        """Port matrices (n_states, n_wl, n_ports, n_inputs) of ``state`` (:func:`solve`'s result)."""
+        top, bot = _phases(self.params, state)
+        return _run(self.mesh, self.params, self._chip, top, bot, len(self.wavelengths_nm), self.inputs,
+                    self._plan)
 
 
 def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int, align: int = 1) -> list:
