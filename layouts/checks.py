@@ -32,16 +32,17 @@ class Chain:
     length_um: float
 
 
-def netlist_chains(component: Any) -> list[Chain]:
+def netlist_chains(component: Any, netlist: dict[str, Any] | None = None) -> list[Chain]:
     """Every path that leaves a TBU port in gdsfactory's own netlist extraction (of the
     optical ports: :func:`layouts.electrical_lvs.optical_netlist`), followed through
     chains of two-port passive instances (links, bends, straights, S-bends, couplers) to
     the next TBU port or exported mesh port.
 
     A path between two TBUs is listed once from each end. A port that leads nowhere
-    gives ``end == ""``.
+    gives ``end == ""``. ``netlist``: ``optical_netlist(component)`` when the caller has
+    it already (the extraction is the cost: ~3 s of CPU on SmartLight), else extracted here.
     """
-    netlist = optical_netlist(component)
+    netlist = optical_netlist(component) if netlist is None else netlist
     peer: dict[str, str] = {}
     for net in netlist["nets"]:
         peer[net["p1"]] = net["p2"]
@@ -72,14 +73,16 @@ def netlist_chains(component: Any) -> list[Chain]:
             for label in PORT_LABELS]
 
 
-def netlist_connectivity(component: Any) -> tuple[set[frozenset[str]], dict[str, str]]:
+def netlist_connectivity(component: Any, netlist: dict[str, Any] | None = None,
+                         ) -> tuple[set[frozenset[str]], dict[str, str]]:
     """TBU-to-TBU links and mesh-port-to-TBU-port map from ``component.get_netlist()``.
 
-    Built on :func:`netlist_chains`, so the result does not depend on how a link is
-    drawn. Returns ``({frozenset({"tbu_0_0_0,b0", ...}), ...}, {"port:0": "tbu_...,a1"})``.
+    Built on :func:`netlist_chains` (``netlist`` as there), so the result does not depend
+    on how a link is drawn. Returns ``({frozenset({"tbu_0_0_0,b0", ...}), ...},
+    {"port:0": "tbu_...,a1"})``.
     """
     links, ports = set(), {}
-    for chain in netlist_chains(component):
+    for chain in netlist_chains(component, netlist):
         if chain.end.startswith("tbu_"):
             links.add(frozenset((chain.start, chain.end)))
         elif chain.end:

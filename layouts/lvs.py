@@ -81,19 +81,23 @@ def _global_port(end: str, index: dict[str, int]) -> int:
     return 4 * index[inst] + PORT_LABELS.index(label)
 
 
-def extracted_mesh(component: Any, mesh: Mesh) -> tuple[Mesh, np.ndarray, np.ndarray]:
+def extracted_mesh(component: Any, mesh: Mesh, *, netlist: dict[str, Any] | None = None,
+                   ) -> tuple[Mesh, np.ndarray, np.ndarray]:
     """The mesh the layout's netlist describes, with drawn lengths.
 
     Returns ``(layout_mesh, link_length_um, tbu_length_um)``: a Mesh with the model's TBU
     names and geometry but the links and mesh ports found in the layout (links in the
     order found), the drawn length of each of those links and of each TBU (µm).
+    ``netlist``: ``optical_netlist(component)`` if the caller has it; otherwise extracted
+    here, once, for both the lengths and the chains (~3 s of CPU each on SmartLight).
     """
     index = _tbu_index(mesh)
-    netlist_tbus = optical_netlist(component)["instances"]
+    netlist = optical_netlist(component) if netlist is None else netlist
+    netlist_tbus = netlist["instances"]
     tbu_len = np.array([float(netlist_tbus[name]["info"]["length"]) for name in sorted(index, key=index.get)])
     links: dict[frozenset[int], float] = {}
     ports: dict[str, int] = {}
-    for chain in netlist_chains(component):
+    for chain in netlist_chains(component, netlist):
         if chain.end.startswith("tbu_"):
             pair = frozenset((_global_port(chain.start, index), _global_port(chain.end, index)))
             links[pair] = chain.length_um
@@ -124,7 +128,7 @@ def _link_names(mesh: Mesh, pairs: set[frozenset[int]]) -> tuple[str, ...]:
 
 
 def layout_vs_model(component: Any, mesh: Mesh | str, *, defaults: PhysicsDefaults | None = None,
-                    tolerance: float = LVS_TOLERANCE) -> LvsReport:
+                    tolerance: float = LVS_TOLERANCE, netlist: dict[str, Any] | None = None) -> LvsReport:
     """Compare the drawn chip's extracted optical circuit with the model (see module doc).
 
     Args:
@@ -132,13 +136,14 @@ def layout_vs_model(component: Any, mesh: Mesh | str, *, defaults: PhysicsDefaul
         mesh: the model mesh (or its spec) the layout is meant to be.
         defaults: the model's physics (basic unit length, effective index, ...).
         tolerance: the S-parameter bound (field units).
+        netlist: ``optical_netlist(component)`` if already extracted (:func:`extracted_mesh`).
     """
     from photonics.circuit import solve
     from photonics.state import MeshState
 
     model = mesh_from_spec(mesh) if isinstance(mesh, str) else mesh
     d = defaults or PhysicsDefaults()
-    layout, link_um, tbu_um = extracted_mesh(component, model)
+    layout, link_um, tbu_um = extracted_mesh(component, model, netlist=netlist)
     model_pairs = {frozenset(map(int, p)) for p in model.links}
     layout_pairs = {frozenset(map(int, p)) for p in layout.links}
     port_bad = tuple(n for n, a, b in zip(model.port_names, model.port_tbu_ports, layout.port_tbu_ports,

@@ -12,17 +12,17 @@ pytestmark = pytest.mark.slow  # layout builds and their LVS (6-8 s each at load
 
 
 @pytest.mark.slow
-def test_smartlight_layout_simulates_as_the_model(smartlight_cell):
-    report = layout_vs_model(smartlight_cell, "smartlight")
+def test_smartlight_layout_simulates_as_the_model(smartlight_cell, smartlight_netlist):
+    report = layout_vs_model(smartlight_cell, "smartlight", netlist=smartlight_netlist)
     assert report.ok, report.to_dict()
     assert report.max_s_error <= LVS_TOLERANCE
     assert report.basic_unit_um == (811.0, 811.0)
 
 
 @pytest.mark.slow
-def test_extracted_mesh_has_the_models_links_and_ports(smartlight_cell):
+def test_extracted_mesh_has_the_models_links_and_ports(smartlight_cell, smartlight_netlist):
     model = mesh_from_spec("smartlight")
-    layout, link_um, tbu_um = extracted_mesh(smartlight_cell, model)
+    layout, link_um, tbu_um = extracted_mesh(smartlight_cell, model, netlist=smartlight_netlist)
     assert {frozenset(map(int, p)) for p in layout.links} == {frozenset(map(int, p)) for p in model.links}
     assert list(layout.port_tbu_ports) == list(model.port_tbu_ports)
     assert len(link_um) == model.n_links == 122
