@@ -3,7 +3,11 @@
 Each fenced ``python`` block runs (the blocks of one page share a namespace, in order), and
 each ``sh``/``bash`` block and each ``$ command`` line of a ``console`` block runs under
 bash with ``set -e``, all in a temporary folder where ``.venv`` and ``examples`` point at the
-checkout's (so ``.venv/bin/lumion ...`` and ``examples/tp4-dp2.toml`` work as written).
+checkout's (so ``.venv/bin/lumion ...`` and ``examples/tp4-dp2.toml`` work as written). That
+folder's ``.venv/bin/lumion`` (and a bare ``lumion``) is a process forked from a parent that
+imported numpy, scipy, matplotlib and lumion once (``tests/docs_lumion.py``), with the
+block's arguments, folder, environment and streams, its exit status and its signals; `lumion
+serve` and `lumion bench serve` are the console script itself.
 
 A block that cannot run here (real hardware, a command that serves forever, the whole test
 suite) is preceded by ``<!-- docs-test: skip: WHY -->``; the reason is required.
@@ -11,6 +15,7 @@ suite) is preceded by ``<!-- docs-test: skip: WHY -->``; the reason is required.
 
 import doctest
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -19,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.docs_lumion import client_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
@@ -76,9 +83,57 @@ def shell_script(block: Block) -> str:
     return "\n".join(line[2:] for line in block.body.splitlines() if line.startswith("$ "))
 
 
+VENV = ROOT / ".venv" if (ROOT / ".venv").exists() else Path(sys.prefix)
+# What the forking parent of the blocks' `lumion` processes imports once: what most commands
+# import (the plots' matplotlib too), every subcommand's parser and the circuit kernels' machine
+# code. Not gdsfactory: importing it starts a thread, and a fork keeps no thread but the caller.
+PRELOAD = ["numpy", "scipy.linalg", "scipy.optimize", "scipy.sparse", "matplotlib.pyplot",
+           "lab_scripts.cli:build_parser", "photonics.kernel_loader:kernels", "photonics.routing",
+           "instruments.config", "instruments.sim.bench", "calibration.procedure"]
+ZYGOTE_START_TIMEOUT_S = 120.0  # importing those on a loaded 2-core machine
+
+
+def shell_env(bin_dir: Path) -> dict[str, str]:
+    """The blocks' environment: ``bin_dir`` (the folder's ``.venv/bin``) first on the PATH."""
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+
+
+@pytest.fixture(scope="session")
+def lumion_parent(tmp_path_factory):
+    """The socket of this worker's forking parent of `lumion` (tests/docs_lumion.py)."""
+    folder = tmp_path_factory.mktemp("docs-lumion")
+    path = folder / "lumion.sock"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests/docs_lumion.py"), str(path), *PRELOAD],
+                            cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+                            env=shell_env(VENV / "bin"))
+    try:
+        assert proc.stdout.readline().strip() == "ready", "the forking parent of lumion did not start"
+        yield path
+    finally:
+        proc.kill()
+        proc.wait(ZYGOTE_START_TIMEOUT_S)
+
+
+def fake_venv(folder: Path, socket_path: Path) -> Path:
+    """``folder/.venv``: the checkout's environment, but ``bin/lumion`` forks from the parent."""
+    venv = folder / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    for entry in VENV.iterdir():
+        if entry.name != "bin":
+            (venv / entry.name).symlink_to(entry)
+    for entry in (VENV / "bin").iterdir():
+        if entry.name != "lumion":
+            (venv / "bin" / entry.name).symlink_to(entry)
+    client = venv / "bin" / "lumion"
+    client.write_text(client_script(sys.executable, str(VENV / "bin" / "lumion"), str(socket_path)))
+    client.chmod(0o755)
+    return venv
+
+
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    (tmp_path / ".venv").symlink_to(ROOT / ".venv" if (ROOT / ".venv").exists() else Path(sys.prefix))
+def workdir(tmp_path, monkeypatch, lumion_parent):
+    fake_venv(tmp_path, lumion_parent)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -87,10 +142,8 @@ def workdir(tmp_path, monkeypatch):
 def run_shell(block: Block, cwd: Path) -> None:
     # background jobs (`lumion bench serve ... &`) are stopped when the block ends
     script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + shell_script(block)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    proc = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=SHELL_TIMEOUT_S, check=False)
+    proc = subprocess.run(["bash", "-c", script], cwd=cwd, env=shell_env(cwd / ".venv" / "bin"),
+                          capture_output=True, text=True, timeout=SHELL_TIMEOUT_S, check=False)
     assert proc.returncode == 0, f"{block.label} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
 
 
@@ -137,3 +190,17 @@ def test_a_skip_marker_needs_a_reason(tmp_path):
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
+
+
+@pytest.mark.slow
+def test_a_block_s_lumion_keeps_its_exit_status_and_output_redirection(workdir):
+    """The forked `.venv/bin/lumion` of the blocks fails a block as the console script would,
+    and writes where the block redirects it."""
+    piped = "lumion mesh --mesh hex:1x1 --json | python3 -c 'import json, sys; json.load(sys.stdin)'"
+    ok = Block("page.md", 1, "sh", f".venv/bin/lumion mesh --mesh hex:1x1 --json > m.json\n{piped}\n", None)
+    run_shell(ok, workdir)
+    assert json.loads((workdir / "m.json").read_text())["schema"] == "lumion.mesh-info"
+    bad = Block("page.md", 1, "sh", ".venv/bin/lumion mesh --mesh nope:1x1\n", None)
+    said = r"page.md:1 failed \(2\):\n *lumion mesh: error: unknown mesh .nope:1x1."
+    with pytest.raises(AssertionError, match=said):
+        run_shell(bad, workdir)
