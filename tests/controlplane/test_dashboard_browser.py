@@ -83,17 +83,17 @@ class Served:
 
 
 @pytest.fixture
-def served(tmp_path):
-    rack = Rack(tmp_path / "cp.db")
-    rack.place_ring()
+def served(rack):
+    """The module's rack with its ring just placed (conftest ``rack``: restarted from the record
+    of one placement instead of a rack set up and a ring placed per test), served."""
     srv = Served(rack.cp, telemetry_period_s=0.02, on_dark="auto")
     yield rack, srv
     srv.stop()
-    rack.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
+    """One headless Chromium for the module's tests (each loads its own server's page)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
