@@ -4,6 +4,10 @@ A process holding a bench's instrument -- a pty serial heater driver, a TCP (VIS
 laser -- keeps every other `lumion` process off it: the second gets one stderr line naming
 the holder (pid and command), exit 4, and touches nothing. When the holder is killed with
 SIGKILL (no cleanup runs), the kernel drops its lock and a third process goes ahead.
+
+The `lumion program` processes are forked from a parent that imported numpy, scipy and pyvisa
+(``tests/lumion_zygote.py``, as ``test_program_processes.py``'s): each is its own process, with
+its own pid, file locks and exclusive opens, and imports lumion itself.
 """
 
 import json
@@ -20,10 +24,15 @@ from calibration.heater_map import IdealMap
 from instruments.sim.bench import SimulatedBench
 from photonics.routing import route_many
 from photonics.topology import smartlight
+from tests.lumion_zygote import Zygote
 
 ROOT = Path(__file__).resolve().parents[2]
 # Binary settings are 1/65535 of 24 mA apart; a configuration differs by whole mA.
 SAME_MA = 1e-3
+# What the forking parent imports: the third-party libraries a `lumion program` loads (about
+# 1 s of CPU per fresh process), never lumion's own modules nor an instrument.
+PRELOAD = ["numpy", "scipy.linalg", "scipy.optimize", "serial", "pyvisa", "pyvisa_py"]
+PROGRAM_TIMEOUT_S = 180.0
 
 # A holder: opens what it is told and says so, then waits to be killed (until the test's end).
 #   bench FILE.toml      -- the whole bench, as lumion does (lock files, exclusive serial open)
@@ -56,23 +65,29 @@ def served(tmp_path_factory):
     conf = route_many(mesh, [(5, 28), (12, 33)], check_budget=False).configuration
     path = folder / "conf.json"
     path.write_text(json.dumps(conf.to_dict(mesh)))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LUMION_LOCK_DIR": str(folder / "locks")}
+    locks = {"LUMION_LOCK_DIR": str(folder / "locks")}
+    zygote = Zygote(PRELOAD, folder, locks)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **locks, "zygote": zygote}
     yield sim, bench, (path, IdealMap(mesh.n_heaters).currents_for(conf, 24.0)), env
+    zygote.close()
     sim.close()
 
 
 def hold(env, what, arg):
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, what, str(arg)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True,
+                            env={k: v for k, v in env.items() if k != "zygote"})
     line = proc.stdout.readline()
     assert line == "holding\n", proc.stderr.read() if proc.poll() is not None else line
     return proc
 
 
-def program(bench, conf_path, env):
-    return subprocess.run([sys.executable, "-m", "lab_scripts.cli", "program", "--bench", str(bench),
-                           "--configuration", str(conf_path), "--no-verify"], capture_output=True, text=True,
-                          env=env, timeout=180, check=False)
+def program(bench, conf_path, env) -> subprocess.CompletedProcess:
+    """``lumion program`` of ``conf_path`` on ``bench`` as its own process, run to its end."""
+    argv = ["program", "--bench", str(bench), "--configuration", str(conf_path), "--no-verify"]
+    proc = env["zygote"].start(argv)
+    out, err = proc.communicate(timeout=PROGRAM_TIMEOUT_S)
+    return subprocess.CompletedProcess(["lumion", *argv], proc.returncode, out, err)
 
 
 def kill(proc):
