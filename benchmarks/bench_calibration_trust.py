@@ -11,6 +11,8 @@ routed with its map (instruments/sim/trust_campaign.py says what each figure mea
     python benchmarks/bench_calibration_trust.py --stage program --first-seed 9800 --seeds 2 \
         [--meshes hex:3x4,square:4x4,smartlight] [--faults shift:pi,drift:5]
     python benchmarks/bench_calibration_trust.py --stage failover --first-seed 9800 --seeds 1
+    python benchmarks/bench_calibration_trust.py --stage dark --first-seed 9860 --seeds 1 \
+        --meshes hex:3x4,smartlight
 
 ``--stage program`` (benchmarks/trust_program_stage.py) goes on past calibration: the map
 routed and programmed through the CLI onto a chip faulted after its calibration (phase
@@ -52,14 +54,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="after the table, one line per chip: worst heater RMS and what the map named")
     p.add_argument("--from-lines", nargs="+", metavar="FILE",
                    help="summarise the per-chip JSON lines earlier runs wrote on stderr instead of running")
-    p.add_argument("--stage", choices=("calibrate", "program", "failover"), default="calibrate",
+    p.add_argument("--stage", choices=("calibrate", "program", "failover", "dark"), default="calibrate",
                    help="program: calibrate -> route -> program through the CLI, faults after calibration; "
-                   "failover: lumion failover --bench --map --fail gpu2 on the default fabric")
+                   "failover: lumion failover --bench --map --fail gpu2 on the default fabric; dark: both "
+                   "with the bench laser dark (output off, or dead while it reports itself on)")
     p.add_argument("--meshes", default="hex:3x4,square:4x4,smartlight", help="--stage program: meshes")
     p.add_argument("--faults", default=None, help="--stage program: comma-separated faults (default: all)")
     p.add_argument("--work", default=None, help="--stage program: folder for maps and plans (reused)")
     args = p.parse_args(argv)
-    if args.stage in ("program", "failover"):
+    if args.stage in ("program", "failover", "dark"):
         return program_stage(args)
     t0, c0 = time.perf_counter(), time.process_time()
     if args.from_lines:
@@ -123,17 +126,25 @@ def program_stage(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from trust_program_stage import FAILOVER_FAULTS, FAULTS, run_failover_seed, run_mesh_seed
+    from trust_program_stage import (
+        DARK_FAULTS,
+        FAILOVER_FAULTS,
+        FAULTS,
+        run_dark_seed,
+        run_failover_seed,
+        run_mesh_seed,
+    )
     from trust_program_stage import summarise as summarise_program
 
-    default = FAULTS if args.stage == "program" else FAILOVER_FAULTS
+    default = {"program": FAULTS, "failover": FAILOVER_FAULTS, "dark": DARK_FAULTS}[args.stage]
     faults = tuple(f for f in (args.faults.split(",") if args.faults else default) if f)
     folder = Path(args.work or tempfile.mkdtemp(prefix="trust-program-"))
     folder.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
+        per_mesh = run_dark_seed if args.stage == "dark" else run_mesh_seed
         runs = [run_failover_seed(seed, folder, faults)] if args.stage == "failover" else \
-            [run_mesh_seed(spec, seed, folder, faults) for spec in args.meshes.split(",") if spec]
+            [per_mesh(spec, seed, folder, faults) for spec in args.meshes.split(",") if spec]
         for o in (o for run in runs for o in run):
             print(json.dumps(asdict(o)), file=sys.stderr, flush=True)
             outcomes.append(o)
@@ -141,9 +152,11 @@ def program_stage(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"table": table, "runs": [asdict(o) for o in outcomes]}, indent=1))
     else:
-        print("| fault | runs | silent_wrong | conservative | correct |\n|---|---|---|---|---|")
+        keys = ("runs", "silent_wrong", "conservative", "correct") + \
+            (("named", "blamed_mesh") if args.stage == "dark" else ())
+        print(f"| fault | {' | '.join(keys)} |\n" + "|---" * (len(keys) + 1) + "|")
         for fault, row in table.items():
-            cells = " | ".join(str(row[k]) for k in ("runs", "silent_wrong", "conservative", "correct"))
+            cells = " | ".join(str(row.get(k, 0)) for k in keys)
             print(f"| {fault} | {cells} |")
         for o in outcomes:
             if o.verdict != "correct":

@@ -251,12 +251,12 @@ def run_mesh_seed(spec: str, seed: int, folder: Path,
 
 
 def summarise(outcomes: list[ProgramOutcome]) -> dict[str, dict[str, int]]:
-    """Per fault: runs, silent_wrong, conservative, correct."""
+    """Per fault: runs, silent_wrong, conservative, correct (and the dark stage's named, blamed_mesh)."""
     table: dict[str, dict[str, int]] = {}
     for o in outcomes:
         row = table.setdefault(o.fault, {"runs": 0, "silent_wrong": 0, "conservative": 0, "correct": 0})
         row["runs"] += 1
-        row[o.verdict] += 1
+        row[o.verdict] = row.get(o.verdict, 0) + 1
     return table
 
 
@@ -336,4 +336,80 @@ def run_failover_seed(seed: int, folder: Path,
                 status = json.loads(out).get("placement_verification", {}).get("status")
             outcomes.append(ProgramOutcome("smartlight/failover", seed, fault, tbu, code, status, said, wrong,
                                            verdict(code, wrong)))
+    return outcomes
+
+
+# -- the dark stage: the source sends nothing during lumion program and lumion failover --bench ----
+DARK_FAULTS = ("laser-off", "laser-dead", "tx-dead")
+# tx-dead (failover only): gpu0's TX lane (port:1), whose link gpu0->gpu1 the bench's transceivers
+# meter (qsfp0 transmits into ports 0-3 and receives at 4-7): a running link's source goes dark
+DARK_TX = "port:1"
+# A dead laser that still reports its output on: its light 100 dB down (under any meter's floor).
+LASER_DEAD_DB = -100.0
+
+
+def darkened(opener: Any, chip: Any, how: str) -> Any:
+    """``open_bench`` handing ``chip`` in, with the simulated laser dark after opening: its output
+    switched off (``laser-off``: it says so) or dead while it reports itself on (``laser-dead``),
+    or the lasers of :data:`DARK_TX`'s transceiver dead (``tx-dead``: its monitor reads them dark).
+    """
+    def open_(*args: Any, **kwargs: Any) -> Any:
+        bench = opener(*args, chip=chip, **kwargs)
+        if how == "laser-off":
+            bench.sim.laser.output_on = False
+        elif how == "laser-dead":
+            bench.sim.laser.drift(LASER_DEAD_DB)
+        else:
+            bench.sim.kill_transmitter(DARK_TX)
+        return bench
+    return open_
+
+
+def dark_verdict(exit_code: int, said: str) -> str:
+    """correct (refused, the dark source said), named (exit 0, the output says the source is dark:
+    nothing passed as verified), blamed_mesh (refused blaming the chip or map), silent_wrong (exit 0,
+    nothing said: a dark check passed).
+    """
+    dark = "source is dark" in said or "output off" in said
+    if exit_code == 0:
+        return "named" if dark else "silent_wrong"
+    return "correct" if dark else "blamed_mesh"
+
+
+def run_dark_seed(spec: str, seed: int, folder: Path,
+                  faults: tuple[str, ...] = DARK_FAULTS) -> list[ProgramOutcome]:
+    """Per dark fault: ``lumion program`` of the routed plan on ``spec`` and, on smartlight,
+    ``lumion failover --bench --map --fail gpu2`` (a healthy chip: only the source is dark).
+    """
+    import instruments.config
+    from instruments.sim.chip import Chip
+    from photonics.topology import mesh_from_spec
+
+    map_path = calibrated_map(spec, seed, folder)
+    got = planned(spec, seed, map_path, folder)
+    bench = bench_config(spec, seed, folder)
+    opener = instruments.config.open_bench
+    outcomes = []
+    for fault in faults:
+        runs: list[tuple[str, tuple[str, ...]]] = []
+        if got is not None and fault != "tx-dead":
+            runs.append((spec, ("program", "--bench", str(bench), "--map", str(map_path), "--configuration",
+                                str(got[0]), "--json")))
+        if spec == "smartlight":
+            runs.append(("smartlight/failover", ("failover", "--bench", "sim", "--seed", str(seed), "--map",
+                                                 str(map_path), "--fail", FAILOVER_FAIL, "--json")))
+        for label, argv in runs:
+            instruments.config.open_bench = darkened(opener, Chip(mesh_from_spec(spec), seed), fault)
+            try:
+                code, out, err = cli(*argv)
+            finally:
+                instruments.config.open_bench = opener
+            said = (err.strip().splitlines() or [""])[0]
+            status = None
+            with contextlib.suppress(ValueError):
+                doc = json.loads(out)
+                status = (doc.get("verification") or {}).get("status")
+                said = said or json.dumps(doc.get("verification", {}))[:2000]
+            outcomes.append(ProgramOutcome(label, seed, fault, None, code, status, said, ["no light sent"],
+                                           dark_verdict(code, said + out)))
     return outcomes

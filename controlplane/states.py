@@ -157,7 +157,12 @@ def state_program(program: StateToProgram, heater_map: Any, held_ma: np.ndarray,
 
 
 def mismatch_message(v: Mapping[str, Any]) -> str:
-    """The one line of a state light disagrees with: each input off, its worst port and error."""
+    """The one line of a state light disagrees with: each input off, its worst port and error (a
+    dark source said instead: nothing was compared).
+    """
+    if v.get("dark"):
+        return (f"{v['dark']}; the service wrote the previous currents back and read them (the state is not "
+                "applied, nothing else moved)")
     said = []
     for r in v["inputs"]:
         if r["status"] != "off":

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from instruments.dark_source import dark_readings, laser_off
 from instruments.errors import InstrumentError
 from photonics.errors import LumionError
 from photonics.fabric.verify import LinkLight
@@ -73,7 +74,8 @@ class Probe:
 
 @dataclass(frozen=True)
 class Reading:
-    """What one probe read: the meter, planned and measured power (dBm) at that meter, or why not.
+    """What one probe read: the meter, planned and measured power (dBm) at that meter, or why not
+    (``reason`` of a measured link: why its reading is not the mesh's, its transmitter dark).
 
     ``dark_dbm``: for a link whose source was confirmed, the receiver's reading with its own
     transmitter disabled (what other transmitters send it); ``measured_dbm`` is then its own light.
@@ -196,9 +198,32 @@ class LightMeter:
             else:
                 out.append(Reading(None, None, None, why))
         _others_into(probes, out, leaks)
+        self._unless_dark(probes, out, leaks)
         self._own_lights(probes, out, [k for k in identify if out[k].meter == TRANSCEIVERS])
         self._await_fresh()  # a lane enabled again is lit in the modules' monitors for the next read
         return out
+
+    def _unless_dark(self, probes: Sequence[Probe], out: list[Reading],
+                     leaks: Mapping[int, Mapping[int, float]]) -> None:
+        """The power meter's readings become *not measured*, naming the dark source, when the
+        laser sent nothing (instruments.dark_source): it says its output is off, or no head read
+        light from any source lit. A dark source is not the mesh's doing: links judged off by
+        it would blame (and route around) healthy TBUs.
+        """
+        lit = [k for k, r in enumerate(out) if r.meter == POWER_METER]
+        if not lit:
+            return
+        why = laser_off(self.bench)
+        if not why:
+            brightest: dict[int, float] = {}
+            for k in lit:
+                src = probes[k].src
+                own = [float(out[k].measured_dbm), *leaks.get(src, {}).values()]
+                brightest[src] = max([*own, brightest.get(src, -math.inf)])
+            why = dark_readings(list(brightest.values()), self._laser_power_dbm(), ())
+        if why:
+            for k in lit:
+                out[k] = replace(out[k], meter=None, measured_dbm=None, dark_dbm=None, reason=why)
 
     def _read_module(self, name: str) -> tuple[Any, Any, str]:
         """(TX dBm per lane, RX dBm per lane, error) of one module."""
@@ -225,15 +250,19 @@ class LightMeter:
         rx_name, rx_lane = self.rx_lane[p.dst]
         tx, _, tx_err = dom[tx_name]
         _, rx, rx_err = dom[rx_name]
-        launch = p.launch_dbm
+        launch, dark = p.launch_dbm, ""
         if tx is not None and not tx_err and math.isfinite(tx[tx_lane]) and \
                 tx[tx_lane] >= p.launch_dbm - DARK_LAUNCH_DB:
             launch = float(tx[tx_lane])
+        elif tx is not None and not tx_err and math.isfinite(tx[tx_lane]):  # its DOM: dark laser
+            dark = (f"its transmitter {tx_name} lane {tx_lane} reads {float(tx[tx_lane]):.1f} dBm TX, more "
+                    f"than {DARK_LAUNCH_DB:g} dB under its declared {p.launch_dbm:.1f} dBm: the source is "
+                    "dark, not the mesh")
         planned = launch - OFF_MESH_LOSS_DB + p.transmission_db
         if rx_err or rx is None or not math.isfinite(rx[rx_lane]):
             why = rx_err or f"{rx_name} lane {rx_lane} reports no RX power (not advertised or lane not live)"
             return Reading(None, planned, None, why)
-        return Reading(TRANSCEIVERS, planned, float(rx[rx_lane]))
+        return Reading(TRANSCEIVERS, planned, float(rx[rx_lane]), dark)
 
     def _own_lights(self, probes: Sequence[Probe], out: list[Reading], confirm: Sequence[int]) -> None:
         """Replace each reading ``out[k]`` of ``confirm`` by its transmitter's own light: the

@@ -30,11 +30,13 @@ input is ``unverified`` (named, never ``ok``). The simulated meter reads the chi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from instruments.dark_source import dark_readings, laser_off
 from instruments.light_meter import VERIFY_NM
 
 # How far (fraction of the input's power) a port's measured power may be from the prediction.
@@ -93,6 +95,7 @@ class InputResult:
     shown: tuple[PortReading, ...]
     predicted_total: float
     measured_total: float | None
+    brightest: float | None = None  # the brightest metered port (fraction of the input's power; not in JSON)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -127,7 +130,9 @@ def judge_input(name: str, wavelength_nm: float, names: list[str], predicted: np
         status, reason = "ok", ""
     total = float(predicted.sum() + sum(unmetered.values()))
     measured_total = float(measured.sum()) if readings else None
-    return InputResult(name, wavelength_nm, status, reason, worst, off, shown, total, measured_total)
+    brightest = float(np.max(measured)) if readings else None
+    return InputResult(name, wavelength_nm, status, reason, worst, off, shown, total, measured_total,
+                       brightest)
 
 
 def laser_mw(bench: Any) -> float:
@@ -228,9 +233,26 @@ def state_verification(bench: Any, program: Any, heater_map: Any, skip: bool) ->
         return {"status": "skipped", **head, "prediction": None, "wavelengths_nm": [], "inputs": [],
                 "not_verifiable": []}
     inputs, powers, wl, source = expected(bench, program, heater_map)
-    results = verify_state(bench, inputs, powers, wl)
+    off = laser_off(bench)
+    results = [] if off else verify_state(bench, inputs, powers, wl)  # nothing sent: nothing judged
+    dark = off or state_dark(bench, results)
     blind = blind_arms(bench, program, heater_map, inputs, wl)
-    status = "off" if any(r.status == "off" for r in results) else \
+    status = "off" if dark or any(r.status == "off" for r in results) else \
         "unverified" if any(r.status == "unverified" for r in results) or not results or blind else "ok"
     return {"status": status, **head, "prediction": source, "wavelengths_nm": list(wl),
-            "inputs": [r.to_dict() for r in results], "not_verifiable": [b.to_dict() for b in blind]}
+            "inputs": [r.to_dict() for r in results], "not_verifiable": [b.to_dict() for b in blind],
+            "dark": dark or None}
+
+
+def state_dark(bench: Any, results: list[InputResult]) -> str:
+    """Why no input lit sent light (:mod:`instruments.dark_source`), '' when some head saw it.
+    One input lit: the TBU at its port could absorb it too, and is named.
+    """
+    lit = [r for r in results if r.brightest is not None]
+    input_mw = laser_mw(bench) if getattr(bench, "laser", None) is not None else 1.0
+    brightest = [10 * math.log10(max(r.brightest, 1e-30) * input_mw) for r in lit]
+    mesh = bench.mesh
+    ports = {r.port for r in lit}
+    at_port = [mesh.tbu_names[int(mesh.port_tbu_ports[mesh.port_index(p)]) // 4] for p in ports]
+    common = at_port if len(at_port) == 1 else []
+    return dark_readings(brightest, 10 * math.log10(input_mw), common)

@@ -283,7 +283,8 @@ def off_line(reports: list[dict[str, Any]], placed: dict[str, Any] | None) -> st
         v, what = placed, "the placement (placement_verification)"
     else:
         v, what = next(r["verification"] for r in reports if r["verified"] == "off"), "the recovery"
-    off = [x["link"] for x in v["links"] if x["status"] == "off"]
+    off = [x["link"] + (f" ({x['reason']})" if x["reason"] else "")  # a dark transmitter: said
+           for x in v["links"] if x["status"] == "off"]
     hit = [f"{x['link']} {x['change_db']:+.2f} dB" for x in v["links"] if x["status"] == "hit"]
     said = []
     if off:

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from instruments.dark_source import dark_readings, laser_off
 from photonics.tolerances import MIN_ACR_DB, ROUTE_TOL_DB
 
 VERIFY_NM = 1550.0  # the chip band's centre: inside every lane of the default lane plan
@@ -51,6 +52,7 @@ class RouteResult:
     measured_acr_db: float | None = None  # None: no victim measured
     worst_victim: str = ""  # the victim port the measured ACR is set by
     unmetered_victims: tuple[str, ...] = ()  # victims without a meter head: crosstalk there unseen
+    brightest_dbm: float | None = None  # the brightest head read with this route's source lit (not in JSON)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -148,7 +150,7 @@ def verify_routes(bench: Any, conf: Any, tol_db: float = VERIFY_TOL_DB) -> list[
         unmetered = tuple(mesh.port_names[q] for q in victims(mesh, conf, src, dst) if q not in heads)
         bench.select_input(src, VERIFY_NM)
         dbm = [float(x) for x in bench.read_powers_dbm([dst, *seen])]
-        result = judge(name, planned, -dbm[0], tol_db)
+        result = replace(judge(name, planned, -dbm[0], tol_db), brightest_dbm=max(dbm))
         if not math.isfinite(planned_acr):  # no victim port on this mesh: nothing to leak into
             results.append(result)
             continue
@@ -171,11 +173,29 @@ def verification(bench: Any, conf: Any, skip: bool) -> dict[str, Any]:
     """The ``verification`` object of ``lumion program --json`` (``status``: ok, off, unverified, skipped)."""
     if skip:
         return {"status": "skipped", "tolerance_db": VERIFY_TOL_DB, "wavelength_nm": VERIFY_NM, "routes": []}
-    results = verify_routes(bench, conf)
-    status = "off" if first_off(results) else \
+    off = laser_off(bench)
+    if off:  # nothing sent: nothing measured, nothing judged
+        name = lambda p: bench.mesh.port_names[bench.mesh.port_index(p)]  # noqa: E731 - one-line lookup
+        results = [RouteResult(f"{name(r.src)}->{name(r.dst)}", loss, None, None, "unverified", off)
+                   for r, (loss, _) in zip(conf.routes, planned_checks(bench.mesh, conf), strict=True)]
+    else:
+        results = verify_routes(bench, conf)
+    dark = off or source_dark(bench, conf, results)
+    status = "off" if first_off(results) or dark else \
         "unverified" if any(r.status == "unverified" for r in results) or not results else "ok"
     return {"status": status, "tolerance_db": VERIFY_TOL_DB, "wavelength_nm": VERIFY_NM,
-            "routes": [r.to_dict() for r in results]}
+            "routes": [r.to_dict() for r in results], "dark": dark or None}
+
+
+def source_dark(bench: Any, conf: Any, results: list[RouteResult]) -> str:
+    """Why no route's source sent light (instruments.dark_source), '' when some head saw it."""
+    from instruments.state_check import laser_mw
+
+    lit = [r for r, res in zip(conf.routes, results, strict=True) if res.brightest_dbm is not None]
+    brightest = [res.brightest_dbm for res in results if res.brightest_dbm is not None]
+    common = set.intersection(*[{h.tbu for h in r.hops} for r in lit]) if lit else set()
+    names = [bench.mesh.tbu_names[t] for t in sorted(common)]
+    return dark_readings(brightest, 10 * math.log10(laser_mw(bench)), names)
 
 
 def verification_lines(v: dict[str, Any]) -> list[str]:
@@ -193,6 +213,8 @@ def verification_lines(v: dict[str, Any]) -> list[str]:
             lines.append(f"  {r['route']}: planned {r['planned_loss_db']:.2f} dB, measured "
                          f"{r['measured_loss_db']:.2f} dB ({r['difference_db']:+.2f} dB){_acr_text(r)} "
                          f"{r['status']}")
+    if v.get("dark"):
+        lines.append(f"  NOT verified by light: {v['dark']}")
     return lines
 
 
@@ -208,7 +230,11 @@ def _acr_text(r: dict[str, Any]) -> str:
 
 
 def off_line(v: dict[str, Any]) -> str | None:
-    """The one stderr line for the first route off by more than the tolerance, or None."""
+    """The one stderr line for a dark source (said first: the routes' readings are not the chip's)
+    or for the first route off by more than the tolerance, or None.
+    """
+    if v.get("dark"):
+        return f"lumion program: {v['dark']}; the routes' readings say nothing about the chip"
     r = next((r for r in v["routes"] if r["status"] == "off"), None)
     if r is None:
         return None

@@ -41,6 +41,8 @@ def state_verification_lines(v: dict[str, Any]) -> list[str]:
                      f"predicted {w['predicted']:.3f} ({w['difference']:+.3f}){tail}")
     if v["not_verifiable"]:
         lines.append(blind_line(v))
+    if v.get("dark"):
+        lines.append(f"  NOT verified by light: {v['dark']}")
     return lines
 
 
@@ -55,8 +57,11 @@ def blind_line(v: dict[str, Any]) -> str:
 
 def state_off_line(v: dict[str, Any]) -> str | None:
     """The one stderr line naming, for each input off, its worst port with the error and the
-    other ports off (None when every port is within the tolerance).
+    other ports off (None when every port is within the tolerance); a dark source is said
+    instead (the readings are then not the chip's).
     """
+    if v.get("dark"):
+        return f"lumion program: {v['dark']}; the heater state's readings say nothing about the chip"
     said = []
     for r in v["inputs"]:
         if r["status"] != "off":

@@ -246,6 +246,10 @@ class ProgramVerification(Strict):
     tolerance_db: float
     wavelength_nm: float
     routes: list[RouteVerification]
+    dark: str | None = Field(
+        None, description="why the source is taken as dark (the laser reports its output off, or no head "
+        "read light from any input: instruments.dark_source); status is then off and the routes' readings "
+        "are not the chip's; null when light was seen")
 
 
 class StatePortReading(Strict):
@@ -303,6 +307,9 @@ class StateVerification(Strict):
     inputs: list[StateInputCheck] = Field(description="one per input and wavelength")
     not_verifiable: list[StateBlindArm] = Field(description="used TBUs' arms a pi error on which moves no "
                                                 "checked reading by more than pi_visible (named, never ok)")
+    dark: str | None = Field(
+        None, description="why the source is taken as dark (the laser reports its output off, or no head "
+        "read light from any input: instruments.dark_source); status is then off; null when light was seen")
 
 
 class ProgramHeaterFault(Strict):
@@ -417,7 +424,8 @@ class LightLink(Strict):
         description="off: more than tolerance_db from plan, or acr_db under 20 dB (photonics.tolerances."
         "MIN_ACR_DB); hit: held, moved more than held_tolerance_db")
     off_before: bool = Field(description="a held link already off its plan before the recovery")
-    reason: str = Field(description="why it was not measured ('' when it was)")
+    reason: str = Field(description="why it was not measured; for a measured link, why its reading is not "
+                        "the mesh's (its transmitter's monitor reads it dark); '' otherwise")
 
 
 class LightVerification(Strict):

@@ -80,6 +80,13 @@ class LinkLight:
         return self.measured_dbm - self.before_dbm
 
     @property
+    def source_dark(self) -> bool:
+        """Measured, and the meter said why its reading is not the mesh's (``reason``: its
+        transmitter's own monitor reads it dark, instruments.light_meter): no TBU is blamed for it.
+        """
+        return self.measured_dbm is not None and bool(self.reason)
+
+    @property
     def acr_db(self) -> float | None:
         """Its own light over the other transmitters' light at its receiver (dB); None unless
         both were read (a new link's dark read).
@@ -131,7 +138,7 @@ class LinkLight:
         if acr is not None and not acr >= MIN_ACR_DB:
             text += (f", and other transmitters' light reaches its receiver at {self.others_dbm:.2f} dBm "
                      f"(ACR {acr:.1f} dB, under {MIN_ACR_DB:g} dB)")
-        return text
+        return text + (f"; {self.reason}" if self.source_dark else "")
 
 
 def _r(x: float | None) -> float | None:
@@ -148,8 +155,8 @@ def blocking(checks: Sequence[LinkLight]) -> list[LinkLight]:
 
 
 def suspects(checks: Sequence[LinkLight], routes: Sequence[Sequence[int]]) -> tuple[int, ...]:
-    """TBUs light blames: crossed by a blocking re-routed link, by no link measured ok and by
-    no held link.
+    """TBUs light blames: crossed by a blocking re-routed link whose source is not dark, by no
+    link measured ok and by no held link.
 
     ``routes[i]`` is link ``i``'s TBUs. A TBU that carries a link measured within tolerance
     realises its state (one coupling per TBU per configuration), so it is cleared; a held
@@ -157,7 +164,8 @@ def suspects(checks: Sequence[LinkLight], routes: Sequence[Sequence[int]]) -> tu
     off before the recovery is reported, not repaired).
     """
     cleared = {t for c in checks if c.status in (OK, HIT) or not c.rerouted for t in routes[c.index]}
-    blamed = [t for c in blocking(checks) if c.rerouted for t in routes[c.index] if t not in cleared]
+    blamed = [t for c in blocking(checks) if c.rerouted and not c.source_dark
+              for t in routes[c.index] if t not in cleared]
     return tuple(dict.fromkeys(blamed))
 
 

@@ -174,3 +174,17 @@ def test_a_held_link_that_moved_beyond_the_held_tolerance_is_kept_but_never_said
     assert [x["status"] for x in v.verification["links"]] == ["ok", "hit"]
     assert not any(line.startswith("restore") for line in w.log)
     assert v.suspect_tbus == {}
+
+
+def test_a_link_whose_transmitter_is_dark_blames_no_tbu():
+    """Audit of session 38: a link whose own transmitter's monitor reads it dark was 'off' like any
+    other and its TBUs became suspects (routed around, named in the refusal). The meter's reason
+    now travels with the reading: the refusal says the source is dark, no TBU is blamed."""
+    why = "its transmitter qsfp0 lane 1 reads -70.0 dBm TX: the source is dark"
+    dark = replace(_link(0, True, -10.0, -70.0), reason=why)
+    assert dark.source_dark
+    assert dark.status == "off"
+    assert "the source is dark" in dark.describe()
+    routes = [(1, 2, 3), (4, 5)]
+    assert suspects([dark, _link(1, True, -10.0, -10.0)], routes) == ()
+    assert suspects([_link(0, True, -10.0, -70.0), _link(1, True, -10.0, -10.0)], routes) == (1, 2, 3)
