@@ -64,8 +64,11 @@ def cluster(tmp_path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
     try:
         address = scheduler_address(scheduler_file, procs[0])
+        # one worker process, no nanny process supervising it (a third interpreter importing
+        # distributed, ~1 s of CPU, that only restarts a dying worker; issue 29)
         procs.append(subprocess.Popen([*dask_cli(), "worker", address, "--nworkers", "1", "--nthreads", "1",
-                                       "--host", "127.0.0.1", "--no-dashboard"], cwd=tmp_path, env=env,
+                                       "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"], cwd=tmp_path,
+                                      env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True))
         wait_for_workers(address, 1)
