@@ -18,8 +18,10 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,9 +102,10 @@ def shell_env(bin_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def lumion_parent(tmp_path_factory):
+def lumion_parent():
     """The socket of this worker's forking parent of `lumion` (tests/docs_lumion.py)."""
-    folder = tmp_path_factory.mktemp("docs-lumion")
+    # a short folder of its own: a socket's path is limited to 107 bytes, pytest's are long
+    folder = Path(tempfile.mkdtemp(prefix="lumion-docs-"))
     path = folder / "lumion.sock"
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests/docs_lumion.py"), str(path), *PRELOAD],
                             cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
@@ -113,6 +116,7 @@ def lumion_parent(tmp_path_factory):
     finally:
         proc.kill()
         proc.wait(ZYGOTE_START_TIMEOUT_S)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def fake_venv(folder: Path, socket_path: Path) -> Path:
