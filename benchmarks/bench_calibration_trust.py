@@ -13,6 +13,9 @@ routed with its map (instruments/sim/trust_campaign.py says what each figure mea
     python benchmarks/bench_calibration_trust.py --stage failover --first-seed 9800 --seeds 1
     python benchmarks/bench_calibration_trust.py --stage dark --first-seed 9860 --seeds 1 \
         --meshes hex:3x4,smartlight
+    python benchmarks/bench_calibration_trust.py --stage state --first-seed 9870 --seeds 1 \
+        --meshes square:4x4,hex:3x4
+    python benchmarks/bench_calibration_trust.py --stage multicast --first-seed 9860 --seeds 1
 
 ``--stage program`` (benchmarks/trust_program_stage.py) goes on past calibration: the map
 routed and programmed through the CLI onto a chip faulted after its calibration (phase
@@ -54,15 +57,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="after the table, one line per chip: worst heater RMS and what the map named")
     p.add_argument("--from-lines", nargs="+", metavar="FILE",
                    help="summarise the per-chip JSON lines earlier runs wrote on stderr instead of running")
-    p.add_argument("--stage", choices=("calibrate", "program", "failover", "dark"), default="calibrate",
+    p.add_argument("--stage", choices=("calibrate", "program", "failover", "dark", "state", "multicast"),
+                   default="calibrate",
                    help="program: calibrate -> route -> program through the CLI, faults after calibration; "
                    "failover: lumion failover --bench --map --fail gpu2 on the default fabric; dark: both "
-                   "with the bench laser dark (output off, or dead while it reports itself on)")
+                   "with the bench laser dark (output off, or dead while it reports itself on); state: "
+                   "lumion synthesize --map --out, then lumion program of the heater state, faults after "
+                   "calibration; multicast: lumion collective --multicast --out, then lumion failover --plan "
+                   "--fail gpu2 [--spare spare1] --bench sim --map, faults on the tree's TBUs")
     p.add_argument("--meshes", default="hex:3x4,square:4x4,smartlight", help="--stage program: meshes")
     p.add_argument("--faults", default=None, help="--stage program: comma-separated faults (default: all)")
     p.add_argument("--work", default=None, help="--stage program: folder for maps and plans (reused)")
     args = p.parse_args(argv)
-    if args.stage in ("program", "failover", "dark"):
+    if args.stage in ("program", "failover", "dark", "state", "multicast"):
         return program_stage(args)
     t0, c0 = time.perf_counter(), time.process_time()
     if args.from_lines:
@@ -130,20 +137,26 @@ def program_stage(args: argparse.Namespace) -> int:
         DARK_FAULTS,
         FAILOVER_FAULTS,
         FAULTS,
+        MULTICAST_FAULTS,
         run_dark_seed,
         run_failover_seed,
         run_mesh_seed,
+        run_multicast_seed,
+        run_state_seed,
     )
     from trust_program_stage import summarise as summarise_program
 
-    default = {"program": FAULTS, "failover": FAILOVER_FAULTS, "dark": DARK_FAULTS}[args.stage]
+    defaults = {"program": FAULTS, "failover": FAILOVER_FAULTS, "dark": DARK_FAULTS, "state": FAULTS,
+                "multicast": MULTICAST_FAULTS}
+    default = defaults[args.stage]
     faults = tuple(f for f in (args.faults.split(",") if args.faults else default) if f)
     folder = Path(args.work or tempfile.mkdtemp(prefix="trust-program-"))
     folder.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        per_mesh = run_dark_seed if args.stage == "dark" else run_mesh_seed
-        runs = [run_failover_seed(seed, folder, faults)] if args.stage == "failover" else \
+        per_mesh = {"dark": run_dark_seed, "state": run_state_seed}.get(args.stage, run_mesh_seed)
+        one = {"failover": run_failover_seed, "multicast": run_multicast_seed}.get(args.stage)
+        runs = [one(seed, folder, faults)] if one is not None else \
             [per_mesh(spec, seed, folder, faults) for spec in args.meshes.split(",") if spec]
         for o in (o for run in runs for o in run):
             print(json.dumps(asdict(o)), file=sys.stderr, flush=True)
@@ -152,8 +165,8 @@ def program_stage(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"table": table, "runs": [asdict(o) for o in outcomes]}, indent=1))
     else:
-        keys = ("runs", "silent_wrong", "conservative", "correct") + \
-            (("named", "blamed_mesh") if args.stage == "dark" else ())
+        extra = {"dark": ("named", "blamed_mesh"), "state": ("named",)}.get(args.stage, ())
+        keys = ("runs", "silent_wrong", "conservative", "correct", *extra)
         print(f"| fault | {' | '.join(keys)} |\n" + "|---" * (len(keys) + 1) + "|")
         for fault, row in table.items():
             cells = " | ".join(str(row.get(k, 0)) for k in keys)

@@ -413,3 +413,234 @@ def run_dark_seed(spec: str, seed: int, folder: Path,
             outcomes.append(ProgramOutcome(label, seed, fault, None, code, status, said, ["no light sent"],
                                            dark_verdict(code, said + out)))
     return outcomes
+
+
+# -- the state stage: lumion synthesize --map --out, then lumion program of the heater state -------
+STATE_FAULTS = FAULTS  # the program stage's faults, on a TBU the state uses
+# What each mesh synthesises: a 3x3 unitary where the lattice allows one, else a ring notch filter.
+STATE_TARGETS = {"square": ("--unitary", "random:3:{seed}"), "triangular": ("--unitary", "random:3:{seed}"),
+                 "hex": ("--filter", "1550:0.02"), "smartlight": ("--filter", "1550:0.02")}
+
+
+def phase_map(spec: str, seed: int, folder: Path) -> Path:
+    """``lumion calibrate --bench sim --common-phase`` of the healthy chip (kept in ``folder``)."""
+    path = folder / f"phase-map-{spec.replace(':', '_')}-{seed}.json"
+    if not path.exists():
+        code, _, err = cli("calibrate", "--bench", "sim", "--mesh", spec, "--seed", str(seed),
+                           "--common-phase", "--out", str(path), "--json", "--quiet")
+        if code not in (0, 5):
+            raise RuntimeError(f"calibrate --common-phase {spec} {seed} exited {code}: {err.strip()}")
+    return path
+
+
+def synthesized(spec: str, seed: int, map_path: Path, folder: Path) -> Path | None:
+    """``lumion synthesize --mesh SPEC --map MAP --out STATE`` (None when it refuses)."""
+    kind, target = STATE_TARGETS[spec.partition(":")[0]]
+    path = folder / f"state-{spec.replace(':', '_')}-{seed}.json"
+    code, _, _ = cli("synthesize", "--mesh", spec, "--map", str(map_path), kind, target.format(seed=seed),
+                     "--out", str(path), "--json")
+    return path if code == 0 and path.exists() else None
+
+
+def state_truth(chip: Any, program: Any) -> list[str]:
+    """The inputs whose light is wrong on ``chip`` now: some port more than STATE_TOL of the
+    input's power from the synthesis's prediction (the chip's own optics, no meter)."""
+    from instruments.state_check import STATE_TOL
+
+    p = program.prediction
+    wrong = []
+    for i, wl in enumerate(p.wavelengths_nm):
+        for k, q in enumerate(p.inputs):
+            got = chip.output_power_mw(q, wl)
+            off = np.abs(got - p.powers[i, :, k])
+            off[q] = 0.0
+            if float(off.max()) > STATE_TOL:
+                port = int(off.argmax())
+                wrong.append(f"into {chip.mesh.port_names[q]} at {wl:g} nm: {chip.mesh.port_names[port]} "
+                             f"{float(got[port]):.3f}, predicted {float(p.powers[i, port, k]):.3f}")
+    return wrong
+
+
+def state_faulted_chip(spec: str, seed: int, fault: str, program: Any, cmap: Any,
+                       rng: np.random.Generator) -> tuple[Any, str | None]:
+    """A fresh chip of ``seed`` with ``fault`` on a TBU the state uses (heater faults on the arm
+    the map drives harder for the state); ``shared`` is a plain shift here (a state has no routes)."""
+    from calibration.phase_drive import currents_for_state
+    from instruments.sim.chip import Chip
+    from photonics.topology import mesh_from_spec
+
+    mesh = mesh_from_spec(spec)
+    chip = Chip(mesh, seed)
+    if fault == "none":
+        return chip, None
+    kind, _, amount = fault.partition(":")
+    if kind == "drift":
+        chip.set_temperature_profile(lambda _t_s, k=float(amount): k)
+        return chip, None
+    pool = sorted(program.used_tbus(mesh.n_tbus))
+    t = pool[int(rng.integers(len(pool)))]
+    tbu = mesh.tbu_names[t]
+    if kind in ("shift", "shared"):
+        chip.shift_phase(tbu, radians(amount))
+    elif kind == "stuck":
+        chip.fail_tbu(tbu, amount)
+    elif kind == "dead":
+        chip.fail_tbu(tbu, "dead")
+    else:
+        currents = currents_for_state(cmap, program.state, 30.0)
+        chip.fail_heater(2 * t + int(currents[2 * t + 1] > currents[2 * t]), kind)
+    return chip, tbu
+
+
+def state_verdict(exit_code: int, status: str | None, named: list[str], tbu: str | None,
+                  wrong: list[str]) -> str:
+    """silent_wrong (exit 0 while light is wrong, the faulted TBU not named not verifiable),
+    named (exit 0, status unverified, the faulted TBU among the arms named), conservative,
+    correct."""
+    if exit_code == 0 and wrong:
+        return "named" if status == "unverified" and tbu is not None and tbu in named else "silent_wrong"
+    return verdict(exit_code, wrong)
+
+
+def run_state_seed(spec: str, seed: int, folder: Path,
+                   faults: tuple[str, ...] = STATE_FAULTS) -> list[ProgramOutcome]:
+    """Every fault on one mesh and seed's synthesised state (a healthy run first, as "none")."""
+    import instruments.config
+    from calibration.map import CalibrationMap
+    from photonics.state_program import load_state
+    from photonics.topology import mesh_from_spec
+
+    mesh = mesh_from_spec(spec)
+    map_path = phase_map(spec, seed, folder)
+    state_path = synthesized(spec, seed, map_path, folder)
+    if state_path is None:
+        return []
+    program = load_state(json.loads(state_path.read_text()), mesh, str(state_path))
+    cmap = CalibrationMap.load(map_path, mesh=mesh)
+    bench = bench_config(spec, seed, folder)
+    rng = np.random.default_rng([seed, 11])
+    opener = instruments.config.open_bench
+    outcomes = []
+    for fault in ("none", *faults):
+        chip, tbu = state_faulted_chip(spec, seed, fault, program, cmap, rng)
+        instruments.config.open_bench = functools.partial(opener, chip=chip)
+        try:
+            code, out, err = cli("program", "--bench", str(bench), "--map", str(map_path), "--configuration",
+                                 str(state_path), "--json")
+        finally:
+            instruments.config.open_bench = opener
+        status, named = None, []
+        with contextlib.suppress(ValueError):
+            v = json.loads(out).get("verification", {})
+            status, named = v.get("status"), sorted({b["tbu"] for b in v.get("not_verifiable", [])})
+        wrong = state_truth(chip, program)
+        said = (err.strip().splitlines() or [f"not verifiable: {', '.join(named)}" if named else ""])[0]
+        outcomes.append(ProgramOutcome(f"{spec}/state", seed, fault, tbu, code, status, said, wrong,
+                                       state_verdict(code, status, named, tbu, wrong)))
+    return outcomes
+
+
+# -- the multicast stage: lumion collective --multicast --out, then lumion failover --plan --bench ----
+MULTICAST_FAULTS = ("shift:pi", "shift:pi/2", "shift:1.0", "shift:0.5", "shift:0.2", "stuck:bar",
+                    "stuck:cross", "dead", "drift:2", "drift:5")
+# gpu0 -> {gpu1, gpu2} on the default fabric; gpu2 fails: pruned, or its branch spliced to spare1
+MULTICAST_COLLECTIVE = ("--pattern", "broadcast-flat", "--accelerators", "3", "--multicast")
+MULTICAST_ACTIONS = (("prune", ()), ("splice", ("--spare", "spare1")))
+
+
+def tree_ports(doc: dict[str, Any], mesh: Any) -> list[tuple[int, list[int]]]:
+    """(source port, receiver ports) of every tree of a ``lumion.multicast-plan``."""
+    return [(mesh.port_index(g["tree"]["src"]), [mesh.port_index(d) for d in g["tree"]["dsts"]])
+            for g in doc["groups"]]
+
+
+def multicast_truth(chip: Any, doc: dict[str, Any], planned: dict[str, tuple[float, float]],
+                    fabric: Any) -> list[str]:
+    """Branches whose light is wrong on ``chip`` now (the chip's own optics at VERIFY_NM): more
+    than ROUTE_TOL_DB under the branch's planned transmission, or the tree's source putting light
+    into another accelerator's receiver within ``required_acr_db`` of the branch's own.
+    """
+    mesh = chip.mesh
+    # a pruned or failed receiver's port is no victim (its share still arrives there, unread)
+    gone = set(doc.get("failed_accelerators", []))
+    dark = {mesh.port_index(q) for q in doc.get("dark_ports", [])}
+    receivers = {p for a in fabric.accelerators if a.name not in gone for p in a.rx} - dark
+    wrong = []
+    for src, dsts in tree_ports(doc, mesh):
+        p = np.maximum(chip.output_power_mw(src, VERIFY_NM), FLOOR_MW)
+        others = [q for q in receivers if q not in dsts and q != src]
+        leak = 10 * math.log10(max(p[q] for q in others)) if others else -math.inf
+        for d in dsts:
+            name = f"{fabric.owner(src)}->{fabric.owner(d)}"
+            trans = 10 * math.log10(p[d])
+            plan_trans, plan_acr = planned.get(name, (math.nan, math.inf))
+            if trans < plan_trans - ROUTE_TOL_DB:
+                wrong.append(f"{name}: {trans:.1f} dB, planned {plan_trans:.1f}")
+            elif trans - leak < required_acr_db(plan_acr):
+                wrong.append(f"{name}: ACR {trans - leak:.1f} dB into another receiver (plan {plan_acr:.1f})")
+    return wrong
+
+
+def run_multicast_seed(seed: int, folder: Path,
+                       faults: tuple[str, ...] = MULTICAST_FAULTS) -> list[ProgramOutcome]:
+    """Per fault (on a TBU a tree uses, drawn from the seed) and action (prune, splice):
+    ``lumion failover --plan MC --fail gpu2 [--spare spare1] --bench sim --map``; a healthy run first.
+    """
+    import instruments.config
+    from instruments.sim.chip import Chip
+    from photonics.fabric import default_fabric
+
+    fabric = default_fabric()
+    mesh = fabric.mesh
+    map_path = calibrated_map("smartlight", seed, folder)
+    mc = folder / f"mc-{seed}.json"
+    code, _, err = cli("collective", *MULTICAST_COLLECTIVE, "--out", str(mc))
+    if code:
+        raise RuntimeError(f"collective --multicast exited {code}: {err.strip()}")
+    doc = json.loads(mc.read_text())
+    pool = sorted({h["tbu"] for g in doc["groups"] for b in g["tree"]["branches"] for h in b["tbus"]})
+    rng = np.random.default_rng([seed, 13])
+    opener = instruments.config.open_bench
+    outcomes = []
+    for fault in ("none", *faults):
+        tbu = None if fault == "none" or fault.startswith("drift") else pool[int(rng.integers(len(pool)))]
+        for action, extra in MULTICAST_ACTIONS:
+            chip = Chip(mesh, seed)
+            kind, _, amount = fault.partition(":")
+            if kind == "shift":
+                chip.shift_phase(tbu, radians(amount))
+            elif kind in ("stuck", "dead"):
+                chip.fail_tbu(tbu, amount or "dead")
+            elif kind == "drift":
+                chip.set_temperature_profile(lambda _t_s, k=float(amount): k)
+            out_plan = folder / f"mc-out-{seed}.json"
+            out_plan.unlink(missing_ok=True)
+            instruments.config.open_bench = functools.partial(opener, chip=chip)
+            try:
+                argv = ("--plan", str(mc), "--fail", "gpu2", *extra, "--bench", "sim", "--seed", str(seed),
+                        "--map", str(map_path), "--out", str(out_plan), "--json")
+                code, out, err = cli("failover", *argv)
+            finally:
+                instruments.config.open_bench = opener
+            status, planned = None, {}
+            with contextlib.suppress(ValueError):
+                rep = json.loads(out)
+                status = (rep.get("verification") or {}).get("status")
+                planned = {b["link"]: (b["after_db"], b["acr_db"]) for b in rep.get("branches", [])}
+            now = json.loads(out_plan.read_text()) if code == 0 and out_plan.exists() else doc
+            if not planned:  # refused: the trees before, as placed, against their own plan
+                planned = placed_branches(fabric, now)
+            wrong = multicast_truth(chip, now, planned, fabric)
+            said = (err.strip().splitlines() or [""])[0]
+            label, judged = f"smartlight/multicast-{action}", verdict(code, wrong)
+            outcomes.append(ProgramOutcome(label, seed, fault, tbu, code, status, said, wrong, judged))
+    return outcomes
+
+
+def placed_branches(fabric: Any, doc: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Each branch of a multicast plan file: (planned transmission dB, planned ACR dB: inf, so the
+    truth holds it to MIN_ACR_DB), solved again from its configuration."""
+    from photonics.fabric.multicast_io import multicast_from_dict
+
+    plan = multicast_from_dict(doc, fabric).plan
+    return {f"{b.src}->{b.dst}": (b.transmission_db, math.inf) for group in plan.branches for b in group}

@@ -54,6 +54,10 @@ FLOOR_DBM = -70.0  # the DOM's floor (SFF-8636/CMIS 0.1 uW LSB): no light of its
 # datasheets give a few ms to ~100 ms, and samples come at least once per period, so one
 # period of the slowest is enough (the simulated module's monitor_period_s models it).
 DOM_REFRESH_WAIT_S = 0.1
+# Sources that must all read no light before the power meter's readings are put down to a dark
+# laser (instruments.dark_source): one dead TBU darkens only the links crossing it, one source
+# alone could be lost at its port's TBU, so at least two distinct sources, all dark.
+DARK_SOURCES_MIN = 2
 
 
 class _LeftDisabledError(InstrumentError):
@@ -220,7 +224,9 @@ class LightMeter:
                 src = probes[k].src
                 own = [float(out[k].measured_dbm), *leaks.get(src, {}).values()]
                 brightest[src] = max([*own, brightest.get(src, -math.inf)])
-            why = dark_readings(list(brightest.values()), self._laser_power_dbm(), ())
+            # one source lit cannot tell a dark laser from a TBU absorbing its light: judged as read
+            if len(brightest) >= DARK_SOURCES_MIN:
+                why = dark_readings(list(brightest.values()), self._laser_power_dbm(), ())
         if why:
             for k in lit:
                 out[k] = replace(out[k], meter=None, measured_dbm=None, dark_dbm=None, reason=why)

@@ -244,3 +244,25 @@ def test_a_power_meter_reading_carries_the_other_links_light_into_its_receiver()
     assert readings[1].dark_dbm == pytest.approx(mw(-7.7, -90.0))  # source 0 into port 5 (2: dark)
     assert readings[2].dark_dbm == pytest.approx(mw(-40.0, -50.0))  # not source 2's branch to port 9
     assert readings[3].dark_dbm == pytest.approx(mw(-90.0, -90.0))  # nor its branch to port 7
+
+
+def test_a_dark_laser_is_named_and_one_dark_source_is_judged_as_read():
+    """Audit of session 38: the power meter's readings are put down to a dark laser (not measured,
+    named) when it says its output is off or when two or more sources all read no light; one
+    source alone reading nothing may be a dead TBU at its port, so it stays measured (judged off)."""
+    mesh = hexagonal(1, 2)
+    meter = _Meter({0: {}, 1: {}})  # every head reads -90 dBm
+    bench = SimpleNamespace(mesh=mesh, transceivers={}, transceiver_ports={}, laser=SimpleNamespace(),
+                            meter=meter.meter, laser_power_dbm=0.0, switch_outputs={0: 1, 1: 2},
+                            meter_channels={3: (1, 1), 5: (1, 2)},
+                            select_input=meter.select_input, read_powers_dbm=meter.read_powers_dbm)
+    one = LightMeter(bench).measure([Probe(0, 3, -6.5, 0.0)])
+    assert one[0].meter == "power meter"
+    assert one[0].measured_dbm == -90.0
+    two = LightMeter(bench).measure([Probe(0, 3, -6.5, 0.0), Probe(1, 5, -4.0, 0.0)])
+    assert [r.meter for r in two] == [None, None]
+    assert all("the source is dark" in r.reason for r in two)
+    bench.laser.output_enabled = False
+    off = LightMeter(bench).measure([Probe(0, 3, -6.5, 0.0)])
+    assert off[0].meter is None
+    assert "reports its output off" in off[0].reason
