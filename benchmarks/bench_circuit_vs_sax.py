@@ -19,8 +19,8 @@ random state; 1, 100 and 1,000 wavelengths over 1540-1560 nm. Like for like:
   overflowed its 512 kB thread stacks on hex:6x6 and the process died of SIGSEGV:
   `sax_circuit.ensure_deep_thread_stacks`); then SAX and ours
   are called alternately, so both see the same machine load; CPU time of the process (all
-  its threads) from the call until its threads have gone idle again (XLA's threads go on
-  working for SAX's call after it returns: `cpu_timed`), best of `--repeats`;
+  its threads), for SAX's call until its threads have gone idle again (XLA's threads go on
+  working for it after it returns: `cpu_timed`), best of `--repeats`;
 * agreement: the largest difference in any S-parameter (ours vs SAX, and ours vs our
   sparse-LU reference `solve_sparse`).
 
@@ -94,21 +94,29 @@ SETTLE_IDLE = 0.05  # over one such window (a sleeping main thread uses none)
 SETTLE_LIMIT_S = 5.0  # and waiting stops after this long (a thread that never rests: still counted)
 
 
-def cpu_timed(fn) -> tuple[float, object]:
-    """CPU seconds of the process (all its threads) for one call and the work it leaves running,
-    and its result.
+def cpu_timed(fn, settle: bool = False) -> tuple[float, object]:
+    """CPU seconds of the process (all its threads) for one call, and its result; with
+    ``settle``, also the CPU its other threads spend after it returns, until they go idle.
 
     SAX's call returns (``block_until_ready``) while XLA's threads still work for it: measured
     in session 38 (smartlight, 1,000 wavelengths, one core, per-thread ``schedstat``), its other
     threads used 36-40 ms of CPU during the solve timed right after it, which the process CPU
-    time then charged to that solve (53-77 ms against 29-39 ms alone). So after the call this
-    waits, sleeping, until the process's threads have gone idle (:data:`SETTLE_WINDOW_S`,
-    :data:`SETTLE_IDLE`) and counts their CPU until then as the call's own.
+    time then charged to that solve (53-77 ms against 29-39 ms alone). So SAX's calls are timed
+    with ``settle``: this thread then sleeps until the process's threads have gone idle
+    (:data:`SETTLE_WINDOW_S`, :data:`SETTLE_IDLE`), and their CPU until then (not this
+    thread's own, for the waiting) counts as the call's. Our solve leaves no thread running
+    (its pool's chunks are all collected before it returns), so it is timed without: waiting
+    cost this thread 0.1-0.15 ms at load 11, most of a one-wavelength solve.
     """
     c = time.process_time()
     out = fn()
-    _settle()
-    return time.process_time() - c, out
+    done = time.process_time()
+    tail = 0.0
+    if settle:
+        own = time.thread_time()
+        _settle()
+        tail = (time.process_time() - done) - (time.thread_time() - own)
+    return done - c + tail, out
 
 
 def _settle() -> None:
@@ -315,7 +323,7 @@ def main() -> None:
             assert prepared(state).tobytes() == solve(mesh, state, wl, params).tobytes()  # (and warm)
             sax_c = ours_c = float("inf")
             for _ in range(args.repeats):  # alternate, so both see the same machine
-                c1, s_out = cpu_timed(run_sax)
+                c1, s_out = cpu_timed(run_sax, settle=True)
                 c2, ours = cpu_timed(lambda st=state, run=prepared: run(st))
                 sax_c, ours_c = min(sax_c, c1), min(ours_c, c2)
             ref = solve_sparse(mesh, state, wl, params)
