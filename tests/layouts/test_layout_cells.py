@@ -3,7 +3,6 @@ from its layer map by role, names follow only the parameters a cell uses."""
 
 import collections
 
-import gdsfactory as gf
 import pytest
 
 from layouts.cells import link_bend, tbu_for, tbu_mzi
@@ -16,6 +15,8 @@ from layouts.pdk import LAYER_ROLES, layer, snap
 @pytest.fixture
 def user_pdk():
     """A PDK the user activated (the generic PDK under another name); restored afterwards."""
+    import gdsfactory as gf  # here, not at the top: collection never imports gdsfactory (issue 29)
+
     pdk = gf.gpdk.PDK.model_copy(update={"name": "user_pdk"})
     pdk.activate()
     yield pdk
@@ -23,7 +24,7 @@ def user_pdk():
 
 
 def test_the_users_pdk_stays_active(user_pdk):
-    require_gdsfactory()
+    gf = require_gdsfactory()
     tbu_mzi(heater_length=390.0)
     mesh_cell("hex:1x1")
     assert gf.get_active_pdk().name == "user_pdk"
@@ -41,6 +42,8 @@ def test_layers_come_from_the_active_pdk_by_role(user_pdk):
 
 
 def test_heater_is_drawn_on_the_heater_role_layer():
+    gf = require_gdsfactory()
+
     tbu = tbu_mzi(layer_map={"heater": "M1"})
     assert tbu.kdb_cell.shapes(gf.get_layer("M1")).size() == 6  # two strips and four bridges
     assert tbu.kdb_cell.shapes(gf.get_layer("HEATER")).size() == 0
@@ -63,6 +66,7 @@ def test_pad_pitch_does_not_rename_the_tbu_inside_the_mesh():
 
 def test_cross_section_is_a_parameter():
     """The waveguide type follows ``cross_section``: the rib has a slab the strip lacks."""
+    gf = require_gdsfactory()  # a PDK active for get_layer (alone, no earlier test activated one)
     slab = gf.get_layer("SLAB90")
     strip, rib = link_bend(cross_section="strip"), link_bend(cross_section="rib")
     assert strip.name != rib.name
