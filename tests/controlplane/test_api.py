@@ -14,6 +14,8 @@ import time
 import httpx
 import pytest
 
+from lab_scripts import schemas
+from lab_scripts.common import output_schema
 from tests.controlplane.conftest import Service
 
 
@@ -56,9 +58,14 @@ def _error(resp: httpx.Response, status: int, kind: str) -> dict:
 
 
 def test_announcement_and_token_file(svc):
+    """The announce line (`lumion serve --json`'s output) follows its schema, and says the truth.
+
+    (The schema check of `lumion serve`'s output is here, on this module's service, rather than
+    a service started for it alone in tests/lab_scripts/test_schemas_commands.py; the TLS
+    announce is checked in test_serve_security.py.)"""
     info = svc.info
-    assert info["schema"] == "lumion.serve"
-    assert info["version"] == 1
+    assert (info["schema"], info["version"]) == output_schema("serve") == ("lumion.serve", 1)
+    schemas.validate(info, "lumion.serve")
     assert {"url", "token_file", "db", "pid"} <= set(info)
     assert info["url"].startswith("http://127.0.0.1:")
     assert info["pid"] == svc.proc.pid

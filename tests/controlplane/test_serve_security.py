@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from controlplane.security import is_loopback, load_or_create_token, token_matches
+from lab_scripts import schemas
 from tests.controlplane.conftest import ROOT, START_TIMEOUT_S
 from tests.lumion_zygote import Zygote
 
@@ -95,6 +96,7 @@ def test_a_network_bind_with_an_existing_token_serves_tls_and_names_its_address(
                   "--ssl-certfile", str(cert), "--ssl-keyfile", str(key))
     try:
         info = _announce(proc)
+        schemas.validate(info, "lumion.serve")  # the TLS announce follows the schema too
         port = int(info["bind"].rsplit(":", 1)[1])
         assert info["bind"] == f"0.0.0.0:{port}"
         assert info["tls"] is True
