@@ -154,7 +154,7 @@ def _recover(args: argparse.Namespace, fabric: Any, run: Any, hmap: Any, failed_
     before = heater_values(run.plan.configuration, hmap)[0]
     placed, ref = bench.place(run.plan, before) if bench is not None else (None, {})
     writes, drift = _program(rec, hmap, run.failed_tbus, before)
-    light = _light(args, bench, rec, src, before, writes, ref)
+    light = _light(args, bench, rec, src, before, writes, ref, (*run.failed_accelerators, failed_rx))
     report = _report(fabric, str(args.plan), run, rec, src, writes, drift, light, placed)
     dark = run.dark | ({_rx_port(fabric, run.plan, failed_rx)} if spare is None else set())
     from photonics.fabric.multicast_io import RunningMulticast
@@ -203,10 +203,14 @@ def _program(rec: Any, hmap: Any, failed: Any, before: np.ndarray) -> tuple[dict
 
 
 def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.ndarray,
-           writes: dict[int, float], ref: dict[str, Any]) -> dict[str, Any]:
-    """The light keys of the report: write the recovery and check every branch (or say not measured)."""
+           writes: dict[int, float], ref: dict[str, Any], gone: tuple[str, ...]) -> dict[str, Any]:
+    """The light keys of the report: write the recovery, check every branch and each tree's light at
+    the other working receivers (lab_scripts.tree_leak; ``gone``: failed or pruned receivers), or
+    say not measured.
+    """
     from lab_scripts.failover_light import NO_BENCH, VERIFIED
     from lab_scripts.multicast_light import branch_names, judge, unverified
+    from lab_scripts.tree_leak import leak_refusal, tree_leaks
     from photonics.fabric.verify import not_measured
 
     names = branch_names(rec.plan)
@@ -214,19 +218,23 @@ def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.
     if bench is None:
         v = not_measured(names, [names.index(n) for n in new], NO_BENCH)
         return {"verified": VERIFIED[v["status"]], "verification": v, "unverified_branches": names,
-                "refusal": None}
+                "refusal": None, "tree_crosstalk": []}
     after = before.copy()
     for ch, value in writes.items():
         after[ch] = value
     bench.write(after)
     checks = bench.check(rec.plan, new, ref)
     v, why = judge(checks)
+    leaks = tree_leaks(bench.bench, bench.fabric, rec.plan, gone)
+    why = why or leak_refusal(leaks)
+    if any(x.off for x in leaks):  # its light in another working receiver: not the recovery light accepts
+        v = {**v, "status": "off"}
     if why is not None and args.light == "repair":
         bench.write(before)
         raise CliError(f"--fail {rec.failed}: {why}; the chip is back to the trees before the recovery, "
                        "nothing written", "unverified", "VerificationError")
     return {"verified": VERIFIED[v["status"]], "verification": v, "unverified_branches": unverified(checks),
-            "refusal": why}
+            "refusal": why, "tree_crosstalk": [x.to_dict() for x in leaks]}
 
 
 def _report(fabric: Any, plan: str, run: Any, rec: Any, src: str, writes: dict[int, float], drift: float,
@@ -305,3 +313,7 @@ def _print_light(r: dict[str, Any]) -> None:
     print(table([(x["link"], x["meter"] or "", x["planned_dbm"], x["measured_dbm"], x["before_dbm"],
                   x["change_db"], x["status"]) for x in v["links"]],
                 ["branch", "meter", "planned dBm", "measured dBm", "before dBm", "change dB", "status"]))
+    for x in r["tree_crosstalk"]:
+        acr = f"ACR {x['acr_db']:.1f} dB (at least {x['min_acr_db']:g}) into {x['victim']}, weakest branch " \
+            f"{x['weakest_branch']}" if x["acr_db"] is not None else f"NOT measured ({x['reason']})"
+        print(f"tree from {x['source']}, its light at the other working receivers: {acr}: {x['status']}")

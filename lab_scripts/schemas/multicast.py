@@ -107,6 +107,20 @@ class GroupNames(Strict):
     dsts: list[str]
 
 
+class TreeCrosstalk(Strict):
+    """One tree's source lit by the bench laser after a recovery (lab_scripts.tree_leak)."""
+
+    source: str = Field(description="the tree's transmitting accelerator")
+    weakest_branch: str = Field(description="source->receiver of its weakest branch ('' when not measured)")
+    branch_dbm: float | None
+    victim: str = Field(description="the working receiver outside the tree that read most of its light")
+    victim_dbm: float | None
+    acr_db: float | None = Field(description="branch_dbm - victim_dbm (dB), null when not measured")
+    min_acr_db: float = Field(description="photonics.tolerances.MIN_ACR_DB: a lower ACR is off")
+    status: Literal["ok", "off", "not measured"]
+    reason: str = Field(description="why not measured ('' when measured)")
+
+
 class MulticastFailoverOutput(Strict):
     """``lumion failover --plan MC.json --json``: a failed receiver pruned or spliced."""
 
@@ -134,5 +148,8 @@ class MulticastFailoverOutput(Strict):
     verification: LightVerification
     unverified_branches: list[str] = Field(description="branches no meter reached (never called ok)")
     refusal: str | None = Field(description="--light report: why light rejected the kept recovery")
+    tree_crosstalk: list[TreeCrosstalk] = Field(
+        description="each tree's source lit by the bench laser after the recovery: its weakest branch over "
+        "its strongest working receiver outside the tree (lab_scripts.tree_leak); empty without a bench")
     placement_verification: LightVerification | None = Field(
         description="the trees written whole and read on --bench before the recovery; null without")

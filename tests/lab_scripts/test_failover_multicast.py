@@ -309,3 +309,25 @@ def test_a_plan_on_another_mesh_is_acted_on_with_the_fabric_it_records(capsys, t
     d = json.loads(text)
     assert d["fabric"] == "hex:3x3-3+0"
     assert [b["link"] for b in d["branches"]] == ["gpu0->gpu1"]
+
+
+def test_a_tree_leaking_into_another_receiver_is_refused_though_every_branch_is_on_plan(mc, oracle, capsys,
+                                                                                      opened):
+    """Audit of session 38 (trust campaign, --stage multicast, seed 9860): tbu:0.0.0, on the tree,
+    pi/2 off after calibration; the splice to spare1 kept every branch within 3 dB of plan and the
+    held branch within 0.5 dB, while the tree's light reached spare0's receiver 1.4 dB under its
+    weakest branch: 'by light', exit 0. Each tree's source is now lit once and the other working
+    receivers read: the recovery is refused naming the receiver and the ACR. Here (seed 4371, oracle
+    map) tbu:0.0.0 1.0 rad off at the recovery: ACR 6.4 dB (37 dB healthy), every branch on plan."""
+    opened.disturb = (smartlight().tbu_index("tbu:0.0.0"), 1.0)
+    code, text, _err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench",
+                            "sim", "--seed", str(SEED), "--map", str(oracle), "--light", "report", "--json")
+    assert code == EXIT_UNVERIFIED
+    d = json.loads(text)
+    validate(d, "lumion.multicast-failover")
+    assert d["verified"] == "off"
+    (tree,) = d["tree_crosstalk"]
+    assert tree["status"] == "off"
+    assert tree["acr_db"] < tree["min_acr_db"]
+    assert "puts its light into" in d["refusal"]
+    assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in d["verification"]["links"])  # power alone: ok

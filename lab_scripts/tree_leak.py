@@ -1,0 +1,109 @@
+"""A multicast tree's light at the other accelerators' receivers: crosstalk a branch's own power cannot show.
+
+A tree's branches are each read at their own receiver (:mod:`instruments.branch_light`): a
+TBU partly off after calibration sends part of the tree's light out of it while every branch
+still lands within 3 dB of plan (the trust campaign's multicast stage, seed 9860:
+``tbu:0.0.0`` pi/2 off, the splice to spare1 kept `ok` with the tree's light reaching another
+receiver at ACR 1.4 dB). So after a recovery each tree's source is lit once by the bench laser
+and every power meter head at its branches' receivers and at the *victims* is read in that one
+setting: the receivers of every accelerator that works and is not in the tree (a failed or
+pruned receiver's port is no victim: its share still arrives there, unread). The tree's ACR is
+its weakest branch over its strongest victim (two readings of one input: no launch or facet
+loss enters it) and must reach :data:`~photonics.tolerances.MIN_ACR_DB` (20 dB; more than 1 % of
+the tree's light at a working receiver is a tree leaking into a link), as ``lumion program``
+judges a route. A tree the laser or the heads cannot reach is named not measured, never ok.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from photonics.tolerances import MIN_ACR_DB
+
+VERIFY_NM = 1550.0  # the power meter's wavelength: the band centre, inside every default lane
+
+
+@dataclass(frozen=True)
+class TreeLeak:
+    """One tree lit by the bench laser: its weakest branch and strongest victim (dBm), or why not."""
+
+    source: str
+    weakest_branch: str
+    branch_dbm: float | None
+    victim: str
+    victim_dbm: float | None
+    reason: str = ""
+
+    @property
+    def acr_db(self) -> float | None:
+        """Weakest branch over strongest victim (dB); None when not measured."""
+        if self.branch_dbm is None or self.victim_dbm is None:
+            return None
+        return self.branch_dbm - self.victim_dbm
+
+    @property
+    def off(self) -> bool:
+        """The tree's light reaches a working receiver within MIN_ACR_DB of its weakest branch."""
+        acr = self.acr_db
+        return acr is not None and not acr >= MIN_ACR_DB
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (dB to 1 mdB)."""
+        r = lambda x: None if x is None else round(float(x), 3)  # noqa: E731 - one-line rounding
+        return {"source": self.source, "weakest_branch": self.weakest_branch,
+                "branch_dbm": r(self.branch_dbm), "victim": self.victim, "victim_dbm": r(self.victim_dbm),
+                "acr_db": r(self.acr_db), "min_acr_db": MIN_ACR_DB, "status": self.status,
+                "reason": self.reason}
+
+    @property
+    def status(self) -> str:
+        """ok, off, or not measured."""
+        return "not measured" if self.acr_db is None else "off" if self.off else "ok"
+
+
+def tree_leaks(bench: Any, fabric: Any, plan: Any, gone: Iterable[str]) -> list[TreeLeak]:
+    """Each tree of ``plan`` (a MulticastPlan) lit once: its branches' and victims' heads read.
+
+    ``gone``: accelerators whose receivers are no victims (failed, pruned).
+    """
+    from photonics.fabric.multicast import group_ports
+
+    out, skip = [], set(gone)
+    for (src, dsts), (tx, rxs) in zip(plan.groups, group_ports(fabric, plan.groups), strict=True):
+        members = {src, *dsts}
+        victims = [p for a in fabric.accelerators if a.name not in members | skip for p in a.rx]
+        out.append(_lit(bench, fabric, src, tx, (dsts, rxs), victims))
+    return out
+
+
+def _lit(bench: Any, fabric: Any, src: str, tx: int, branches: tuple[Any, Any],
+         victims: list[int]) -> TreeLeak:
+    """One tree's source lit, its branches' (receiver names, ports) and victims' heads read in one setting."""
+    mesh, (dsts, rxs) = bench.mesh, branches
+    heads = getattr(bench, "meter_channels", {})
+    if getattr(bench, "laser", None) is None or tx not in getattr(bench, "switch_outputs", {}):
+        return TreeLeak(src, "", None, "", None, f"no laser switch output feeds {mesh.port_names[tx]}")
+    unread = [mesh.port_names[p] for p in [*rxs, *victims] if p not in heads]
+    if unread:
+        return TreeLeak(src, "", None, "", None, f"no power meter head at {', '.join(unread)}")
+    if not victims:
+        return TreeLeak(src, "", None, "", None, "no working receiver outside the tree")
+    bench.select_input(tx, VERIFY_NM)
+    dbm = [float(x) for x in bench.read_powers_dbm([*rxs, *victims])]
+    k = min(range(len(rxs)), key=lambda i: dbm[i])
+    v = max(range(len(victims)), key=lambda i: dbm[len(rxs) + i])
+    victim = f"{fabric.owner(victims[v])} ({mesh.port_names[victims[v]]})"
+    return TreeLeak(src, f"{src}->{dsts[k]}", dbm[k], victim, dbm[len(rxs) + v])
+
+
+def leak_refusal(leaks: list[TreeLeak]) -> str | None:
+    """One line naming the first tree whose light reaches a working receiver, or None."""
+    bad = next((x for x in leaks if x.off), None)
+    if bad is None:
+        return None
+    return (f"light refused the recovery: the tree from {bad.source} puts its light into {bad.victim}'s "
+            f"receiver at {bad.victim_dbm:.2f} dBm, {bad.acr_db:.1f} dB under its weakest branch "
+            f"{bad.weakest_branch} "
+            f"({bad.branch_dbm:.2f} dBm; ACR under {MIN_ACR_DB:g} dB, by the power meter)")
