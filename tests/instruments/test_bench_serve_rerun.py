@@ -14,7 +14,9 @@ import pytest
 
 from instruments.config import load_config
 from instruments.errors import BenchConfigError
+from lab_scripts import schemas
 from lab_scripts.cli import main
+from lab_scripts.common import output_schema
 
 # Generous: starting Python, numpy and the simulators on a loaded 2-core machine.
 START_TIMEOUT_S = 60.0
@@ -98,9 +100,15 @@ def test_the_server_replaces_a_stale_config_and_removes_its_own_when_stopped(tmp
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         announced = json.loads(proc.stdout.readline())
+        # `lumion bench serve --json`'s output and the config it writes follow their schemas
+        # (checked here rather than in a server started for it alone by test_schemas_commands)
+        assert (announced["schema"], announced["version"]) == output_schema("bench")
+        schemas.validate(announced, output_schema("bench")[0])
+        assert announced["mesh"] == "hex:1x2"
         assert announced["pid"] == proc.pid
         assert announced["config"] == str(path)
         data = wait_for_own_config(path, proc)
+        schemas.validate(data, "lumion.bench")
         assert data["server"]["host"] == socket.gethostname()
         assert load_config(path)["chip_id"] == announced["chip_id"]
         proc.send_signal(stop)

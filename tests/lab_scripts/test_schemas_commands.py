@@ -1,16 +1,13 @@
 """Every command's ``--json`` output validates against its committed JSON Schema.
 
-Each command runs for real (in-process through ``lab_scripts.cli.main``; ``bench serve`` in
-its own process, since it serves until a signal; ``serve``'s announce line is validated by the
-control-plane tests that start it) on small meshes, and its stdout is validated with the
-``jsonschema`` library against ``lab_scripts/schemas/json/``.
+Each command runs for real (in-process through ``lab_scripts.cli.main``; ``serve`` and ``bench
+serve``, which serve until a signal, are validated by the tests that start them as processes:
+tests/controlplane/test_api.py, test_serve_security.py, tests/instruments/test_bench_serve_rerun.py)
+on small meshes, and its stdout is validated with the ``jsonschema`` library against
+``lab_scripts/schemas/json/``.
 """
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -121,37 +118,6 @@ def test_program_output_follows_its_schema(capsys, tmp_path, monkeypatch):
     check(d, "program")
 
 
-def first_line_of(argv, cwd, while_serving=None):
-    """Start a command that serves until a signal, read its first stdout line, stop it.
-
-    ``while_serving()`` runs before the stop (files a server removes when it stops).
-    """
-    cmd = [sys.executable, "-m", "lab_scripts.cli", *argv, "--json"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        line = proc.stdout.readline()
-        if while_serving is not None:
-            while_serving()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=20)
-    return json.loads(line)
-
-
-@pytest.mark.slow
-def test_bench_serve_output_follows_its_schema(tmp_path):
-    import tomllib
-
-    written = []
-    d = check(first_line_of(["bench", "serve", "--mesh", "hex:1x2", "--write-config", "b.toml"], tmp_path,
-                            lambda: written.append(tomllib.loads((tmp_path / "b.toml").read_text()))),
-              "bench")
-    assert d["mesh"] == "hex:1x2"
-    schemas.validate(written[0], "lumion.bench")
-    assert written[0]["server"]["pid"] == d["pid"]
-
-
 # one failing command line per command: the lumion.error object validates too
 FAILURES = {
     "mesh": ["mesh", "--mesh", "hex:0x0"],
@@ -186,8 +152,9 @@ def test_error_output_follows_its_schema(command, capsys, tmp_path, monkeypatch)
 def test_every_command_is_covered():
     """A new command needs an output schema and a case here (docs/schemas.md says how)."""
     # serve: its announce line is checked on the API tests' service (tests/controlplane/test_api.py,
-    # test_announcement_and_token_file) and the TLS one in test_serve_security.py, instead of a
-    # `lumion serve` process started here for it alone (issue 29)
+    # test_announcement_and_token_file) and the TLS one in test_serve_security.py; bench serve's
+    # output and the config it writes in tests/instruments/test_bench_serve_rerun.py; instead of
+    # a process of each started here for it alone (issue 29)
     covered = set(CASES) | {"layout", "program", "bench", "serve"}
     assert set(COMMANDS) <= covered
     assert set(COMMANDS) <= set(FAILURES)
