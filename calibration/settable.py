@@ -7,6 +7,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+# What an unverified TBU with no measured disagreement (NaN) is: the confirmation stage found no
+# light path to it avoiding the failed and doubtful TBUs (a TBU walled in by failed neighbours,
+# docs/calibration.md), or saw no fringe through the path it tried. The map does not record which
+# (calibration.procedure keeps NaN for both), so neither is claimed: "no fringe through any path"
+# said the TBU was dark when, walled in, it had not been looked at.
+NOT_CONFIRMED = ("not confirmed by light: no light path avoiding the failed and doubtful TBUs reaches it, "
+                 "or none showed a fringe (unverified for want of a confirmation, not found dark)")
+
 
 def why_not_settable(heater_map: Any, t: int, state: str, trust_unverified: bool) -> str | None:
     """Why the map cannot set TBU ``t`` to ``state`` ("bar", "cross" or "split"), or None."""
@@ -20,7 +28,7 @@ def why_not_settable(heater_map: Any, t: int, state: str, trust_unverified: bool
     if how == "unverified":
         rad = heater_map.disagreement.get(t, float("nan"))
         seen = (f"light disagreed with its fit by {rad:.3f} rad" if math.isfinite(rad)
-                else "no fringe through any path")
+                else NOT_CONFIRMED)
         return f"unverified ({seen}; lumion program --trust-unverified routes through it all the same)"
     faulty = [label for h, label in heater_map.faulty_heaters().items() if h // 2 == t]
     return f"broken ({faulty[0] if faulty else how}): the map never drives it"

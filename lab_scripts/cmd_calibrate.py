@@ -275,6 +275,8 @@ def drift_line(payload: dict[str, Any]) -> str:
 
 def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> None:
     """The report for a reader: cost, fit quality, warnings, truth errors, routes, plots."""
+    from calibration.settable import NOT_CONFIRMED
+
     print(f"calibrated {payload['n_heaters']} heaters of {payload['chip_id']} in {payload['operations']} "
           f"operations ({payload['duration_s']:.1f} s); map written to {payload['out']}")
     print(f"fit residual RMS {payload['fit_rms_residual']:.2f} sigma "
@@ -290,7 +292,7 @@ def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> Non
               + (f", largest disagreement {worst:.3f} rad" if worst is not None else ""))
     print(drift_line(payload))
     for name, rad in payload["unverified_tbus"].items():
-        seen = ("no fringe through any path" if rad is None
+        seen = (NOT_CONFIRMED if rad is None
                 else f"light disagrees with its fit by {rad:.3f} rad")
         print(f"UNVERIFIED {name}: {seen}; routing avoids it (exit status {EXIT_UNVERIFIED})")
     if errors is not None:

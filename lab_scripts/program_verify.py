@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from instruments.dark_source import dark_readings, laser_off
 from photonics.tolerances import MIN_ACR_DB, ROUTE_TOL_DB
 
 VERIFY_NM = 1550.0  # the chip band's centre: inside every lane of the default lane plan
@@ -173,6 +172,8 @@ def verification(bench: Any, conf: Any, skip: bool) -> dict[str, Any]:
     """The ``verification`` object of ``lumion program --json`` (``status``: ok, off, unverified, skipped)."""
     if skip:
         return {"status": "skipped", "tolerance_db": VERIFY_TOL_DB, "wavelength_nm": VERIFY_NM, "routes": []}
+    from instruments.dark_source import laser_off  # here: lumion --help loads this module, not instruments
+
     off = laser_off(bench)
     if off:  # nothing sent: nothing measured, nothing judged
         name = lambda p: bench.mesh.port_names[bench.mesh.port_index(p)]  # noqa: E731 - one-line lookup
@@ -189,6 +190,7 @@ def verification(bench: Any, conf: Any, skip: bool) -> dict[str, Any]:
 
 def source_dark(bench: Any, conf: Any, results: list[RouteResult]) -> str:
     """Why no route's source sent light (instruments.dark_source), '' when some head saw it."""
+    from instruments.dark_source import dark_readings
     from instruments.state_check import laser_mw
 
     lit = [r for r, res in zip(conf.routes, results, strict=True) if res.brightest_dbm is not None]

@@ -647,7 +647,8 @@ class CalibrateOutput(Strict):
         "avoids them")
     unverified_tbus: dict[str, float | None] = Field(
         default_factory=dict, description="TBUs light did not confirm, by name -> measured disagreement "
-        "(rad; null: no fringe through any path); the command then exits 5")
+        "(rad; null: not confirmed by light, no path to it or no fringe through one: calibration.settable."
+        "NOT_CONFIRMED); the command then exits 5")
     confirmed_tbus: Count | None = Field(None, description="TBUs whose map phase light confirmed")
     confirmed_on_independent_path: Count | None = Field(
         None, description="of those, confirmed through a light path other than their fit's")

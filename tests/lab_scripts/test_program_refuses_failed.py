@@ -118,3 +118,19 @@ def test_a_split_at_a_failed_tbu_is_refused(capsys, tmp_path):
     path.write_text(json.dumps(Configuration(fractions, mesh=mesh).to_dict(mesh)))
     err = refused(capsys, tmp_path, path, map_file(tmp_path, {2: "bar"}))
     assert f"splits light at {mesh.tbu_names[2]}" in err
+
+
+def test_an_unverified_tbu_without_a_disagreement_is_not_called_dark():
+    """Audit of session 38: an unverified TBU the confirmation stage could not reach (walled in by
+    failed neighbours: no light path to it) was refused as 'no fringe through any path', as if it
+    were dark. The map records NaN for both that and a fringe not seen; the line now says what it is."""
+    import math
+    from types import SimpleNamespace
+
+    from calibration.settable import why_not_settable
+
+    cmap = SimpleNamespace(failed={3: "unverified"}, disagreement={3: math.nan})
+    why = why_not_settable(cmap, 3, "bar", trust_unverified=False)
+    assert "no fringe through any path" not in why
+    assert "no light path avoiding the failed and doubtful TBUs reaches it" in why
+    assert "not found dark" in why
