@@ -136,7 +136,18 @@ def fake_venv(folder: Path, socket_path: Path) -> Path:
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch, lumion_parent):
+def workdir(tmp_path, monkeypatch):
+    """The examples' folder: ``.venv`` and ``examples`` point at the checkout's."""
+    (tmp_path / ".venv").symlink_to(VENV)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def shell_workdir(tmp_path, monkeypatch, lumion_parent):
+    """The shell blocks' folder: as ``workdir``, but its ``.venv/bin/lumion`` forks from the
+    parent (the Python blocks run in this process and start no `lumion`: no parent for them)."""
     fake_venv(tmp_path, lumion_parent)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(tmp_path)
@@ -175,10 +186,10 @@ SHELL_BLOCKS = [b for p in PAGES for b in blocks(p) if b.lang in SHELLS]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", SHELL_BLOCKS, ids=lambda b: b.label)
-def test_shell_examples_run(block, workdir):
+def test_shell_examples_run(block, shell_workdir):
     if block.skip:
         pytest.skip(block.skip)
-    run_shell(block, workdir)
+    run_shell(block, shell_workdir)
 
 
 def test_a_skip_marker_needs_a_reason(tmp_path):
@@ -197,14 +208,14 @@ def test_docstring_examples(module):
 
 
 @pytest.mark.slow
-def test_a_block_s_lumion_keeps_its_exit_status_and_output_redirection(workdir):
+def test_a_block_s_lumion_keeps_its_exit_status_and_output_redirection(shell_workdir):
     """The forked `.venv/bin/lumion` of the blocks fails a block as the console script would,
     and writes where the block redirects it."""
     piped = "lumion mesh --mesh hex:1x1 --json | python3 -c 'import json, sys; json.load(sys.stdin)'"
     ok = Block("page.md", 1, "sh", f".venv/bin/lumion mesh --mesh hex:1x1 --json > m.json\n{piped}\n", None)
-    run_shell(ok, workdir)
-    assert json.loads((workdir / "m.json").read_text())["schema"] == "lumion.mesh-info"
+    run_shell(ok, shell_workdir)
+    assert json.loads((shell_workdir / "m.json").read_text())["schema"] == "lumion.mesh-info"
     bad = Block("page.md", 1, "sh", ".venv/bin/lumion mesh --mesh nope:1x1\n", None)
     said = r"page.md:1 failed \(2\):\n *lumion mesh: error: unknown mesh .nope:1x1."
     with pytest.raises(AssertionError, match=said):
-        run_shell(bad, workdir)
+        run_shell(bad, shell_workdir)
