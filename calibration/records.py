@@ -115,11 +115,14 @@ def _tbu_currents(cross_fraction: float, delta: float, g2_top: float, g2_bot: fl
     return (i, 0.0) if a == 0 else (0.0, i)
 
 
-def base_currents(n_heaters: int, records: dict[int, TBURecord], probe: Probe | None) -> np.ndarray:
+def base_currents(n_heaters: int, records: dict[int, TBURecord], probe: Probe | None,
+                  other_arm: set[int] | frozenset[int] = frozenset()) -> np.ndarray:
     """Currents for a measurement (mA).
 
     Path TBUs in their states, other calibrated TBUs parked cross, uncalibrated TBUs (and
-    the TBU under test) at 0 mA.
+    the TBU under test) at 0 mA. TBUs in ``other_arm`` reach their state through the heater
+    :func:`tbu_currents` does not use (:func:`other_arm_currents`): the same light path with
+    their heat on their other arms, which a map's crosstalk entries must predict.
     """
     c = np.zeros(n_heaters)
     states = {h.tbu: h.state for h in probe.hops} if probe else {}
@@ -127,8 +130,19 @@ def base_currents(n_heaters: int, records: dict[int, TBURecord], probe: Probe | 
         if probe is not None and t == probe.tbu:
             continue
         frac = 0.0 if states.get(t) == "bar" else 1.0
-        c[2 * t], c[2 * t + 1] = tbu_currents(rec, frac)
+        c[2 * t], c[2 * t + 1] = (other_arm_currents if t in other_arm else tbu_currents)(rec, frac)
     return c
+
+
+def other_arm_currents(record: TBURecord, cross_fraction: float) -> tuple[float, float]:
+    """(top, bottom) currents (mA) putting a calibrated TBU at ``cross_fraction`` through the
+    heater :func:`tbu_currents` leaves at 0 mA: it adds ``2 pi`` minus the cheaper heater's
+    phase (at most ``2 pi``, inside the fitted sweep's ``3 pi``).
+    """
+    phase, arm = target_differential(np.array([float(cross_fraction)]), np.array([float(record.delta)]))
+    a = 1 - int(arm[0])
+    i = float(invert_cubic(np.array(2 * np.pi - phase[0]), record.g2[a], record.g3[a]))
+    return (i, 0.0) if a == 0 else (0.0, i)
 
 
 
