@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.stats import unitary_group
 
-from calibration import integer_phases
+from calibration import integer_phases, interferometers
 from calibration.budget import BudgetedBench, OperationBudgetError, operation_budget
 from calibration.common_phase import SWEEP_POINTS, calibrate_common, plan, run_stage, wrap
 from calibration.interferometers import design
@@ -30,7 +30,7 @@ from photonics.state import MeshState
 from photonics.synthesis import chip_model, ring_filter, unitary
 from photonics.synthesis.port_phases import fidelity_up_to_port_phases
 from photonics.synthesis.ring import fsr_nm, notch, ring_layout, sweep
-from photonics.topology import hexagonal, square
+from photonics.topology import hexagonal, square, triangular
 
 # Seeds of the chips below: no other test uses them (tests/ grep 4311 .. 4315, 4420; 4313 is
 # the square:6x6 chip of benchmarks/bench_common_phase.py --budget default).
@@ -279,6 +279,22 @@ def test_the_interferometers_never_use_a_failed_tbu():
     found = calibrate_common(DirectBench(chip), replace(truth_map(chip), failed={4: "dead"}))
     assert np.isnan(found.common[4])
     assert found.rms_residual_rad < 0.01
+
+
+def test_a_design_is_kept_per_wiring_and_failed_set_and_never_changed_by_its_caller():
+    """design is computed once per mesh wiring and failed set (a run plans its stage twice): a
+    mesh built alike gets the same design, a failed set its own, and what a caller does to the
+    lists it got never reaches the next caller.
+    """
+    first, unseen, rest = design(triangular(3, 3), failed={3})
+    want = interferometers._design(triangular(3, 3), {3})
+    assert (first, unseen, rest) == want
+    first.clear()
+    rest.pop()
+    unseen.append(99)
+    assert design(triangular(3, 3), failed={3}) == want
+    assert design(triangular(3, 3), failed={5}) == interferometers._design(triangular(3, 3), {5})
+    assert design(triangular(3, 3)) != want
 
 
 @pytest.mark.slow  # the stage on hex:3x4: 7 s of CPU at load 17 (SmartLight: 140 s)
