@@ -36,6 +36,8 @@ the C band (1530-1565 nm, 36 wavelengths); it prints the largest |S| difference 
 The timing table exits 1 likewise.
 
 `--scaling` instead times our solve on 2 cores against 1 (wall clock, alternating);
+`--prepared` times our one-wavelength call as `solve`, as `PreparedSolve` and as the compiled
+call alone;
 `--split` splits our solve's CPU time into the transfer matrices, the merge kernel and the
 rest (Python around them), per wavelength, against the flop floor.
 
@@ -43,6 +45,7 @@ Run: make bench, or
     python benchmarks/bench_circuit_vs_sax.py            (one core; needs the bench extra)
     python benchmarks/bench_circuit_vs_sax.py --cores 2 --scaling
     python benchmarks/bench_circuit_vs_sax.py --agreement
+    python benchmarks/bench_circuit_vs_sax.py --prepared --repeats 7
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--meshes", default="smartlight,hex:6x6", help="comma-separated meshes")
     ap.add_argument("--scaling", action="store_true", help="ours on all --cores against one core")
     ap.add_argument("--split", action="store_true", help="where our solve's time goes (no SAX)")
+    ap.add_argument("--prepared", action="store_true",
+                    help="our one-wavelength call: solve, PreparedSolve and the compiled call alone (no SAX)")
     ap.add_argument("--agreement", action="store_true",
                     help=f"check ours against SAX across the C band on {AGREEMENT_MESHES} (exit 1 if "
                          f"any |S| differs by more than {AGREEMENT_LIMIT:g})")
@@ -106,7 +111,7 @@ def cpu_timed(fn, settle: bool = False) -> tuple[float, object]:
     (:data:`SETTLE_WINDOW_S`, :data:`SETTLE_IDLE`), and their CPU until then (not this
     thread's own, for the waiting) counts as the call's. Our solve leaves no thread running
     (its pool's chunks are all collected before it returns), so it is timed without: waiting
-    cost this thread 0.1-0.15 ms at load 11, most of a one-wavelength solve.
+    cost this thread 0.13-0.16 ms at load 11, more than a warm one-wavelength solve.
     """
     c = time.process_time()
     out = fn()
@@ -226,6 +231,51 @@ def split(args, np) -> None:
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
+PREPARED_CALLS = 2000  # calls per timing of --prepared: a one-wavelength call is ~0.1 ms
+
+
+def _one_wavelength_calls(name: str, np) -> tuple:
+    """``solve``, ``PreparedSolve`` and the compiled call alone for mesh ``name`` at 1550 nm."""
+    from photonics import circuit
+    from photonics.circuit_merge import merge_plan, solve_phases
+    from photonics.physics import fabricated_params
+    from photonics.state import MeshState
+
+    mesh = make_mesh(name)
+    rng = np.random.default_rng(2024)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    state = MeshState.random(mesh, rng)
+    wl = np.array([1550.0])
+    run = circuit.PreparedSolve(mesh, params, wl)
+    chip, (top, bot) = circuit._chip_constants(params, wl), circuit._phases(params, state)
+    plan = merge_plan(mesh)
+    T = np.empty((1, mesh.n_tbus, 4), dtype=complex)
+    out = np.empty((1, mesh.n_ports, mesh.n_ports), dtype=complex)
+    return (lambda: circuit.solve(mesh, state, wl, params), lambda: run(state),
+            lambda: solve_phases(plan, chip, top, bot, 0, T, None, out))
+
+
+def one_wavelength(args, np) -> None:
+    """Our one-wavelength call three ways, CPU per call, best and median of ``--repeats``
+    timings of :data:`PREPARED_CALLS` calls each, alternating: ``solve``, ``PreparedSolve``
+    (the benchmark's), and the compiled call alone (``solve_phases`` on arrays made once).
+    """
+    print(f"cores: {sorted(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f} at start")
+    print("| mesh | solve (us) | PreparedSolve (us) | compiled call (us) |")
+    print("|---|---|---|---|")
+    for name in args.meshes.split(","):
+        ways = _one_wavelength_calls(name, np)
+        for fn in ways:
+            fn()  # warm: kernels loaded, scratch mapped
+        times: list[list[float]] = [[] for _ in ways]
+        for _ in range(args.repeats):
+            for fn, got in zip(ways, times, strict=True):
+                got.append(cpu_timed(lambda fn=fn: [fn() for _ in range(PREPARED_CALLS)])[0] / PREPARED_CALLS)
+        cells = (f"{min(t) * 1e6:.1f} (median {np.median(t) * 1e6:.1f})" for t in times)
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
 def agreement(np) -> int:
     """Ours against SAX (and against our sparse LU) over the C band; 1 when any differs by more
     than :data:`AGREEMENT_LIMIT`, else 0."""
@@ -271,15 +321,15 @@ def agreement(np) -> int:
 def main() -> None:
     args = _args()
     _one_core(args.cores)  # kept by the re-executed process below (environment, affinity)
-    if not (args.scaling or args.split):
+    if not (args.scaling or args.split or args.prepared):
         sys.path.insert(0, str(Path(__file__).parent))
         from sax_circuit import ensure_deep_thread_stacks
 
         ensure_deep_thread_stacks(args.jax_cache)  # before JAX loads: may re-execute this process
     import numpy as np
 
-    if args.scaling or args.split:
-        (scaling if args.scaling else split)(args, np)
+    if args.scaling or args.split or args.prepared:
+        (scaling if args.scaling else split if args.split else one_wavelength)(args, np)
         return
     if args.agreement:
         sys.exit(agreement(np))
