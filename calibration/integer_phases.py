@@ -12,6 +12,8 @@ row tells what the rows already taken do not (it is not an integer combination o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 TWO_PI = 2 * np.pi
@@ -72,10 +74,37 @@ def refines(taken: np.ndarray, row: np.ndarray) -> bool:
     """Whether ``row`` is not an integer combination of the rows ``taken`` (it then tells a
     phase combination, or a turn of one, that they leave open).
     """
-    if not len(taken):
-        return bool(np.any(row))
-    _, d, q, rank = diagonal_form(taken)
-    x = np.rint(row).astype(np.int64) @ q
-    if x[rank:].any():
-        return True
-    return bool((x[:rank] % d[:rank]).any())
+    return Lattice.of(taken).refined_by(row)
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """The integer combinations of some rows, in diagonal form (:func:`diagonal_form`), to
+    test many rows against one set (the form is the costly part of :func:`refines`).
+
+    Attributes:
+        d: the diagonal (nonzero first); empty when there are no rows.
+        q: the unimodular column transform; None when there are no rows.
+        rank: how many of ``d`` are nonzero.
+    """
+
+    d: np.ndarray
+    q: np.ndarray | None
+    rank: int
+
+    @classmethod
+    def of(cls, taken: np.ndarray) -> Lattice:
+        """The lattice of the rows ``taken`` (m x n, integer-valued)."""
+        if not len(taken):
+            return cls(np.zeros(0, np.int64), None, 0)
+        _, d, q, rank = diagonal_form(taken)
+        return cls(d, q, rank)
+
+    def refined_by(self, row: np.ndarray) -> bool:
+        """Whether ``row`` is not in the lattice (see :func:`refines`)."""
+        if self.q is None:
+            return bool(np.any(row))
+        x = np.rint(row).astype(np.int64) @ self.q
+        if x[self.rank:].any():
+            return True
+        return bool((x[:self.rank] % self.d[:self.rank]).any())

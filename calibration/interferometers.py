@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from calibration.integer_phases import refines
+from calibration.integer_phases import Lattice
 from photonics.configuration import Configuration
 from photonics.synthesis.walks import BAR, CROSS, Hop, exit_port, peers, walk
 from photonics.topology import Mesh
@@ -272,7 +272,8 @@ def _refine_lattice(taken: list[Interferometer], rest: list[Interferometer],
     rows = np.array([c.signs(n_tbus) for c in taken]).reshape(len(taken), n_tbus)
     left = list(rest)
     while True:
-        k = next((i for i, c in enumerate(left) if refines(rows, c.signs(n_tbus))), None)
+        lattice = Lattice.of(rows)  # once per row taken, not once per candidate tested
+        k = next((i for i, c in enumerate(left) if lattice.refined_by(c.signs(n_tbus))), None)
         if k is None:
             return taken, left
         c = left.pop(k)

@@ -55,24 +55,29 @@ def walk(mesh: Mesh, peer: np.ndarray, start_exit: int, blocked: set[int],
     mesh port's index is returned), or to entering ``target_entry`` when given; TBUs in
     ``blocked`` are never crossed and no TBU is crossed twice. None when there is none.
     """
-    port_of = {int(g): i for i, g in enumerate(mesh.port_tbu_ports)}
-    queue: deque[tuple[int, tuple[Hop, ...]]] = deque([(start_exit, ())])
+    port_of: dict[int, int] | None = None  # built when a walk first leaves the mesh
+    # each entry carries its walk's TBUs as a tuple too: "crossed already?" is then one C-level
+    # membership test (the common-phase design walks ~6,000 times per mesh)
+    queue: deque[tuple[int, tuple[Hop, ...], tuple[int, ...]]] = deque([(start_exit, (), ())])
     seen: set[int] = set()
     while queue:
-        out, hops = queue.popleft()
+        out, hops, crossed = queue.popleft()
         nxt = int(peer[out])
         if nxt < 0:
-            if target_entry is None and out in port_of:
-                return list(hops), port_of[out]
+            if target_entry is None:
+                if port_of is None:
+                    port_of = {int(g): i for i, g in enumerate(mesh.port_tbu_ports)}
+                if out in port_of:
+                    return list(hops), port_of[out]
             continue
         if nxt == target_entry:
             return list(hops), -1
         t = nxt // 4
-        if nxt in seen or t in blocked or any(h.tbu == t for h in hops):
+        if nxt in seen or t in blocked or t in crossed:
             continue
         seen.add(nxt)
         for arc in (BAR, CROSS):
-            queue.append((exit_port(nxt, arc), (*hops, Hop(t, nxt, arc))))
+            queue.append((exit_port(nxt, arc), (*hops, Hop(t, nxt, arc)), (*crossed, t)))
     return None
 
 
