@@ -19,13 +19,20 @@ the real console script for them (``exec``), a process as fresh as a user's.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import select
 import signal
 import socket
 import sys
+from typing import NoReturn
+
+try:  # imported by the docs test as tests.docs_lumion, or run as a script beside lumion_zygote.py
+    from tests.lumion_zygote import popen_status, run_lumion
+    from tests.lumion_zygote import preload as import_preloaded
+except ModuleNotFoundError:
+    from lumion_zygote import popen_status, run_lumion
+    from lumion_zygote import preload as import_preloaded
 
 REAL_PROCESS = (("serve",), ("bench", "serve"))  # commands run as the console script itself
 MAX_REQUEST_BYTES = 1 << 20  # argv, folder and environment of one command, as JSON
@@ -62,9 +69,8 @@ def client_script(python: str, console: str, socket_path: str) -> str:
                          real=[list(c) for c in REAL_PROCESS])
 
 
-def _become_lumion(request: dict, fds: list[int]) -> None:
+def _become_lumion(request: dict, fds: list[int]) -> NoReturn:
     """In the forked child: ``lumion ARGV`` in the client's folder, environment and streams."""
-    code = 70
     try:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -73,28 +79,12 @@ def _become_lumion(request: dict, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        sys.argv = ["lumion", *request["argv"]]
-        from lab_scripts.cli import main
-
-        code = main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # a bug in lumion: exit 70, as its own handler would
+    except BaseException:  # the client's folder or streams are gone: say why, exit 70
         import traceback
 
         traceback.print_exc()
-    import atexit
-
-    atexit._run_exitfuncs()  # what interpreter shutdown runs (temporary folders, files)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
-
-
-def _status(wait_status: int) -> int:
-    """The exit code, or minus the signal that ended the process (as subprocess.Popen)."""
-    return -os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else os.WEXITSTATUS(wait_status)
+        os._exit(70)
+    run_lumion(request["argv"])
 
 
 def _wait_for_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
@@ -118,17 +108,13 @@ def _wait_for_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
             break
     _, wait_status = os.waitpid(child, 0)
     with contextlib.suppress(OSError):
-        conn.send(str(_status(wait_status)).encode())
+        conn.send(str(popen_status(wait_status)).encode())
     os._exit(0)
 
 
 def serve_forever(socket_path: str, preload: list[str]) -> None:
     """Import ``preload`` (``module:function`` also calls it), say ready, fork per request."""
-    for name in preload:
-        module, _, call = name.partition(":")
-        loaded = importlib.import_module(module)
-        if call:
-            getattr(loaded, call)()
+    import_preloaded(preload)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server.bind(socket_path)
     server.listen(16)

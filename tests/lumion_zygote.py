@@ -29,15 +29,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 60.0  # importing scipy on a loaded 2-core machine
 POLL_S = 0.002  # how often a waiting test looks for a child's status file
 
 
-def _run_child(request: dict) -> None:
+def _run_child(request: dict) -> NoReturn:
     """In the forked child: become ``lumion ARGV`` with its output in files; never returns."""
-    code = 70
     try:
         os.environ.update(request.get("env", {}))
         out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -47,12 +47,30 @@ def _run_child(request: dict) -> None:
         os.dup2(out, 1)
         os.dup2(err, 2)
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 -- the process's own stdin, kept open
-        sys.argv = ["lumion", *request["argv"]]
+    except BaseException:  # the streams could not be set up: say why, exit 70
+        import traceback
+
+        traceback.print_exc()
+        os._exit(70)
+    run_lumion(request["argv"])
+
+
+def run_lumion(argv: list[str]) -> NoReturn:
+    """In a forked child: ``lumion ARGV`` as the console script runs it, then exit with its code.
+
+    Also used by ``tests/docs_lumion.py``. The exit code is what the interpreter would give:
+    ``main()``'s return, a ``SystemExit``'s code (None is 0, a message is 1), 70 for a bug
+    that escaped lumion's own handler; the exit functions run and the streams are flushed
+    as at interpreter shutdown, then ``os._exit`` (the parent's state is not the child's).
+    """
+    code = 70
+    try:
+        sys.argv = ["lumion", *argv]
         from lab_scripts.cli import main  # imported here: a fresh process imports lumion too
 
         code = main()
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # a bug in lumion: exit 70, as its own handler would
         import traceback
 
@@ -64,11 +82,20 @@ def _run_child(request: dict) -> None:
     os._exit(code)
 
 
-def _status(wait_status: int) -> int:
+def popen_status(wait_status: int) -> int:
     """Popen's returncode for a ``waitpid`` status: the exit code, or minus the signal."""
     if os.WIFSIGNALED(wait_status):
         return -os.WTERMSIG(wait_status)
     return os.WEXITSTATUS(wait_status)
+
+
+def preload(names: list[str]) -> None:
+    """Import each module named; ``module:function`` also calls ``function()`` once."""
+    for name in names:
+        module, _, call = name.partition(":")
+        loaded = importlib.import_module(module)
+        if call:
+            getattr(loaded, call)()
 
 
 def _fork_waited(request: dict) -> int:
@@ -88,7 +115,7 @@ def _fork_waited(request: dict) -> int:
         os.close(write_end)
         _, wait_status = os.waitpid(child, 0)
         status = request["out"] + ".status"
-        Path(status + ".tmp").write_text(str(_status(wait_status)))
+        Path(status + ".tmp").write_text(str(popen_status(wait_status)))
         os.replace(status + ".tmp", status)  # whole or absent: a reader never sees half of it
         os._exit(0)
     os.close(write_end)
@@ -96,18 +123,14 @@ def _fork_waited(request: dict) -> int:
         return int(pipe.readline())
 
 
-def serve_forever(preload: list[str]) -> None:
-    """Import ``preload``, say ready, then fork one `lumion` per request line on stdin.
+def serve_forever(names: list[str]) -> None:
+    """Import ``names``, say ready, then fork one `lumion` per request line on stdin.
 
     An entry ``module:function`` also calls ``function()`` once imported, for work every
     child would otherwise repeat and that leaves no thread behind (loading the compiled
     circuit kernels, building the argument parser, which imports every subcommand).
     """
-    for name in preload:
-        module, _, call = name.partition(":")
-        loaded = importlib.import_module(module)
-        if call:
-            getattr(loaded, call)()
+    preload(names)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the waiters
     print("ready", flush=True)
     for line in sys.stdin:
