@@ -188,6 +188,28 @@ def cross_hops(probe: Probe) -> int:
     return sum(h.state == "cross" for h in probe.hops)
 
 
+def unverified_warning(name: str, confirmation: Confirmation, spent: str = "") -> str:
+    """The calibration's warning line for a TBU it leaves unverified, saying what light showed.
+
+    Three cases a user acts on differently: light disagreed with the fit by so much (rad); a
+    path was lit and no fringe came back (the TBU or its path may be dark); no light path
+    avoiding the failed and doubtful TBUs reached it at all (``src`` -1: it was not looked at,
+    so nothing says it is dark). ``spent`` is appended as given (why no re-fit was tried).
+
+    Example:
+        >>> walled = Confirmation(7, float("nan"), float("nan"), float("nan"), 0.0, False, -1, ())
+        >>> unverified_warning("tbu:0.1.2", walled)[:62]
+        'tbu:0.1.2: unverified: no light path avoiding the failed and d'
+    """
+    if confirmation.src < 0:
+        return (f"{name}: unverified: no light path avoiding the failed and doubtful TBUs reaches it, "
+                f"so light could not confirm its fit (not found dark{spent}); routing avoids it")
+    rad = confirmation.disagreement_rad
+    seen = f"{rad:.3f} rad" if np.isfinite(rad) else "no fringe through the paths tried"
+    return (f"{name}: unverified: light disagrees with its fit ({seen}; tolerance {CONFIRM_TOL_RAD} rad"
+            f"{spent}); routing avoids it")
+
+
 def combine_paths(confirmations: list[Confirmation]) -> Confirmation:
     """One TBU's verdict from its confirmations through several light paths.
 

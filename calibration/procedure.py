@@ -105,6 +105,7 @@ from calibration.confirm import (
     combine_paths,
     confirm_tbu,
     cross_hops,
+    unverified_warning,
 )
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
 from calibration.drift import (
@@ -989,12 +990,10 @@ def confirm_stage(run: Run) -> CalibrationMap:
             run.confirmations[t] = confirm_one(run, cmap, t, doubtful)
         doubtful = {t for t in doubtful if not run.confirmations[t].confirmed}
     run.unverified = {t: run.confirmations[t].disagreement_rad for t in sorted(doubtful)}
-    for t, rad in run.unverified.items():
-        seen = "no fringe through any path" if not np.isfinite(rad) else f"{rad:.3f} rad"
+    for t in run.unverified:
         spent = (f"; not re-fitted: the budget of {run.budget} operations was spent"
                  if t in unaffordable else "")
-        run.warnings.append(f"{run.mesh.tbu_names[t]}: unverified: light disagrees with its fit "
-                            f"({seen}; tolerance {CONFIRM_TOL_RAD} rad{spent}); routing avoids it")
+        run.warnings.append(unverified_warning(run.mesh.tbu_names[t], run.confirmations[t], spent))
     return assemble(run)
 
 

@@ -292,3 +292,23 @@ def test_a_fit_whose_path_crosses_more_cross_state_tbus_than_its_confirmations_i
     assert not procedure.leakier_fit(run, 8, _seen(-0.032, cross=1))  # fit not seen in this run
     judged = replace(_seen(-0.032, cross=1), path_offsets_rad=(-0.06, -0.032))
     assert not procedure.leakier_fit(run, 7, judged)  # several paths: their verdict stands
+
+
+def test_an_unverified_warning_says_whether_light_was_looked_for_or_not_seen():
+    """Audit of session 38: the calibration's warning for an unverified TBU said "no fringe through
+    any path" both when a lit path showed no fringe and when no path avoiding the failed and
+    doubtful TBUs reached it at all (confirm_path's src -1: never looked at, not dark)."""
+    from calibration.confirm import Confirmation, unverified_warning
+
+    nan = float("nan")
+    walled = unverified_warning("tbu:0.1.2", Confirmation(7, nan, nan, nan, 0.0, False, -1, ()))
+    dark = unverified_warning("tbu:0.1.2", Confirmation(7, nan, nan, nan, 0.0, False, 3, (5,)))
+    off = unverified_warning("tbu:0.1.2", Confirmation(7, 0.4, 0.1, 0.41, 0.9, True, 3, (5,)),
+                             "; not re-fitted: the budget of 10 operations was spent")
+    assert "no light path avoiding the failed and doubtful TBUs reaches it" in walled
+    assert "not found dark" in walled
+    assert "fringe" not in walled
+    assert "no fringe through the paths tried" in dark
+    assert "0.410 rad" in off
+    assert off.endswith("was spent); routing avoids it")
+    assert all(w.startswith("tbu:0.1.2: unverified: ") for w in (walled, dark, off))
