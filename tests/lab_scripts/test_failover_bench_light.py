@@ -112,23 +112,13 @@ def test_the_placement_is_judged_by_its_crosstalk_and_exits_5_when_off(tmp_path,
     assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in placed["links"])  # power alone: ok
 
 
-def test_a_dark_bench_laser_is_named_not_blamed_on_tbus(tmp_path, capsys, monkeypatch):
+def test_a_dark_bench_laser_is_named_not_blamed_on_tbus(tmp_path, capsys, dark_laser):
     """Audit of session 38: with the bench laser's output off, every link the power meter reads
     was ~66 dB under plan: the recovery was refused blaming 17 healthy TBUs ('calibrate the chip
     again'). Those links are now not measured, the reason naming the laser; nothing is blamed."""
-    import functools
-
-    import instruments.config
-
-    def dark(opener, *args, **kwargs):
-        bench = opener(*args, **kwargs)
-        bench.sim.laser.output_on = False
-        return bench
-
     mesh = smartlight()
     oracle_map(Chip(mesh, 0)).save(tmp_path / "good.json")
-    darkened = functools.partial(dark, functools.partial(instruments.config.open_bench, chip=Chip(mesh, 0)))
-    monkeypatch.setattr(instruments.config, "open_bench", darkened)
+    dark_laser("off", chip=Chip(mesh, 0))
     code, doc = _run(capsys, "--map", str(tmp_path / "good.json"), "--bench", "sim")
     assert code == 0, doc
     validate(doc, "lumion.failover")

@@ -444,22 +444,11 @@ def test_unitary_and_splitter_through_the_calibrated_map_of_a_fabricated_chip(ca
 
 
 @pytest.mark.parametrize(("how", "said"), [("off", "reports its output off"), ("dead", "the source is dark")])
-def test_a_dark_laser_is_said_not_blamed_on_the_chip(capsys, ideal, monkeypatch, how, said):
+def test_a_dark_laser_is_said_not_blamed_on_the_chip(capsys, ideal, dark_laser, how, said):
     """Audit of session 38: with the laser's output off (or dead while it reports itself on) every
     port read the meter's floor and the state was 'off': 'the chip does not do what was
     synthesized; check that the map ...': the chip blamed for a dark source."""
-    import functools
-
-    def dark(opener, *args, **kwargs):
-        bench = opener(*args, **kwargs)
-        if how == "off":
-            bench.sim.laser.output_on = False
-        else:
-            bench.sim.laser.drift(-100.0)
-        return bench
-
-    darkened = functools.partial(dark, instruments.config.open_bench)
-    monkeypatch.setattr(instruments.config, "open_bench", darkened)
+    dark_laser(how)
     code, out, err = program(capsys, ideal, ideal.state, "--json")
     assert code == EXIT_UNVERIFIED
     v = json.loads(out)["verification"]

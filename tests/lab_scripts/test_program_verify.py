@@ -196,26 +196,14 @@ def test_light_into_another_routes_receiver_is_off_though_the_loss_is_within_tol
 
 
 @pytest.mark.parametrize(("how", "said"), [("off", "reports its output off"), ("dead", "the source is dark")])
-def test_a_dark_laser_is_said_not_blamed_on_the_map(capsys, tmp_path, monkeypatch, how, said):
+def test_a_dark_laser_is_said_not_blamed_on_the_map(capsys, tmp_path, dark_laser, how, said):
     """Audit of session 38: a laser switched off (or dead while it says it is on) read the meter's
     floor at every head and the route was 'off' by ~70 dB: 'the chip does not do what was programmed;
     check the calibration map'. Now the dark source is said and the route is not judged."""
-    import functools
-
-    import instruments.config
     from lab_scripts import schemas
 
-    def dark(opener, *args, **kwargs):
-        bench = opener(*args, **kwargs)
-        if how == "off":
-            bench.sim.laser.output_on = False
-        else:
-            bench.sim.laser.drift(-100.0)
-        return bench
-
     plan = plan_file(capsys, tmp_path)
-    darkened = functools.partial(dark, instruments.config.open_bench)
-    monkeypatch.setattr(instruments.config, "open_bench", darkened)
+    dark_laser(how)
     code, out, err = run(capsys, "program", "--bench", str(bench_file(tmp_path, "ideal")), "--configuration",
                          str(plan), "--json")
     assert code == EXIT_UNVERIFIED
