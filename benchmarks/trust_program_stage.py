@@ -27,6 +27,7 @@ import functools
 import io
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,18 +139,27 @@ def faulted_chip(spec: str, seed: int, fault: str, plan: dict[str, Any], cmap: A
     else:
         pool = sorted({t for names in used for t in names})
     tbu = pool[int(rng.integers(len(pool)))]
-    if kind in ("shift", "shared"):
-        chip.shift_phase(tbu, radians(amount))
-    elif kind == "stuck":
-        chip.fail_tbu(tbu, amount)
-    elif kind == "dead":
-        chip.fail_tbu(tbu, "dead")
-    else:
-        conf = Configuration.from_dict(plan["configuration"], mesh)
-        currents = cmap.currents_for(conf, 30.0)
-        t = mesh.tbu_index(tbu)
-        chip.fail_heater(2 * t + int(currents[2 * t + 1] > currents[2 * t]), kind)
+    break_tbu(chip, mesh.tbu_index(tbu), kind, amount,
+              lambda: cmap.currents_for(Configuration.from_dict(plan["configuration"], mesh), 30.0))
     return chip, tbu
+
+
+def break_tbu(chip: Any, t: int, kind: str, amount: str, currents: Callable[[], Any]) -> None:
+    """Apply fault ``kind`` (shift/shared, stuck, dead or a heater fault) to TBU ``t`` of ``chip``.
+
+    A heater fault goes on the arm the map drives harder (``currents()``: the map's currents for
+    what is programmed, mA): a heater carrying no current changes nothing when it breaks.
+    """
+    name = chip.mesh.tbu_names[t]
+    if kind in ("shift", "shared"):
+        chip.shift_phase(name, radians(amount))
+    elif kind == "stuck":
+        chip.fail_tbu(name, amount)
+    elif kind == "dead":
+        chip.fail_tbu(name, "dead")
+    else:
+        drive = currents()
+        chip.fail_heater(2 * t + int(drive[2 * t + 1] > drive[2 * t]), kind)
 
 
 def radians(text: str) -> float:
@@ -479,17 +489,8 @@ def state_faulted_chip(spec: str, seed: int, fault: str, program: Any, cmap: Any
         return chip, None
     pool = sorted(program.used_tbus(mesh.n_tbus))
     t = pool[int(rng.integers(len(pool)))]
-    tbu = mesh.tbu_names[t]
-    if kind in ("shift", "shared"):
-        chip.shift_phase(tbu, radians(amount))
-    elif kind == "stuck":
-        chip.fail_tbu(tbu, amount)
-    elif kind == "dead":
-        chip.fail_tbu(tbu, "dead")
-    else:
-        currents = currents_for_state(cmap, program.state, 30.0)
-        chip.fail_heater(2 * t + int(currents[2 * t + 1] > currents[2 * t]), kind)
-    return chip, tbu
+    break_tbu(chip, t, kind, amount, lambda: currents_for_state(cmap, program.state, 30.0))
+    return chip, mesh.tbu_names[t]
 
 
 def state_verdict(exit_code: int, status: str | None, named: list[str], tbu: str | None,
