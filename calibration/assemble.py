@@ -77,6 +77,7 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
               crosstalk: dict[int, CrosstalkRecord] | None = None,
               failed: dict[int, str] | None = None,
               disagreement: dict[int, float] | None = None,
+              unverified_reason: dict[int, str] | None = None,
               heater_faults: dict[int, str] | None = None) -> CalibrationMap:
     """The calibration map from per-TBU records and crosstalk (measured, else the law).
 
@@ -89,7 +90,8 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
     ``failed`` TBUs (index -> "dead" | "bar" | "cross") have no fit: the map records them
     as failed, with the nominal heater as a placeholder that is never programmed; an
     "unverified" TBU keeps its record's fit, and ``disagreement`` (rad) says how far light
-    disagreed with it. ``heater_faults`` (channel -> "open-heater" | "shorted-heater")
+    disagreed with it (``unverified_reason``: why, calibration.map.UNVERIFIED_REASONS).
+    ``heater_faults`` (channel -> "open-heater" | "shorted-heater")
     name the heaters the electrical check condemned; their TBUs are in ``failed``.
     """
     d = defaults or PhysicsDefaults()
@@ -142,7 +144,8 @@ def build_map(mesh: Mesh, chip_id: str, records: dict[int, TBURecord], options: 
                      *(f"{mesh.tbu_names[t]}: crosstalk fit set aside, the design law is used ({why})"
                        for t, why in sorted(rejected.items()))]
     return CalibrationMap(
-        failed=failed, disagreement=dict(disagreement or {}), heater_faults=dict(heater_faults or {}),
+        failed=failed, disagreement=dict(disagreement or {}),
+        unverified_reason=dict(unverified_reason or {}), heater_faults=dict(heater_faults or {}),
         chip_id=chip_id, mesh=mesh_signature(mesh), delta=delta,
         rho2=rho2, rho3=rho3, eta=eta, crosstalk=K.tocsr(), created=now_iso(),
         tbu_names=mesh.tbu_names, quality=q,

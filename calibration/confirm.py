@@ -47,7 +47,7 @@ import numpy as np
 
 from calibration.bench import Bench, settle
 from calibration.heater_map import invert_cubic
-from calibration.map import CalibrationMap
+from calibration.map import DISAGREES, NO_FRINGE, NO_LIGHT_PATH, CalibrationMap
 from calibration.paths import Probe
 
 # Targets per confirmation: six phases a sixth of a turn apart. Three unknowns per output
@@ -188,6 +188,21 @@ def cross_hops(probe: Probe) -> int:
     return sum(h.state == "cross" for h in probe.hops)
 
 
+def unverified_reason(confirmation: Confirmation) -> str:
+    """Why ``confirmation`` left its TBU unverified, as the map records it
+    (:data:`calibration.map.UNVERIFIED_REASONS`): no light path reached it (``src`` -1), a lit
+    path showed no fringe (disagreement NaN), or light measured a disagreement.
+
+    Example:
+        >>> nan = float("nan")
+        >>> unverified_reason(Confirmation(7, nan, nan, nan, 0.0, False, -1, ()))
+        'no-light-path'
+    """
+    if confirmation.src < 0:
+        return NO_LIGHT_PATH
+    return DISAGREES if np.isfinite(confirmation.disagreement_rad) else NO_FRINGE
+
+
 def unverified_warning(name: str, confirmation: Confirmation, spent: str = "") -> str:
     """The calibration's warning line for a TBU it leaves unverified, saying what light showed.
 
@@ -201,7 +216,7 @@ def unverified_warning(name: str, confirmation: Confirmation, spent: str = "") -
         >>> unverified_warning("tbu:0.1.2", walled)[:62]
         'tbu:0.1.2: unverified: no light path avoiding the failed and d'
     """
-    if confirmation.src < 0:
+    if unverified_reason(confirmation) == NO_LIGHT_PATH:
         return (f"{name}: unverified: no light path avoiding the failed and doubtful TBUs reaches it, "
                 f"so light could not confirm its fit (not found dark{spent}); routing avoids it")
     rad = confirmation.disagreement_rad

@@ -26,7 +26,8 @@ written atomically::
      "tbus": [{"name": "tbu:0.0.0", "delta_rad": ..., "sigma_delta_rad": ...,
                "common_rad": ... (version 4, phase-calibrated maps; null: light cannot tell)},
               {"name": "tbu:0.0.1", ..., "failed": "dead"},
-              {"name": "tbu:0.0.2", ..., "failed": "unverified", "disagreement_rad": 3.1},
+              {"name": "tbu:0.0.2", ..., "failed": "unverified", "disagreement_rad": 3.1,
+               "unverified_reason": "disagrees"},
               {"name": "tbu:0.0.3", ..., "failed": "open-heater"}, ...],
      "heaters": [{"channel": 0, "rho2": ..., "rho3": ..., "eta_rad_per_mw": ...,
                   "sigma_phase_2pi_rad": ..., "rms_residual": ...}, ...,
@@ -95,6 +96,15 @@ ROUTING_STATES = ("dead", "bar", "cross")
 # never driven and is avoided by routing as "dead" (it sits at its unknown passive split).
 HEATER_FAULT_STATES = ("open-heater", "shorted-heater")
 FAILURE_STATES = (*ROUTING_STATES, "unverified", *HEATER_FAULT_STATES)
+# Why light left a TBU unverified (a TBU entry's "unverified_reason"; calibration.confirm
+# .unverified_reason): no light path avoiding the failed and doubtful TBUs reached it (it was
+# not looked at: nothing says it is dark), a lit path showed no fringe through it (it, or the
+# path, may be dark), or light measured a disagreement with its fit (``disagreement_rad``).
+# A user acts on each differently, and the refusal of `lumion program` names which. Maps
+# before session 39 do not record it (a null disagreement is then either of the first two):
+# an older reader ignores the key and says as much as it could before, so no version bump.
+NO_LIGHT_PATH, NO_FRINGE, DISAGREES = "no-light-path", "no-fringe", "disagrees"
+UNVERIFIED_REASONS = (NO_LIGHT_PATH, NO_FRINGE, DISAGREES)
 # A passive differential phase is a phase of one turn; the fit reports it in [0, 2 pi) and
 # drift tracking moves it by fractions of a radian. Beyond a few turns it is no phase at all
 # (at 1e300 rad one float step is more than a turn): the map is damaged.
@@ -193,6 +203,8 @@ class CalibrationMap:
             driven; an unverified TBU keeps its fit (and is set by it).
         disagreement: per "unverified" TBU, the measured disagreement (rad) between its fit
             and the light measurement that could not confirm it.
+        unverified_reason: per "unverified" TBU, why light did not confirm it (one of
+            :data:`UNVERIFIED_REASONS`); absent for maps that did not record it.
         heater_faults: heater channel -> "open-heater" | "shorted-heater", found by the
             electrical read-back; the heater's TBU is in ``failed`` with that kind.
         common: (n_tbus,) each TBU's common passive phase (rad; NaN where no light could
@@ -213,6 +225,7 @@ class CalibrationMap:
     cutoff_tbu: float = 0.0
     failed: dict[int, str] = field(default_factory=dict)
     disagreement: dict[int, float] = field(default_factory=dict)
+    unverified_reason: dict[int, str] = field(default_factory=dict)
     heater_faults: dict[int, str] = field(default_factory=dict)
     common: np.ndarray | None = None
 
@@ -257,6 +270,13 @@ class CalibrationMap:
     def unverified_tbus(self) -> dict[str, float]:
         """TBUs whose fit light could not confirm, by name -> measured disagreement (rad)."""
         return {self._tbu_name(t): float(self.disagreement.get(t, math.nan))
+                for t, how in sorted(self.failed.items()) if how == "unverified"}
+
+    def unverified_reasons(self) -> dict[str, str | None]:
+        """TBUs whose fit light could not confirm, by name -> why (:data:`UNVERIFIED_REASONS`;
+        None when the map does not record it: made before session 39).
+        """
+        return {self._tbu_name(t): self.unverified_reason.get(t)
                 for t, how in sorted(self.failed.items()) if how == "unverified"}
 
     def check_usable(self) -> None:
@@ -387,7 +407,8 @@ class CalibrationMap:
                  **{k: float(v[t]) for k, v in tq.items()},
                  **({} if self.common is None else {"common_rad": float(self.common[t])}),
                  **({"failed": self.failed[t]} if t in self.failed else {}),
-                 **({"disagreement_rad": float(self.disagreement[t])} if t in self.disagreement else {})}
+                 **({"disagreement_rad": float(self.disagreement[t])} if t in self.disagreement else {}),
+                 **({"unverified_reason": self.unverified_reason[t]} if t in self.unverified_reason else {})}
                 for t in range(self.n_tbus)
             ],
             "heaters": [
@@ -436,7 +457,8 @@ class CalibrationMap:
                    rho3=fields["rho3"], eta=fields["eta"], crosstalk=K, created=str(data.get("created", "")),
                    tbu_names=fields["names"], quality=fields["quality"], nearest_fraction=fields["nearest"],
                    cutoff_tbu=fields["cutoff"], failed=fields["failed"], disagreement=fields["disagreement"],
-                   heater_faults=fields["heater_faults"], common=fields["common"])
+                   unverified_reason=fields["unverified_reason"], heater_faults=fields["heater_faults"],
+                   common=fields["common"])
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Validate, then write atomically; a failed save leaves any old file untouched."""
@@ -520,6 +542,7 @@ def _parse_fields(data: dict[str, Any]) -> dict[str, Any]:
     disagreement = {k: (math.nan if tbus[k].get("disagreement_rad") is None
                         else _number(tbus[k]["disagreement_rad"], f"{names[k]} disagreement_rad"))
                     for k, how in failed.items() if how == "unverified"}
+    reasons = _unverified_reasons(tbus, failed, disagreement, names)
     has_common = [("common_rad" in t) for t in tbus]
     if any(has_common) and not all(has_common):
         raise ValueError("common_rad must be given for every TBU or for none")
@@ -531,9 +554,28 @@ def _parse_fields(data: dict[str, Any]) -> dict[str, Any]:
         "chip_id": chip_id, "mesh": mesh, "names": names, "entries": entries, "quality": quality,
         "delta": np.array([_number(t["delta_rad"], f"{names[k]} delta_rad") for k, t in enumerate(tbus)]),
         "rho2": column("rho2"), "rho3": column("rho3"), "eta": column("eta_rad_per_mw"),
-        "failed": failed, "disagreement": disagreement,
+        "failed": failed, "disagreement": disagreement, "unverified_reason": reasons,
         "nearest": float(xt.get("nearest_fraction", 0.0)), "cutoff": float(xt.get("cutoff_tbu", 0.0)),
     }
+
+
+def _unverified_reasons(tbus: list[Any], failed: dict[int, str], disagreement: dict[int, float],
+                        names: tuple[str, ...]) -> dict[int, str]:
+    """TBU -> why light left it unverified, checked (ValueError naming the TBU): only an
+    unverified TBU has one, and "disagrees" exactly when its ``disagreement_rad`` is a number.
+    """
+    reasons = {k: t["unverified_reason"] for k, t in enumerate(tbus)
+               if t.get("unverified_reason") is not None}
+    for k, why in reasons.items():
+        if why not in UNVERIFIED_REASONS:
+            raise ValueError(f"{names[k]} unverified_reason must be {'/'.join(UNVERIFIED_REASONS)}, "
+                             f"not {why!r}")
+        if failed.get(k) != "unverified":
+            raise ValueError(f"{names[k]} has an unverified_reason but is not recorded unverified")
+        if (why == DISAGREES) != math.isfinite(disagreement[k]):
+            raise ValueError(f"{names[k]} unverified_reason {why!r} does not match its disagreement_rad "
+                             f"({'null' if not math.isfinite(disagreement[k]) else disagreement[k]})")
+    return reasons
 
 
 def _heater_faults(heaters: list[Any], failed: dict[int, str], names: tuple[str, ...]) -> dict[int, str]:

@@ -105,6 +105,7 @@ from calibration.confirm import (
     combine_paths,
     confirm_tbu,
     cross_hops,
+    unverified_reason,
     unverified_warning,
 )
 from calibration.crosstalk import aggressor_current, crosstalk_map, crosstalk_readings, measure_crosstalk
@@ -1119,9 +1120,11 @@ def refuse_if_moved(run: Run, doubtful: set[int]) -> None:
 def assemble(run: Run) -> CalibrationMap:
     """The map of the run so far (failed and unverified TBUs recorded as such)."""
     failed = {**run.failed, **dict.fromkeys(run.unverified, "unverified")}
+    # why each is unverified, from the confirmation that left it so (calibration.map.UNVERIFIED_REASONS)
+    reasons = {t: unverified_reason(run.confirmations[t]) for t in run.unverified if t in run.confirmations}
     return build_map(run.mesh, run.bench.chip_id, run.records, run.options, quality=run_quality(run),
                      crosstalk=run.xrecords, failed=failed, disagreement=run.unverified,
-                     heater_faults=run.heater_faults)
+                     unverified_reason=reasons, heater_faults=run.heater_faults)
 
 
 def run_quality(run: Run) -> dict[str, Any]:

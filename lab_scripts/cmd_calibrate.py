@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,7 @@ def _map_summary(result: Any, mesh: Any, out: Path) -> dict[str, Any]:
         "failed_tbus": {mesh.tbu_names[t]: how for t, how in sorted(cmap.failed.items())},
         "unverified_tbus": {name: (rad if np.isfinite(rad) else None)
                             for name, rad in cmap.unverified_tbus().items()},
+        "unverified_reasons": cmap.unverified_reasons(),
         **{k: cmap.quality[k] for k in ("confirmed_tbus", "confirmed_on_independent_path",
                                         "confirm_max_disagreement_rad") if k in cmap.quality},
         "drift": cmap.quality.get("drift"),
@@ -275,7 +277,7 @@ def drift_line(payload: dict[str, Any]) -> str:
 
 def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> None:
     """The report for a reader: cost, fit quality, warnings, truth errors, routes, plots."""
-    from calibration.settable import NOT_CONFIRMED
+    from calibration.settable import unconfirmed_text
 
     print(f"calibrated {payload['n_heaters']} heaters of {payload['chip_id']} in {payload['operations']} "
           f"operations ({payload['duration_s']:.1f} s); map written to {payload['out']}")
@@ -292,7 +294,7 @@ def _print_report(payload: dict[str, Any], errors: dict[str, Any] | None) -> Non
               + (f", largest disagreement {worst:.3f} rad" if worst is not None else ""))
     print(drift_line(payload))
     for name, rad in payload["unverified_tbus"].items():
-        seen = (NOT_CONFIRMED if rad is None
+        seen = (unconfirmed_text(payload["unverified_reasons"].get(name), math.nan) if rad is None
                 else f"light disagrees with its fit by {rad:.3f} rad")
         print(f"UNVERIFIED {name}: {seen}; routing avoids it (exit status {EXIT_UNVERIFIED})")
     if errors is not None:

@@ -115,11 +115,14 @@ def run(args: argparse.Namespace) -> int:
     failed = {(int(k) if k.isdigit() else k): v for k, v in parse_failed(args.failed).items()}
     reserved = [int(r) if r.isdigit() else r for r in args.reserved]
     check_names(mesh, list(failed), reserved, args.transceiver)
+    avoided: dict[str, str] = {}  # by the map: name -> how it records the TBU
     if args.map is not None:  # TBUs calibration found broken; an explicit --failed wins
         from calibration.map import CalibrationMap
 
         cmap = CalibrationMap.load(args.map, mesh=mesh)
-        failed = {**cmap.failed_tbus(avoid_unverified=not args.trust_unverified), **failed}
+        from_map = cmap.failed_tbus(avoid_unverified=not args.trust_unverified)
+        avoided = map_avoided(cmap, mesh, set(from_map) - set(failed))
+        failed = {**from_map, **failed}
     params = None
     if args.fabricated is not None:
         params = fabricated_params(mesh.n_tbus, mesh.n_links, np.random.default_rng(args.fabricated))
@@ -137,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"mesh": mesh_spec(mesh, args.mesh), "transceiver": args.transceiver,
                     "plot": str(plot) if plot else None,
-                    **plan.to_dict(mesh)})
+                    **plan.to_dict(mesh), "map_avoided": avoided})
         return 0
     rows = [(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}", len(r.route.hops),
              r.loss_db, r.transmission_db, r.acr_db, r.margin_db) for r in plan.routes]
@@ -149,6 +152,18 @@ def run(args: argparse.Namespace) -> int:
     for r in plan.routes:
         path = " ".join(f"{mesh.tbu_names[h.tbu]}({h.state[0]})" for h in r.route.hops)
         print(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]}: {path}")
+    for name, how in avoided.items():
+        print(f"avoided {name}: the calibration map {args.map} records it as {how}")
     if plot:
         print(f"wrote {plot}")
     return 0
+
+
+def map_avoided(cmap: Any, mesh: Any, names: set[str]) -> dict[str, str]:
+    """Each of ``names`` (TBUs the map has routing avoid) -> how the map records it, what light
+    showed of an unverified one included (calibration.settable.recorded_as).
+    """
+    from calibration.settable import recorded_as
+
+    return {name: recorded_as(cmap, mesh.tbu_index(name), "lumion route") or ""
+            for name in sorted(names, key=mesh.tbu_index)}

@@ -204,7 +204,11 @@ class MapTbu(Open):
         "version 2): never driven, routed around")
     disagreement_rad: float | None = Field(
         None, description="unverified TBUs: measured phase disagreement (rad); null when no path "
-        "showed a fringe")
+        "showed a fringe or none reached the TBU (unverified_reason says which)")
+    unverified_reason: Literal["no-light-path", "no-fringe", "disagrees"] | None = Field(
+        None, description="unverified TBUs (maps since session 39; older maps omit it): why light did "
+        "not confirm the fit: no light path avoiding the failed and doubtful TBUs reaches it (not looked "
+        "at, not found dark), a lit path showed no fringe, or a measured disagreement (disagreement_rad)")
     common_rad: float | None = Field(
         None, description="version 4, phase-calibrated maps (every TBU or none): the TBU's common "
         "arm phase (rad) measured by interference (calibration.common_phase); null where no light "

@@ -155,6 +155,10 @@ class RouteOutput(Strict):
     optimal: bool
     objective: Literal["total", "worst"]
     failed: dict[str, Literal["dead", "bar", "cross"]] = Field(description="TBU name -> how it failed")
+    map_avoided: dict[str, str] = Field(
+        default_factory=dict, description="with --map: each TBU the calibration map records failed or "
+        "unverified and routing avoided, by name -> how the map records it (for an unverified TBU, what "
+        "light showed: calibration.settable.recorded_as)")
     routes: list[RouteResult]
     configuration: ConfigurationFile
 
@@ -649,6 +653,11 @@ class CalibrateOutput(Strict):
         default_factory=dict, description="TBUs light did not confirm, by name -> measured disagreement "
         "(rad; null: not confirmed by light, no path to it or no fringe through one: calibration.settable."
         "NOT_CONFIRMED); the command then exits 5")
+    unverified_reasons: dict[str, Literal["no-light-path", "no-fringe", "disagrees"] | None] = Field(
+        default_factory=dict, description="the same TBUs -> why light did not confirm them, as the map "
+        "records it (unverified_reason): no-light-path (no light path avoiding the failed and doubtful "
+        "TBUs reaches it: not looked at, not found dark), no-fringe (a lit path showed no fringe), "
+        "disagrees (unverified_tbus gives by how much)")
     confirmed_tbus: Count | None = Field(None, description="TBUs whose map phase light confirmed")
     confirmed_on_independent_path: Count | None = Field(
         None, description="of those, confirmed through a light path other than their fit's")
