@@ -64,7 +64,8 @@ def read_branches(meter: Any, fabric: Any, plan: Any, new: Sequence[str],
     for i, (n, r) in enumerate(zip(names, readings, strict=True)):
         ref = before.get(n) if n not in new else None
         was = ref[1] if ref is not None and ref[0] == r.meter else None
-        out.append(LinkLight(i, n, n in new, r.meter, r.planned_dbm, r.measured_dbm, was, r.reason))
+        out.append(LinkLight(i, n, n in new, r.meter, r.planned_dbm, r.measured_dbm, was, r.reason,
+                             unlit=r.unlit))
     return out
 
 

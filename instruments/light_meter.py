@@ -90,6 +90,8 @@ class Reading:
     measured_dbm: float | None
     reason: str = ""
     dark_dbm: float | None = None
+    # not measured because the bench laser sent nothing (LightMeter._unless_dark): light not seen
+    unlit: bool = False
 
 
 def _own(on: Reading, dark_dbm: float) -> Reading:
@@ -229,7 +231,7 @@ class LightMeter:
                 why = dark_readings(list(brightest.values()), self._laser_power_dbm(), ())
         if why:
             for k in lit:
-                out[k] = replace(out[k], meter=None, measured_dbm=None, dark_dbm=None, reason=why)
+                out[k] = replace(out[k], meter=None, measured_dbm=None, dark_dbm=None, reason=why, unlit=True)
 
     def _read_module(self, name: str) -> tuple[Any, Any, str]:
         """(TX dBm per lane, RX dBm per lane, error) of one module."""
@@ -426,7 +428,7 @@ class PlanLight:
             ref = before.get(i) if held[i] else None
             out.append(LinkLight(i, f"{lk.link[0]}->{lk.link[1]}", not held[i], r.meter, r.planned_dbm,
                                  r.measured_dbm, ref[1] if ref and ref[0] == r.meter else None, r.reason,
-                                 others_dbm=r.dark_dbm))
+                                 others_dbm=r.dark_dbm, unlit=r.unlit))
         return out
 
     def close(self) -> None:

@@ -279,6 +279,13 @@ def off_line(reports: list[dict[str, Any]], placed: dict[str, Any] | None) -> st
     stderr line of exit 5): the links off their plan and the held links that moved (by how
     much), then what to do.
     """
+    from lab_scripts.failover_light import dark_line
+
+    dark = dark_line(placed, "the placement (placement_verification)") or next(
+        (line for r in reports if (line := dark_line(r["verification"], f"the recovery from {r['failed']}"))),
+        None)
+    if dark:
+        return dark
     if placed is not None and placed["status"] == "off":
         v, what = placed, "the placement (placement_verification)"
     else:
@@ -362,6 +369,8 @@ def _print_placement(v: dict[str, Any]) -> None:
     worst = min((x["acr_db"] for x in v["links"] if x["acr_db"] is not None), default=None)
     acr = f", lowest ACR {worst:.1f} dB" if worst is not None else ""
     print(f"placement verified by light: {v['status']} (tolerance {v['tolerance_db']:g} dB{acr})")
+    if v.get("dark"):
+        print(f"NOT verified by light: {v['dark']}")
     if bad:
         print(table([(x["link"], x["meter"] or "", x["planned_dbm"], x["measured_dbm"], x["difference_db"],
                       "" if x["acr_db"] is None else x["acr_db"], x["status"]) for x in bad],
@@ -381,6 +390,8 @@ def _print_light(r: dict[str, Any]) -> None:
     print(table([(x["link"], x["meter"] or "", x["planned_dbm"], x["measured_dbm"], x["difference_db"],
                   "" if x["change_db"] is None else x["change_db"], x["status"]) for x in rows],
                 ["link", "meter", "planned dBm", "measured dBm", "diff dB", "moved dB", "status"]))
+    if v.get("dark"):
+        print(f"NOT verified by light: {v['dark']}")
     if v["hitless_by_light"] is False:
         moved = ", ".join(f"{x['link']} {x['change_db']:+.2f} dB" for x in v["links"] if x["status"] == "hit")
         print(f"NOT hitless by light: held links moved beyond {v['held_tolerance_db']:g} dB: {moved}")

@@ -24,6 +24,17 @@ NO_BENCH = "no bench: give --bench (a bench config, or sim) to measure the links
 VERIFIED = {"ok": "by light", "partly measured": "partly", "not measured": "not measured", "off": "off"}
 
 
+def dark_line(v: dict[str, Any] | None, what: str) -> str | None:
+    """The exit-5 line when the meter's source sent no light while ``what`` (the placement, a
+    recovery) was read (``v["dark"]``, photonics.fabric.verify.summary), else None: kept as
+    programmed, but its light was not seen -- as ``lumion program`` says it, never exit 0.
+    """
+    if not v or not v.get("dark"):
+        return None
+    return (f"light did not see {what}: {v['dark']}; its links {', '.join(v['not_measured'])} are NOT "
+            "verified by light (kept as programmed: nothing was judged, no TBU blamed)")
+
+
 def unmeasured(rec: Any) -> dict[str, Any]:
     """The light keys of a recovery made without a bench."""
     links = [f"{a}->{b}" for a, b in rec.plan.job.links]
@@ -69,7 +80,7 @@ class BenchRun:
         from photonics.fabric.verify import LinkLight
 
         return summary([LinkLight(i, f"{lk.link[0]}->{lk.link[1]}", True, r.meter, r.planned_dbm,
-                                  r.measured_dbm, reason=r.reason, others_dbm=r.dark_dbm)
+                                  r.measured_dbm, reason=r.reason, others_dbm=r.dark_dbm, unlit=r.unlit)
                         for i, (lk, r) in enumerate(zip(plan.links, readings, strict=True))])
 
     def recover(self, plan: Any, compute: Callable[[Any], Any]) -> tuple[Any, dict[str, Any]]:

@@ -71,12 +71,19 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
         save_multicast(new_run, fabric, out_path)
     report["out"] = str(out_path) if out_path is not None else None
     report["plot"] = str(draw_trees(plot, fabric, new_run, report)) if plot is not None else None
-    code = EXIT_UNVERIFIED if report["verified"] == "off" else 0
+    placed = report["placement_verification"]
+    code = EXIT_UNVERIFIED if report["verified"] == "off" or (placed or {}).get("dark") else 0
     if args.json:
         print_json({"schema": SCHEMA, "version": VERSION, **report})
         return code
     _print_text(report, "calibrated" if args.map is not None else "ideal")
-    if code and report["refusal"]:
+    from lab_scripts.failover_light import dark_line
+
+    dark = dark_line(report["placement_verification"], "the trees as placed") or \
+        dark_line(report["verification"], f"the recovery from {report['failed']}")
+    if code and dark:
+        print(f"lumion failover: {dark}", file=sys.stderr)
+    elif code and report["refusal"]:
         print(f"lumion failover: {report['refusal']}; kept (--light report)", file=sys.stderr)
     elif code:
         off = ", ".join(report["verification"]["links_off"])
@@ -229,6 +236,9 @@ def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.
     why = why or leak_refusal(leaks)
     if any(x.off for x in leaks):  # its light in another working receiver: not the recovery light accepts
         v = {**v, "status": "off"}
+    unlit = next((x.reason for x in leaks if x.unlit), None)
+    if unlit and not v.get("dark"):  # the laser sent nothing: the trees' light was not seen
+        v = {**v, "status": "off", "dark": unlit}
     if why is not None and args.light == "repair":
         bench.write(before)
         raise CliError(f"--fail {rec.failed}: {why}; the chip is back to the trees before the recovery, "
@@ -313,6 +323,8 @@ def _print_light(r: dict[str, Any]) -> None:
     print(table([(x["link"], x["meter"] or "", x["planned_dbm"], x["measured_dbm"], x["before_dbm"],
                   x["change_db"], x["status"]) for x in v["links"]],
                 ["branch", "meter", "planned dBm", "measured dBm", "before dBm", "change dB", "status"]))
+    if v.get("dark"):
+        print(f"NOT verified by light: {v['dark']}")
     for x in r["tree_crosstalk"]:
         acr = f"ACR {x['acr_db']:.1f} dB (at least {x['min_acr_db']:g}) into {x['victim']}, weakest branch " \
             f"{x['weakest_branch']}" if x["acr_db"] is not None else f"NOT measured ({x['reason']})"

@@ -64,7 +64,8 @@ class MulticastBench:
         names = branch_names(plan)
         probes = self.probes(plan)
         readings = self.meter.measure(probes, range(len(probes)))
-        checks = [LinkLight(i, n, True, r.meter, r.planned_dbm, r.measured_dbm, reason=r.reason)
+        checks = [LinkLight(i, n, True, r.meter, r.planned_dbm, r.measured_dbm, reason=r.reason,
+                            unlit=r.unlit)
                   for i, (n, r) in enumerate(zip(names, readings, strict=True))]
         ref = {n: (r.meter, r.measured_dbm) for n, r in zip(names, readings, strict=True)
                if r.meter is not None and r.measured_dbm is not None}

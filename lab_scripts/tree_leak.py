@@ -12,10 +12,18 @@ its weakest branch over its strongest victim (two readings of one input: no laun
 loss enters it) and must reach :data:`~photonics.tolerances.MIN_ACR_DB` (20 dB; more than 1 % of
 the tree's light at a working receiver is a tree leaking into a link), as ``lumion program``
 judges a route. A tree the laser or the heads cannot reach is named not measured, never ok.
+
+A dark source is said, never judged (:mod:`instruments.dark_source`, session 39): with the laser
+reporting its output off, or every head more than 55 dB under it, the branch and the victim read
+the meter's floor and their difference is no ACR (seed 4371, laser off: "puts its light into
+gpu4's receiver at -67.22 dBm, -4.4 dB under its weakest branch (-71.66 dBm)", the recovery
+refused and the chip to be "calibrated again"). Such a tree is not measured, ``unlit``, its
+reason naming the source (and the TBUs every branch crosses: one dead there darkens the tree too).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +43,7 @@ class TreeLeak:
     victim: str
     victim_dbm: float | None
     reason: str = ""
+    unlit: bool = False  # not measured because the source sent no light (reason says): not seen
 
     @property
     def acr_db(self) -> float | None:
@@ -71,16 +80,25 @@ def tree_leaks(bench: Any, fabric: Any, plan: Any, gone: Iterable[str]) -> list[
     from photonics.fabric.multicast import group_ports
 
     out, skip = [], set(gone)
-    for (src, dsts), (tx, rxs) in zip(plan.groups, group_ports(fabric, plan.groups), strict=True):
+    for (src, dsts), (tx, rxs), tree in zip(plan.groups, group_ports(fabric, plan.groups), plan.trees,
+                                            strict=True):
         members = {src, *dsts}
         victims = [p for a in fabric.accelerators if a.name not in members | skip for p in a.rx]
-        out.append(_lit(bench, fabric, src, tx, (dsts, rxs), victims))
+        trunk = set.intersection(*[set(b.tbus) for b in tree.branches]) if tree.branches else set()
+        out.append(_lit(bench, fabric, src, tx, (dsts, rxs), victims,
+                        [bench.mesh.tbu_names[t] for t in sorted(trunk)]))
     return out
 
 
 def _lit(bench: Any, fabric: Any, src: str, tx: int, branches: tuple[Any, Any],
-         victims: list[int]) -> TreeLeak:
-    """One tree's source lit, its branches' (receiver names, ports) and victims' heads read in one setting."""
+         victims: list[int], trunk: list[str]) -> TreeLeak:
+    """One tree's source lit, its branches' (receiver names, ports) and victims' heads read in one
+    setting; not measured (``unlit``) when the source sent no light (module docstring; ``trunk``:
+    the TBUs every branch crosses).
+    """
+    from instruments.dark_source import dark_readings, laser_off
+    from instruments.state_check import laser_mw
+
     mesh, (dsts, rxs) = bench.mesh, branches
     heads = getattr(bench, "meter_channels", {})
     if getattr(bench, "laser", None) is None or tx not in getattr(bench, "switch_outputs", {}):
@@ -90,8 +108,14 @@ def _lit(bench: Any, fabric: Any, src: str, tx: int, branches: tuple[Any, Any],
         return TreeLeak(src, "", None, "", None, f"no power meter head at {', '.join(unread)}")
     if not victims:
         return TreeLeak(src, "", None, "", None, "no working receiver outside the tree")
+    off = laser_off(bench)
+    if off:  # nothing sent: nothing to read
+        return TreeLeak(src, "", None, "", None, off, unlit=True)
     bench.select_input(tx, VERIFY_NM)
     dbm = [float(x) for x in bench.read_powers_dbm([*rxs, *victims])]
+    dark = dark_readings([max(dbm)], 10 * math.log10(laser_mw(bench)), trunk)
+    if dark:
+        return TreeLeak(src, "", None, "", None, dark, unlit=True)
     k = min(range(len(rxs)), key=lambda i: dbm[i])
     v = max(range(len(victims)), key=lambda i: dbm[len(rxs) + i])
     victim = f"{fabric.owner(victims[v])} ({mesh.port_names[victims[v]]})"

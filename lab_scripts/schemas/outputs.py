@@ -443,6 +443,10 @@ class LightVerification(Strict):
     not_measured: list[str]
     hitless_by_light: bool | None = Field(description="null when no held link was measured")
     held_change_db: float | None
+    dark: str | None = Field(
+        None, description="the meter's source sent no light (the bench laser reports its output off, or no "
+        "head read light from any source lit: instruments.dark_source): the links it reads are not measured "
+        "and status is off -- light was not seen, as lumion program says it; null otherwise")
     links: list[LightLink]
 
 

@@ -64,6 +64,11 @@ class LinkLight:
     # A new link's receiver read with its own transmitter dark (instruments.light_meter): the
     # light every other transmitter puts into it (dBm); None when not read (held links).
     others_dbm: float | None = None
+    # Not measured because the meter's own source sent nothing (the bench laser reports its
+    # output off, or no head read light from any source lit: instruments.dark_source; ``reason``
+    # says which): the light was NOT seen, unlike a link no meter reaches, which is honest to
+    # leave "not measured". :func:`summary` then says off, as `lumion program` does.
+    unlit: bool = False
 
     @property
     def difference_db(self) -> float | None:
@@ -188,13 +193,16 @@ def summary(checks: Sequence[LinkLight]) -> dict[str, Any]:
     partly measured; see docs/fabric.md "Verified by light"). A held link hit (moved beyond
     HELD_TOL_DB) makes it off, as a multicast tree's held branch: the recovery promised it
     bit-identical, so light did not confirm what was promised (``hitless_by_light`` false,
-    ``held_change_db`` by how much).
+    ``held_change_db`` by how much). So does a dark source (a link ``unlit``: ``dark`` says
+    why): the meter was there and saw nothing, so the plan's light was not seen -- off, as
+    ``lumion program`` says it, never "not measured" as for a link no meter reaches.
     """
     measured = [c for c in checks if c.status != NOT_MEASURED]
     unmeasured = [c.link for c in checks if c.status == NOT_MEASURED]
     off = [c.link for c in checks if c.status == OFF]
     held = [c for c in measured if c.change_db is not None]
-    if off or any(c.status == HIT for c in held):
+    dark = next((c.reason for c in checks if c.unlit), None)
+    if off or dark or any(c.status == HIT for c in held):
         status = OFF
     elif not measured:
         status = NOT_MEASURED
@@ -207,7 +215,7 @@ def summary(checks: Sequence[LinkLight]) -> dict[str, Any]:
             "not_measured": unmeasured,
             "hitless_by_light": None if not held else all(c.status != HIT for c in held),
             "held_change_db": _r(max((abs(c.change_db) for c in held), default=None)),  # type: ignore[arg-type]
-            "links": [c.to_dict() for c in checks]}
+            "dark": dark, "links": [c.to_dict() for c in checks]}
 
 
 def not_measured(links: Sequence[str], rerouted: Sequence[int], reason: str) -> dict[str, Any]:

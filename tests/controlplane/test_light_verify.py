@@ -260,3 +260,25 @@ def test_a_placement_through_a_hidden_pi_fault_is_repaired_around(tmp_path):
         assert r.events("job-placed")[-1]["verified"] == "by light"
     finally:
         r.close()
+
+
+def test_a_dark_bench_laser_is_said_and_the_recovery_is_off_never_not_measured(rack, monkeypatch):
+    """Session 39: with the links read by the bench laser and power meter (no transceiver lane
+    reaches them) and the laser's output off, every link was 'not measured' and the recovery
+    answered verified 'not measured', as for a bench with no meter at all, while `lumion program`
+    exits 5 for the same dark source. The meter saw nothing: the recovery's light was not seen.
+    Now it is committed (the source, not the mesh: nothing blamed) with verified 'off' and the
+    verification's `dark` naming the laser."""
+    cp = rack.cp
+    monkeypatch.setattr(cp.light.meter, "rx_lane", {})
+    monkeypatch.setattr(cp.light.meter, "tx_lane", {})
+    monkeypatch.setattr(rack.sim.laser, "output_on", False)
+    out = cp.report_failure(None, accelerator="gpu2")
+    v = out["verification"]
+    assert out["verified"] == "off"
+    assert v["status"] == "off"
+    assert "reports its output off" in v["dark"]
+    assert v["links_off"] == []
+    assert len(v["not_measured"]) == len(v["links"])
+    assert out["suspect_tbus"] == []
+    assert rack.events("recovery")[-1]["verification"]["dark"] == v["dark"]

@@ -112,19 +112,37 @@ def test_the_placement_is_judged_by_its_crosstalk_and_exits_5_when_off(tmp_path,
     assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in placed["links"])  # power alone: ok
 
 
-def test_a_dark_bench_laser_is_named_not_blamed_on_tbus(tmp_path, capsys, dark_laser):
+@pytest.mark.parametrize(("how", "said"), [("off", "reports its output off"), ("dead", "the source is dark")])
+def test_a_dark_bench_laser_is_named_not_blamed_on_tbus_and_exits_5(tmp_path, capsys, dark_laser, how, said):
     """Audit of session 38: with the bench laser's output off, every link the power meter reads
     was ~66 dB under plan: the recovery was refused blaming 17 healthy TBUs ('calibrate the chip
-    again'). Those links are now not measured, the reason naming the laser; nothing is blamed."""
+    again'). Those links became not measured, the reason naming the laser, nothing blamed -- but
+    the command exited 0 ('partly'), while `lumion program` exits 5 for the same dark source
+    (session 39): a meter that saw nothing is not a bench without a meter. Now the placement and
+    the recovery say off with `dark` naming the source, kept as programmed, exit 5 with one line."""
     mesh = smartlight()
     oracle_map(Chip(mesh, 0)).save(tmp_path / "good.json")
-    dark_laser("off", chip=Chip(mesh, 0))
+    dark_laser(how, chip=Chip(mesh, 0))
     code, doc = _run(capsys, "--map", str(tmp_path / "good.json"), "--bench", "sim")
-    assert code == 0, doc
+    assert code == 5, doc
     validate(doc, "lumion.failover")
     unread = [x for x in doc["verification"]["links"] if x["meter"] is None]
     assert unread
-    assert all("reports its output off" in x["reason"] for x in unread)
-    assert doc["verified"] == "partly"  # the transceivers' links are read by their own lasers
+    assert all(said in x["reason"] for x in unread)
+    assert said in doc["verification"]["dark"]
+    assert doc["verified"] == "off"  # the transceivers' links read by their own lasers are fine
+    assert doc["verification"]["links_off"] == []
     assert doc["suspect_tbus"] == []
-    assert doc["placement_verification"]["status"] == "partly measured"
+    assert doc["rerouted_links"]  # the recovery kept as programmed
+    assert doc["placement_verification"]["status"] == "off"
+    assert said in doc["placement_verification"]["dark"]
+    if how == "dead":
+        return
+    code = main(["failover", "--fail", "gpu2", "--map", str(tmp_path / "good.json"), "--bench", "sim"])
+    out, err = capsys.readouterr()
+    assert code == 5
+    assert "NOT verified by light: " in out
+    assert err.count("\n") == 1
+    assert err.startswith("lumion failover: light did not see the placement (placement_verification): ")
+    assert said in err
+    assert "calibrate" not in err

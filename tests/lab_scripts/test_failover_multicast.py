@@ -331,3 +331,30 @@ def test_a_tree_leaking_into_another_receiver_is_refused_though_every_branch_is_
     assert tree["acr_db"] < tree["min_acr_db"]
     assert "puts its light into" in d["refusal"]
     assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in d["verification"]["links"])  # power alone: ok
+
+
+def test_a_dark_bench_laser_is_said_and_exits_5_not_a_quiet_not_measured(mc, oracle, capsys, dark_laser):
+    """Session 39: with the bench laser's output off, every branch the power meter reads was 'not
+    measured' and the splice exited 0, while `lumion program` exits 5 for the same dark source: a
+    meter that saw nothing is not a bench without one. Now the trees as placed and the recovery
+    say off with `dark` naming the laser, nothing blamed, the recovery kept, exit 5, one line."""
+    dark_laser("off")
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench", "sim",
+                           "--seed", str(SEED), "--map", str(oracle), "--json")
+    assert code == EXIT_UNVERIFIED, err
+    d = json.loads(text)
+    validate(d, "lumion.multicast-failover")
+    assert d["verified"] == "off"
+    assert "reports its output off" in d["verification"]["dark"]
+    assert "reports its output off" in d["placement_verification"]["dark"]
+    assert d["verification"]["links_off"] == []
+    assert d["refusal"] is None  # nothing refused, nothing blamed: the source, not the mesh
+    (tree,) = d["tree_crosstalk"]  # before: floor against floor, "ACR -4.4 dB", refused
+    assert (tree["status"], tree["acr_db"]) == ("not measured", None)
+    assert "reports its output off" in tree["reason"]
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench", "sim",
+                           "--seed", str(SEED), "--map", str(oracle))
+    assert code == EXIT_UNVERIFIED
+    assert "NOT verified by light: the bench laser reports its output off" in text
+    assert err.startswith("lumion failover: light did not see the trees as placed: the bench laser")
+    assert err.count("\n") == 1
