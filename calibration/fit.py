@@ -448,12 +448,13 @@ def fringe_least_squares(problem: _StackedSweeps, v0: np.ndarray, lo: np.ndarray
     (:func:`photonics.fringe_fit_kernels.fringe_trf`: scipy's algorithm and constants, its sums
     in another order; issue 28). ``v0`` lies inside the bounds (:func:`_start_vector`).
     """
+    from photonics.compiled_calls import compiled_call
     from photonics.fringe_fit_kernels import fringe_trf
 
-    x, cost, fun, jac, nfev, njev, status = fringe_trf(
-        np.asarray(v0, dtype=float), lo, hi, problem.i2, problem.i3, problem.arm_sign, problem.rho2_col,
-        problem.signs, problem.power_mw, problem.weights, problem.amp_col, loss == "soft_l1", ROBUST_SCALE,
-        max_nfev, FTOL, FTOL, FTOL)
+    x, cost, fun, jac, nfev, njev, status = compiled_call(  # a signal meanwhile is raised after it
+        fringe_trf, np.asarray(v0, dtype=float), lo, hi, problem.i2, problem.i3, problem.arm_sign,
+        problem.rho2_col, problem.signs, problem.power_mw, problem.weights, problem.amp_col,
+        loss == "soft_l1", ROBUST_SCALE, max_nfev, FTOL, FTOL, FTOL)
     return LsqResult(x=x, cost=float(cost), fun=fun, jac=jac, nfev=int(nfev), njev=int(njev),
                      status=int(status))
 

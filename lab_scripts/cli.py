@@ -31,6 +31,7 @@ from lab_scripts.errors import (
     Failure,
     debug_enabled,
     describe_failure,
+    interrupt_behind,
     interruption,
     json_flag_in,
 )
@@ -165,14 +166,13 @@ def _run(argv: list[str], held: HeldRecords | None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt as exc:
-        if held is not None:
-            held.discard()
-        failure = Failure(prog=prog, kind="interrupted", message=interruption(exc), origin=type(exc).__name__)
-        if want_json:
-            print(failure.to_json(), flush=True)
-        print(failure.line(), file=sys.stderr, flush=True)
-        return failure.exit_code
+        return _interrupted(exc, prog, want_json, held)
     except Exception as exc:
+        interrupt = interrupt_behind(exc)
+        if interrupt is not None:  # an interrupt that C code handed back as another error
+            if debug_enabled():
+                traceback.print_exc(file=sys.stderr)
+            return _interrupted(interrupt, prog, want_json, held)
         failure = describe_failure(exc, prog)
         if debug_enabled():
             if held is not None:
@@ -187,6 +187,17 @@ def _run(argv: list[str], held: HeldRecords | None) -> int:
     if held is not None:
         held.flush()
     return code
+
+
+def _interrupted(exc: KeyboardInterrupt, prog: str, want_json: bool, held: HeldRecords | None) -> int:
+    """Say that Ctrl-C or SIGTERM stopped the command (one line, and the JSON object); 130."""
+    if held is not None:
+        held.discard()
+    failure = Failure(prog=prog, kind="interrupted", message=interruption(exc), origin=type(exc).__name__)
+    if want_json:
+        print(failure.to_json(), flush=True)
+    print(failure.line(), file=sys.stderr, flush=True)
+    return failure.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

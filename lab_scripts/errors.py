@@ -144,6 +144,23 @@ def interruption(exc: BaseException) -> str:
     return f"{signal_name}: {said}" if said else signal_name
 
 
+
+def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM ``exc`` was raised from or while handling, if any (else None).
+
+    C code that calls back into Python can hand an interrupt raised there back as another
+    error (numba: ``SystemError: ... returned a result with an exception set``, session 39);
+    the command was still interrupted, not broken: exit 130, never 70.
+    """
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return link
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return None
+
 @dataclass(frozen=True)
 class Failure:
     """A classified failure, ready to print."""

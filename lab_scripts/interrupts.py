@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lab_scripts.errors import Terminated
+from photonics.compiled_calls import hold_until_return
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -43,12 +44,18 @@ def settled() -> bool:
 
 
 def _interrupt(signum: int, _frame: object) -> None:
-    """SIGINT raises KeyboardInterrupt, SIGTERM :class:`Terminated`; nothing once settled."""
+    """SIGINT raises KeyboardInterrupt, SIGTERM :class:`Terminated`; nothing once settled.
+
+    Inside a numba-compiled call the exception is raised when the call returns
+    (:mod:`photonics.compiled_calls`): raised in numba's callback it crashed the process or
+    came out as a SystemError, an "internal bug" (exit 70) instead of an interruption.
+    """
     if _Outcome.settled:
         return
-    if signum == signal.SIGTERM:
-        raise Terminated(signum)
-    raise KeyboardInterrupt
+    exc = Terminated(signum) if signum == signal.SIGTERM else KeyboardInterrupt()
+    if hold_until_return(exc):
+        return
+    raise exc
 
 
 @contextlib.contextmanager
