@@ -13,7 +13,8 @@ def test_an_interrupt_held_during_the_call_is_raised_after_it_and_only_once():
     first, second = KeyboardInterrupt("first"), KeyboardInterrupt("second")
 
     def compiled(x):
-        assert hold_until_return(first) and hold_until_return(second)  # the first one is kept
+        assert hold_until_return(first)
+        assert hold_until_return(second)  # the first one is kept
         return x + 1
 
     with pytest.raises(KeyboardInterrupt, match="first"):
