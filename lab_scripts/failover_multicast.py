@@ -72,12 +72,13 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
     report["out"] = str(out_path) if out_path is not None else None
     report["plot"] = str(draw_trees(plot, fabric, new_run, report)) if plot is not None else None
     placed = report["placement_verification"]
-    code = EXIT_UNVERIFIED if report["verified"] == "off" or (placed or {}).get("dark") else 0
+    code = EXIT_UNVERIFIED if report["verified"] == "off" or (placed or {}).get("status") == "off" else 0
     if args.json:
         print_json({"schema": SCHEMA, "version": VERSION, **report})
         return code
     _print_text(report, "calibrated" if args.map is not None else "ideal")
     from lab_scripts.failover_light import dark_line
+    from lab_scripts.tree_leak import leak_refusal
 
     dark = dark_line(report["placement_verification"], "the trees as placed") or \
         dark_line(report["verification"], f"the recovery from {report['failed']}")
@@ -85,6 +86,9 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
         print(f"lumion failover: {dark}", file=sys.stderr)
     elif code and report["refusal"]:
         print(f"lumion failover: {report['refusal']}; kept (--light report)", file=sys.stderr)
+    elif code and (leak := leak_refusal(report["placement_tree_crosstalk"], "the trees as placed")):
+        print(f"lumion failover: {leak}, before the recovery (the recovery kept: not its doing); calibrate "
+              "the chip (lumion calibrate) and give --map", file=sys.stderr)
     elif code:
         off = ", ".join(report["verification"]["links_off"])
         print(f"lumion failover: light says {off} off its plan, before the recovery too (the trees as "
@@ -160,9 +164,12 @@ def _recover(args: argparse.Namespace, fabric: Any, run: Any, hmap: Any, failed_
                        type(exc).__name__) from exc
     before = heater_values(run.plan.configuration, hmap)[0]
     placed, ref = bench.place(run.plan, before) if bench is not None else (None, {})
+    placed, placed_leaks = _placement_leaks(bench, run, placed)
     writes, drift = _program(rec, hmap, run.failed_tbus, before)
-    light = _light(args, bench, rec, src, before, writes, ref, (*run.failed_accelerators, failed_rx))
+    leaked = {x.source for x in placed_leaks if x.off}
+    light = _light(args, bench, rec, src, before, writes, ref, (*run.failed_accelerators, failed_rx), leaked)
     report = _report(fabric, str(args.plan), run, rec, src, writes, drift, light, placed)
+    report["placement_tree_crosstalk"] = [x.to_dict() for x in placed_leaks]
     dark = run.dark | ({_rx_port(fabric, run.plan, failed_rx)} if spare is None else set())
     from photonics.fabric.multicast_io import RunningMulticast
 
@@ -170,6 +177,27 @@ def _recover(args: argparse.Namespace, fabric: Any, run: Any, hmap: Any, failed_
     new = RunningMulticast(rec.plan, frozenset(dark), dict(run.failed_tbus or {}),
                            (*run.failed_accelerators, failed_rx), (*run.recoveries, record))
     return new, report
+
+
+def _placement_leaks(bench: Any, run: Any, placed: dict[str, Any] | None) -> tuple[Any, list[Any]]:
+    """(the placement's verification, each tree's light at the other working receivers as placed).
+
+    The trees as written before the recovery are lit once per tree by the same checker as after
+    it (lab_scripts.tree_leak): a tree already leaking into a working receiver makes the
+    placement off (exit 5, the recovery kept: not its doing), a dark source makes it off with
+    ``dark``. Without a bench: (None, []).
+    """
+    if bench is None or placed is None:
+        return placed, []
+    from lab_scripts.tree_leak import tree_leaks
+
+    leaks = tree_leaks(bench.bench, bench.fabric, run.plan, run.failed_accelerators)
+    if any(x.off for x in leaks):
+        placed = {**placed, "status": "off"}
+    unlit = next((x.reason for x in leaks if x.unlit), None)
+    if unlit and not placed.get("dark"):
+        placed = {**placed, "status": "off", "dark": unlit}
+    return placed, leaks
 
 
 def _why(message: str) -> str:
@@ -210,10 +238,12 @@ def _program(rec: Any, hmap: Any, failed: Any, before: np.ndarray) -> tuple[dict
 
 
 def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.ndarray,
-           writes: dict[int, float], ref: dict[str, Any], gone: tuple[str, ...]) -> dict[str, Any]:
+           writes: dict[int, float], ref: dict[str, Any], gone: tuple[str, ...],
+           leaked: set[str] = frozenset()) -> dict[str, Any]:
     """The light keys of the report: write the recovery, check every branch and each tree's light at
     the other working receivers (lab_scripts.tree_leak; ``gone``: failed or pruned receivers), or
-    say not measured.
+    say not measured. A tree whose source is in ``leaked`` leaked as placed already: off, reported,
+    not the recovery's doing, so it refuses nothing (as a held branch off before the recovery).
     """
     from lab_scripts.failover_light import NO_BENCH, VERIFIED
     from lab_scripts.multicast_light import branch_names, judge, unverified
@@ -233,7 +263,7 @@ def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.
     checks = bench.check(rec.plan, new, ref)
     v, why = judge(checks)
     leaks = tree_leaks(bench.bench, bench.fabric, rec.plan, gone)
-    why = why or leak_refusal(leaks)
+    why = why or leak_refusal([x for x in leaks if x.source not in leaked])
     if any(x.off for x in leaks):  # its light in another working receiver: not the recovery light accepts
         v = {**v, "status": "off"}
     unlit = next((x.reason for x in leaks if x.unlit), None)
@@ -314,6 +344,7 @@ def _print_light(r: dict[str, Any]) -> None:
     if placed is not None:
         off = f"; off: {', '.join(placed['links_off'])}" if placed["links_off"] else ""
         print(f"the trees as placed, read by light before the recovery: {placed['status']}{off}")
+        _print_tree_crosstalk(r["placement_tree_crosstalk"], "as placed")
     if r["verified"] == "not measured" and not any(x["meter"] for x in v["links"]):
         print(f"verified by light: not measured ({v['links'][0]['reason'] if v['links'] else 'no branch'})")
         return
@@ -325,7 +356,13 @@ def _print_light(r: dict[str, Any]) -> None:
                 ["branch", "meter", "planned dBm", "measured dBm", "before dBm", "change dB", "status"]))
     if v.get("dark"):
         print(f"NOT verified by light: {v['dark']}")
-    for x in r["tree_crosstalk"]:
+    _print_tree_crosstalk(r["tree_crosstalk"], "after the recovery")
+
+
+def _print_tree_crosstalk(leaks: list[dict[str, Any]], when: str) -> None:
+    """One line per tree: its light at the other working receivers (lab_scripts.tree_leak)."""
+    for x in leaks:
         acr = f"ACR {x['acr_db']:.1f} dB (at least {x['min_acr_db']:g}) into {x['victim']}, weakest branch " \
             f"{x['weakest_branch']}" if x["acr_db"] is not None else f"NOT measured ({x['reason']})"
-        print(f"tree from {x['source']}, its light at the other working receivers: {acr}: {x['status']}")
+        print(f"tree from {x['source']} {when}, its light at the other working receivers: {acr}: "
+              f"{x['status']}")

@@ -4,10 +4,11 @@ A tree's branches are each read at their own receiver (:mod:`instruments.branch_
 TBU partly off after calibration sends part of the tree's light out of it while every branch
 still lands within 3 dB of plan (the trust campaign's multicast stage, seed 9860:
 ``tbu:0.0.0`` pi/2 off, the splice to spare1 kept `ok` with the tree's light reaching another
-receiver at ACR 1.4 dB). So after a recovery each tree's source is lit once by the bench laser
-and every power meter head at its branches' receivers and at the *victims* is read in that one
-setting: the receivers of every accelerator that works and is not in the tree (a failed or
-pruned receiver's port is no victim: its share still arrives there, unread). The tree's ACR is
+receiver at ACR 1.4 dB). So when the trees are placed and after a recovery each tree's source is
+lit once by the bench laser and every power meter head at its branches' receivers and at the
+*victims* is read in that one setting: the receivers of every accelerator that works and is not
+in the tree (a failed or pruned receiver's port is no victim: its share still arrives there,
+unread). The tree's ACR is
 its weakest branch over its strongest victim (two readings of one input: no launch or facet
 loss enters it) and must reach :data:`~photonics.tolerances.MIN_ACR_DB` (20 dB; more than 1 % of
 the tree's light at a working receiver is a tree leaking into a link), as ``lumion program``
@@ -122,12 +123,18 @@ def _lit(bench: Any, fabric: Any, src: str, tx: int, branches: tuple[Any, Any],
     return TreeLeak(src, f"{src}->{dsts[k]}", dbm[k], victim, dbm[len(rxs) + v])
 
 
-def leak_refusal(leaks: list[TreeLeak]) -> str | None:
-    """One line naming the first tree whose light reaches a working receiver, or None."""
-    bad = next((x for x in leaks if x.off), None)
+def leak_refusal(leaks: list[TreeLeak] | list[dict[str, Any]], what: str = "") -> str | None:
+    """One line naming the first tree whose light reaches a working receiver, or None.
+
+    ``leaks``: :class:`TreeLeak` (or their JSON forms); ``what``: what light refused or found
+    leaking ("" for the recovery, e.g. "the trees as placed").
+    """
+    bad = next((x if isinstance(x, dict) else x.to_dict() for x in leaks
+                if (x["status"] if isinstance(x, dict) else x.status) == "off"), None)
     if bad is None:
         return None
-    return (f"light refused the recovery: the tree from {bad.source} puts its light into {bad.victim}'s "
-            f"receiver at {bad.victim_dbm:.2f} dBm, {bad.acr_db:.1f} dB under its weakest branch "
-            f"{bad.weakest_branch} "
-            f"({bad.branch_dbm:.2f} dBm; ACR under {MIN_ACR_DB:g} dB, by the power meter)")
+    lead = f"light says {what} leak" if what else "light refused the recovery"
+    return (f"{lead}: the tree from {bad['source']} puts its light into {bad['victim']}'s "
+            f"receiver at {bad['victim_dbm']:.2f} dBm, {bad['acr_db']:.1f} dB under its weakest branch "
+            f"{bad['weakest_branch']} "
+            f"({bad['branch_dbm']:.2f} dBm; ACR under {MIN_ACR_DB:g} dB, by the power meter)")

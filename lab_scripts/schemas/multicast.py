@@ -108,7 +108,7 @@ class GroupNames(Strict):
 
 
 class TreeCrosstalk(Strict):
-    """One tree's source lit by the bench laser after a recovery (lab_scripts.tree_leak)."""
+    """One tree's source lit by the bench laser, as placed or after a recovery (lab_scripts.tree_leak)."""
 
     source: str = Field(description="the tree's transmitting accelerator")
     weakest_branch: str = Field(description="source->receiver of its weakest branch ('' when not measured)")
@@ -153,3 +153,8 @@ class MulticastFailoverOutput(Strict):
         "its strongest working receiver outside the tree (lab_scripts.tree_leak); empty without a bench")
     placement_verification: LightVerification | None = Field(
         description="the trees written whole and read on --bench before the recovery; null without")
+    placement_tree_crosstalk: list[TreeCrosstalk] = Field(
+        default_factory=list, description="each tree's source lit by the bench laser as placed, before the "
+        "recovery, by the same checker (lab_scripts.tree_leak): an off tree makes placement_verification "
+        "off (exit 5; the recovery kept, and that tree's leak after it refuses nothing); empty without a "
+        "bench")

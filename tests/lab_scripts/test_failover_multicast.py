@@ -358,3 +358,39 @@ def test_a_dark_bench_laser_is_said_and_exits_5_not_a_quiet_not_measured(mc, ora
     assert "NOT verified by light: the bench laser reports its output off" in text
     assert err.startswith("lumion failover: light did not see the trees as placed: the bench laser")
     assert err.count("\n") == 1
+
+
+def test_trees_leaking_as_placed_are_lit_and_said_before_the_recovery(mc, oracle, capsys, monkeypatch):
+    """Session 39: each tree's leak check ran after a recovery only; the trees as placed were read
+    branch by branch, so a tree already leaking into another receiver (tbu:0.2.5, on the tree,
+    1.0 rad off since calibration, seed 4371: ACR 8.3 dB into spare0, every branch within 1.4 dB
+    of plan) was placement 'ok' and, the splice rewriting tbu:0.2.5 (ACR 38 dB after it), exit 0:
+    the trees had leaked unsaid. Now the placement lights each tree with the same checker: off,
+    exit 5, the recovery kept (not its doing) and one line saying the trees leaked as placed."""
+    import functools
+
+    chip = Chip(smartlight(), SEED)
+    chip.shift_phase("tbu:0.2.5", 1.0)
+    monkeypatch.setattr(instruments.config, "open_bench", functools.partial(instruments.config.open_bench,
+                                                                            chip=chip))
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench", "sim",
+                           "--seed", str(SEED), "--map", str(oracle), "--json")
+    assert code == EXIT_UNVERIFIED, err
+    d = json.loads(text)
+    validate(d, "lumion.multicast-failover")
+    (placed,) = d["placement_tree_crosstalk"]
+    assert placed["status"] == "off"
+    assert placed["acr_db"] < placed["min_acr_db"]
+    assert d["placement_verification"]["status"] == "off"
+    assert d["placement_verification"]["links_off"] == []  # every branch on plan: power alone said ok
+    assert d["refusal"] is None  # kept: the trees leaked before it
+    assert d["tree_crosstalk"][0]["status"] == "ok"  # the splice rewrote tbu:0.2.5
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench", "sim",
+                           "--seed", str(SEED), "--map", str(oracle))
+    assert code == EXIT_UNVERIFIED
+    assert "tree from gpu0 as placed, its light at the other working receivers: ACR" in text
+    assert err.startswith("lumion failover: light says the trees as placed leak: the tree from gpu0 puts its "
+                          "light into")
+    assert "into spare0 (port:16)'s receiver" in err
+    assert "before the recovery (the recovery kept: not its doing)" in err
+    assert err.count("\n") == 1
