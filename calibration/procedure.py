@@ -71,12 +71,15 @@ light only goes where we can predict it through TBUs already calibrated. The pro
    sees it more than :data:`LEAKY_FIT_RAD` off (:func:`leakier_fit`).
 
 Every reading waits ``Options.settle_s`` after its current change (heaters settle). A
-checkpoint (JSON, written atomically) after every TBU lets an interrupted run resume
-without redoing finished TBUs. Set-and-read operations are counted by the bench.
+checkpoint (JSON, written atomically; :mod:`calibration.checkpoint`) lets an interrupted run
+resume without redoing finished TBUs: it holds the run's last state whenever the run returns
+or raises, and after ``kill -9`` misses at most the last ``CHECKPOINT_EVERY_S`` of measuring.
+Set-and-read operations are counted by the bench.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -92,6 +95,7 @@ from calibration.budget import BudgetedBench, operation_budget
 from calibration.checkpoint import (
     CHECKPOINT_SCHEMA,
     CHECKPOINT_VERSION,
+    CheckpointWriter,
     load_checkpoint,
     load_checkpoint_crosstalk,
     load_checkpoint_failed,
@@ -275,10 +279,11 @@ class Run:
     """The state one calibration run carries from stage to stage.
 
     ``records`` (per TBU) and ``xrecords`` (per crosstalk victim) grow as TBUs are
-    measured; the checkpoint is rewritten after each. ``failed`` holds TBUs found broken
-    ("dead", "bar", "cross"), ``suspects`` TBUs whose fit failed once and wait for a
-    diagnosis, ``warnings`` one line per doubtful fit, ``confirmations`` the last light check
-    of each TBU and ``unverified`` (TBU -> disagreement, rad) those light did not confirm.
+    measured; each is offered to the checkpoint (``writer``, :class:`CheckpointWriter`).
+    ``failed`` holds TBUs found broken ("dead", "bar", "cross"), ``suspects`` TBUs whose fit
+    failed once and wait for a diagnosis, ``warnings`` one line per doubtful fit,
+    ``confirmations`` the last light check of each TBU and ``unverified`` (TBU ->
+    disagreement, rad) those light did not confirm.
     ``ops_before``/``dur_before`` come from a resumed checkpoint.
     """
 
@@ -317,9 +322,12 @@ class Run:
     ops_start: int | None = None
     resume_check_ops: int = 0
     budget: int | None = field(default=None, init=False)  # operations (operation_budget)
+    writer: CheckpointWriter | None = field(default=None, init=False)  # None: no checkpoint
 
     def __post_init__(self) -> None:
         self.mesh = self.bench.mesh
+        if self.checkpoint:
+            self.writer = CheckpointWriter(self.checkpoint, self.bench.chip_id, self.mesh)
         self.peer = self.mesh.peer()
         self.neighbours = neighbour_heaters(heater_positions(self.mesh.tbu_xy),
                                             self.options.crosstalk_cutoff_tbu)
@@ -351,10 +359,14 @@ class Run:
         return set(self.records)
 
     def save(self) -> None:
-        """Rewrite the checkpoint (when there is one)."""
-        if self.checkpoint:
-            save_checkpoint(self.checkpoint, self.bench.chip_id, self.mesh, self.records, self.ops(),
-                            self.elapsed(), self.xrecords, self.failed)
+        """Offer the run's state to the checkpoint (when there is one): written when due."""
+        if self.writer:
+            self.writer.offer(self.records, self.ops(), self.elapsed(), self.xrecords, self.failed)
+
+    def flush(self) -> None:
+        """Write the last state offered to the checkpoint, if it is not on disk yet."""
+        if self.writer:
+            self.writer.flush()
 
     def notify(self, stage: str, tbu: int) -> None:
         """Call the ``on_tbu`` hook before a TBU is measured."""
@@ -1190,8 +1202,10 @@ def calibrate(
     Args:
         bench: anything implementing :class:`calibration.bench.Bench`.
         options: sweep sizes, crosstalk law, wavelength.
-        checkpoint: JSON file updated after every TBU; an existing one for this chip is
-            resumed (finished TBUs are not measured again).
+        checkpoint: JSON file of the run's progress (:class:`CheckpointWriter`: its last
+            state when this returns or raises, at most ``CHECKPOINT_EVERY_S`` of measuring
+            behind while it runs); an existing one for this chip is resumed (finished TBUs
+            are not measured again).
         progress: where progress lines go (None: stderr every 10 TBUs).
         keep_sweeps: keep the raw sweeps and fits (for plots).
         on_tbu: called with (stage, tbu) before each TBU is measured (tests, logging).
@@ -1223,7 +1237,7 @@ def calibrate(
     run = Run(bench, options, progress, ckpt, keep_sweeps, on_tbu, records, xrecords, ops_before, dur_before,
               failed, ops_start=ops_start, resume_check_ops=bench.operations - ops_start)
     try:
-        return run_stages(run)
+        result = finish_run(run)
     except CalibrationRefusedError as exc:
         if ckpt is None or not ckpt.exists():
             raise
@@ -1231,6 +1245,24 @@ def calibrate(
         # temperature they would be believed again. The next run starts afresh.
         ckpt.unlink()
         raise type(exc)(f"{exc} (from scratch: this run's checkpoint {ckpt} was removed)") from exc
+    return result
+
+
+def finish_run(run: Run) -> Result:
+    """:func:`run_stages`, then the checkpoint's last state written however the run ends.
+
+    Ctrl-C, SIGTERM, a refusal or an error leave the state of the last TBU finished (what a
+    checkpoint written after every TBU held). A checkpoint that cannot be written then does
+    not hide why the run stopped: the file keeps an earlier state, whole.
+    """
+    try:
+        result = run_stages(run)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            run.flush()
+        raise
+    run.flush()
+    return result
 
 
 def run_stages(run: Run) -> Result:

@@ -92,7 +92,7 @@ def test_a_success_after_hundreds_of_warnings_shows_the_last_ones_and_counts_the
 def test_an_interrupt_with_json_prints_the_error_object(tmp_path, sig, said):
     proc = lumion("calibrate", "--bench", "sim", "--out", str(tmp_path / "m.json"), "--json")
     try:
-        # into the run: its checkpoint is written after each TBU fitted, so it exists once the
+        # into the run: its checkpoint is first written after the first TBU fitted, so it exists once the
         # imports and the bench are done and the sweeps have begun (a fixed 4 s sleep here
         # spent 4 s of CPU per signal, and on a loaded machine could land in the imports)
         deadline = time.monotonic() + RUN_START_TIMEOUT_S
