@@ -164,3 +164,25 @@ def test_png_has_a_layer_legend_of_the_layers_it_shows_off_the_chip():
     assert tuple(layer("pad_opening")) not in zoomed  # no pad near tbu:0.0.0
     assert tuple(layer("dicing")) not in zoomed  # the saw lane is outside the zoom
     plt.close(fig)
+
+
+@pytest.mark.parametrize("transparent", [False, True])
+def test_the_picture_is_read_as_from_klayouts_png(transparent):
+    """The pixels taken from klayout's buffer (layouts.render._buffer_rgb, no PNG round trip:
+    issue 29) are the array matplotlib reads from klayout's PNG of the same buffer, channel
+    for channel: a byte order read wrong would swap the layers' colours without an error."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from klayout import lay
+
+    from layouts.render import _buffer_rgb
+
+    buffer = lay.PixelBuffer(5, 3)
+    buffer.transparent = transparent
+    for x, y, argb in [(0, 0, 0xFF102030), (4, 0, 0x80FF0000), (2, 1, 0xFF00FF00), (4, 2, 0x400000FF)]:
+        buffer.set_pixel(x, y, argb)
+    want = plt.imread(io.BytesIO(buffer.to_png_data()))
+    got = _buffer_rgb(buffer)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
