@@ -175,6 +175,27 @@ def test_same_seed_same_result_and_same_failure_history():
     assert changes["fabric"] == changes["baseline"]  # the same failure history for both policies
 
 
+def test_a_routing_asked_again_is_answered_from_memory_with_the_same_circuits(monkeypatch):
+    """A job laid, released and laid again poses the same routing problem: the occupancy
+    answers it from what it kept (the router is not run again), with the circuits it laid the
+    first time; a problem around other held routes is routed anew.
+    """
+    import photonics.rack.circuits as circuits
+
+    alloc = FabricAllocator(RACK)
+    job = TraceJob("r", 0.0, 4, "ring", 1.0)
+    members = alloc.place(job, RACK.names)
+    first = list(alloc.circuits("r"))
+    calls = []
+    real = circuits.route_links
+    monkeypatch.setattr(circuits, "route_links", lambda *a, **k: calls.append(a) or real(*a, **k))
+    alloc.release("r")
+    assert alloc.place(job, RACK.names) == members
+    assert alloc.circuits("r") == first and not calls
+    alloc.place(TraceJob("s", 0.0, 2, "line", 1.0), [a for a in RACK.names if a not in members])
+    assert calls  # around r's circuits: a new problem, routed
+
+
 def test_splice_prefers_the_local_spare():
     alloc = FabricAllocator(RACK)
     members = alloc.place(TraceJob("r", 0.0, 4, "ring", 1.0), RACK.names)
