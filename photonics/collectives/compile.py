@@ -28,6 +28,7 @@ may reconfigure while it waits.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,7 @@ from photonics.fabric import (
 )
 from photonics.physics import TBUParams
 from photonics.routing import build_graph, route_loss_db
+from photonics.routing.exact import RoutingTimeoutError
 
 PARKED = -1  # the "configuration" of a chip with every TBU parked (before the first switch)
 WRITE_RESOLUTION = 1e-4  # rad: a heater whose phase moves less is not written (photonics.fabric)
@@ -66,6 +68,13 @@ WRITE_RESOLUTION = 1e-4  # rad: a heater whose phase moves less is not written (
 # the round is halved instead: long enough for the 8-accelerator fabric, short enough that
 # a round that cannot route costs seconds, not minutes.
 EXACT_LIMIT_S = 5.0
+# Circuit sets routed, checked and budgeted on a fabric, kept across compilations on it: every
+# compilation places the ring fallback, collectives share rounds, and one collective compiled
+# at several buffer sizes routes the same sets (the rounds do not depend on the size). Per
+# fabric (frozen; dropped with it): (ranks, pairs, margin) -> _Routed, or the error's type and
+# message. Only with nominal parameters, and never an integer program that ran out of time.
+_ROUTED: weakref.WeakKeyDictionary[Fabric, dict[tuple, _Routed | tuple[type[Exception], str]]] = \
+    weakref.WeakKeyDictionary()
 # Two ways of reaching a configuration whose end times differ by less than this (ms, float
 # noise) count as equal, and the first found (keeping circuits, before switching) wins.
 TIE_MS = 1e-9
@@ -218,6 +227,33 @@ class _Router:
 
     def _route(self, pairs: list[Pair]) -> int:
         """Route, circuit-check and budget one set of circuits; its new config id."""
+        done = self._routed(pairs)
+        cs = CircuitSet(len(self.sets), tuple(pairs), done.ports, done.configuration, done.heater,
+                        done.worst_loss_db, done.worst_margin_db)
+        self.sets.append(cs)
+        return cs.index
+
+    def _routed(self, pairs: list[Pair]) -> _Routed:
+        """:meth:`_check` of ``pairs``, from what this fabric kept when it was asked before."""
+        if self.params is not None:
+            return self._check(pairs)
+        kept = _ROUTED.setdefault(self.fabric, {})
+        key = (tuple(self.names), tuple(pairs), self.margin)
+        done = kept.get(key)
+        if done is None:
+            try:
+                done = self._check(pairs)
+            except RoutingTimeoutError:
+                raise
+            except (RoutingError, CollectiveError) as exc:
+                done = (type(exc), str(exc))
+            kept[key] = done
+        if isinstance(done, tuple):
+            raise done[0](done[1])
+        return done
+
+    def _check(self, pairs: list[Pair]) -> _Routed:
+        """Route ``pairs``, circuit-check and budget them (CollectiveError when one cannot close)."""
         links = [(self.names[a], self.names[b]) for a, b in pairs]
         ports = link_ports(self.fabric, links)
         routes = route_links(self.fabric.mesh, ports, params=self.params, time_limit_s=EXACT_LIMIT_S)
@@ -229,10 +265,18 @@ class _Router:
             raise CollectiveError(f"circuit {bad[0].link[0]}->{bad[0].link[1]} on {self.fabric.name} "
                                   f"cannot close its budget: {bad[0].reason}")
         heater, _ = heater_values(conf, None)
-        cs = CircuitSet(len(self.sets), tuple(pairs), tuple(ports), conf, heater,
-                        max(r.loss_db for r in res), min(r.margin_db for r in res))
-        self.sets.append(cs)
-        return cs.index
+        return _Routed(tuple(ports), conf, heater, max(r.loss_db for r in res), min(r.margin_db for r in res))
+
+
+@dataclass(frozen=True, eq=False)
+class _Routed:
+    """A routed and budgeted set of circuits, before it is numbered (see :class:`CircuitSet`)."""
+
+    ports: tuple[tuple[int, int], ...]
+    configuration: Configuration
+    heater: np.ndarray
+    worst_loss_db: float
+    worst_margin_db: float
 
 
 def _rounds(coll: Collective, fabric: Fabric, names: Sequence[str], router: _Router,

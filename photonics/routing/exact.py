@@ -43,6 +43,12 @@ from photonics.routing.graph import RoutingGraph, no_path_reason
 _TRIAL_SLACKS_DB = (1.0, 4.0)
 
 
+
+class RoutingTimeoutError(RoutingError):
+    """The integer program ran out of time before it found any routes: an answer that depends
+    on the time limit and on how fast the machine is, not a proof that none exist.
+    """
+
 @dataclass(frozen=True)
 class ExactResult:
     """Routes from the integer program; ``optimal`` is False when a time limit cut it short."""
@@ -189,7 +195,7 @@ def _solve(graph: RoutingGraph, pairs: Sequence[tuple[int, int]], objective: str
         return None
     if res.x is None:
         names = ", ".join(f"{mesh.port_names[s]}->{mesh.port_names[d]}" for s, d in pairs)
-        raise RoutingError(f"the integer program found no routes for {names} within "
+        raise RoutingTimeoutError(f"the integer program found no routes for {names} within "
                            f"{time_limit_s} s ({res.message}); raise the time limit")
     used = res.x[:nf] > 0.5
     routes = [_extract(graph, a[used & (col_k == k)], src, dst) for k, (src, dst) in enumerate(pairs)]

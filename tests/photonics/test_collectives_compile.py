@@ -163,3 +163,26 @@ def test_torus_links():
     assert (0, 4) in edges
     with pytest.raises(CollectiveError, match="no such factors"):
         fixed_edges("torus", 7)
+
+
+def test_a_fabric_keeps_its_routed_circuit_sets_across_compilations(monkeypatch):
+    """The rounds of a collective do not depend on its buffer size, and every compilation
+    places the same ring fallback: a second compilation on the same fabric routes nothing it
+    routed before and gives the same configurations; another fabric routes its own.
+    """
+    from photonics.collectives import compile as compile_module
+
+    calls = []
+    real = compile_module.route_links
+    monkeypatch.setattr(compile_module, "route_links", lambda *a, **k: calls.append(a) or real(*a, **k))
+    fab = slot_fabric("smartlight", 4)
+    names = rank_names(fab, 4)
+    small = compile_collective(ring_allreduce(4), fab, names, size_bytes=1e6)
+    routed = len(calls)
+    large = compile_collective(ring_allreduce(4), fab, names, size_bytes=4e9)
+    assert routed > 0
+    assert len(calls) == routed
+    assert [(c.links, c.ports, c.worst_loss_db) for c in large.configs] == \
+        [(c.links, c.ports, c.worst_loss_db) for c in small.configs]
+    compile_collective(ring_allreduce(4), slot_fabric("smartlight", 4), names, size_bytes=1e6)
+    assert len(calls) == 2 * routed
