@@ -7,7 +7,7 @@ checkout's (so ``.venv/bin/lumion ...`` and ``examples/tp4-dp2.toml`` work as wr
 folder's ``.venv/bin/lumion`` (and a bare ``lumion``) is a process forked from a parent that
 imported numpy, scipy, matplotlib and lumion once (``tests/docs_lumion.py``), with the
 block's arguments, folder, environment and streams, its exit status and its signals; `lumion
-serve` and `lumion bench serve` are the console script itself.
+bench serve` is the console script itself (a block waits for its pid).
 
 A block that cannot run here (real hardware, a command that serves forever, the whole test
 suite) is preceded by ``<!-- docs-test: skip: WHY -->``; the reason is required.
