@@ -7,6 +7,7 @@ of the flattened layout with klayout, so it sees exactly what a mask shop would.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,4 +178,23 @@ def overlapping_paths(component: Any, exclude: tuple[str, ...] = ("tbu_", "link_
         else:
             regions.append((inst.name, region))
     regions.append(("mesh core", core.merged()))
+    if not _any_overlap(region for _, region in regions):
+        return []
     return [(a, b) for (a, ra), (b, rb) in itertools.combinations(regions, 2) if (ra & rb).area() > 0]
+
+
+def _any_overlap(regions: Iterable[Any]) -> bool:
+    """True when two of ``regions`` (klayout Regions) share area.
+
+    Their union is smaller than the sum of their areas exactly then (areas in dbu^2,
+    integers: exact). One merge of every shape instead of a region AND per pair (~2 ms
+    each: ~0.7 s of CPU for hex:2x2's 365 pairs of paths whose boxes touch, issue 29); the
+    pairs are looked for only when there is an overlap to name.
+    """
+    import klayout.db as kdb
+
+    union, total = kdb.Region(), 0
+    for region in regions:
+        union += region
+        total += region.area()
+    return union.area() < total
