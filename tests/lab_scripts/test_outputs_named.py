@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from lab_scripts import schemas
 from lab_scripts.cli import main
+from lab_scripts.common import output_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +62,16 @@ def test_every_file_written_is_named_in_text_and_json(command, tmp_path, capsys,
     payload = json.loads(run_in(tmp_path / "json", [*COMMANDS[command], "--json"], capsys, monkeypatch))
     assert written(tmp_path / "json") == files
     assert files <= strings_in(payload), f"--json leaves out {sorted(files - strings_in(payload))}"
+    # the same run follows the schemas, its output and every JSON file it wrote (the plan of
+    # failover --out, the pad map of layout): test_schemas_commands.py ran these commands again
+    # for that alone (issue 29)
+    name, version = output_schema(command)
+    assert (payload["schema"], payload["version"]) == (name, version)
+    schemas.validate(payload, name)
+    for f in sorted(files):
+        assert (tmp_path / "json" / f).stat().st_size > 0, f
+        if f.endswith(".json"):
+            schemas.validate(json.loads((tmp_path / "json" / f).read_text()))
 
 
 def git_ignores(name: str) -> bool:
