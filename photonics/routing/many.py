@@ -56,6 +56,11 @@ def negotiate(
     state_hist = np.zeros((n, 2))
     routes: list[Route | None] = [None] * len(pairs)
     present = present0
+    # One CSR matrix for every search of the call, each route's costs written into its data
+    # (the graph's sparsity never changes): :meth:`RoutingGraph.with_costs` per route built and
+    # validated a new matrix each time, a tenth of a rack simulation's CPU.
+    costs = graph.with_costs(base)
+    arcs = graph.csr_arc
 
     def apply(route: Route, sign: float) -> None:
         ports, states = _usage(route)
@@ -82,7 +87,8 @@ def negotiate(
                 hist = port_hist[pin] + port_hist[pout] + state_hist[t, 1 - st]
                 cost = base.copy()
                 cost[:k0] = (base[:k0] + hist) * (1.0 + present * occ)
-            r = shortest_path(graph, src, dst, graph.with_costs(cost))
+            costs.data = cost[arcs]
+            r = shortest_path(graph, src, dst, costs)
             if r is None:
                 raise RoutingError(no_path_reason(graph, src, dst, "check --failed"))
             routes[k] = r
