@@ -4,9 +4,8 @@
 (``tests/lumion_zygote.py``: numpy, scipy, fastapi, pydantic and the API's models, the
 routing stack; about 2 s of CPU per start, 20 s of wall at load ~14, issue 29), as the kill -9
 test's processes are; each is still its own process with its own pid, sockets, bench,
-database connection and signal handlers. The tests whose subject is a fresh interpreter's
-start (a signal inside uvicorn's import, TLS start-up) run ``lumion serve`` with
-:mod:`subprocess` instead.
+database connection and signal handlers. The test whose subject is a fresh interpreter's
+start (a signal inside uvicorn's import) runs ``lumion serve`` with :mod:`subprocess` instead.
 """
 
 from __future__ import annotations
@@ -41,6 +40,21 @@ SERVE_PRELOAD = ["numpy", "scipy.linalg", "scipy.optimize", "scipy.sparse", "fas
                  "uvicorn.loops.auto", "uvicorn.protocols.http.auto", "uvicorn.protocols.websockets.auto",
                  "uvicorn.lifespan.on"]
 ANNOUNCE_POLL_S = 0.01  # how often the announce line of a forked service is looked for
+
+
+def forked_announce(proc: Forked) -> dict:
+    """The announce line of a `lumion serve --json` forked by a :class:`Zygote` (killed if none)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(FileNotFoundError), open(proc.out, encoding="utf-8") as out:
+            line = out.readline()
+            if line.endswith("\n"):
+                return json.loads(line)
+        time.sleep(ANNOUNCE_POLL_S)
+    proc.kill()
+    err = Path(proc.out + ".err")
+    said = err.read_text()[-2000:] if err.exists() else ""
+    raise AssertionError(f"lumion serve did not announce itself: {said}")
 
 
 class Service:
@@ -92,17 +106,7 @@ class Service:
         return json.loads(line[0])
 
     def _announce_forked(self) -> dict:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            with contextlib.suppress(FileNotFoundError), open(self.proc.out, encoding="utf-8") as out:
-                line = out.readline()
-                if line.endswith("\n"):
-                    return json.loads(line)
-            time.sleep(ANNOUNCE_POLL_S)
-        self.proc.kill()
-        err = Path(self.proc.out + ".err")
-        said = err.read_text()[-2000:] if err.exists() else ""
-        raise AssertionError(f"lumion serve did not announce itself: {said}")
+        return forked_announce(self.proc)
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
