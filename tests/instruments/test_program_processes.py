@@ -36,9 +36,11 @@ from tests.lumion_zygote import Zygote
 # start, the write and the end of a run as surely as 10 uniform ones did, with 12 processes
 # fewer over the two tests. LUMION_PROGRAM_MOMENTS=100 for a soak.
 MOMENTS = int(os.environ.get("LUMION_PROGRAM_MOMENTS", "6"))
-# A module answers 2-28 ms after a command in the vendor's recorded sessions: 20 ms makes a
-# whole-chip write last ~1 s, so interrupts land before, during and after it.
-TURNAROUND_S = 0.02
+# A module answers 2-28 ms after a command in the vendor's recorded sessions. 5 ms makes a run
+# (bench taken to exit) last ~0.4 s, most of it the write, so the stratified moments still land
+# before, during and after the write (1-2 old, 3-4 new, 0-1 completed of 6 here); 20 ms made it
+# ~0.7 s, spent asleep in each of the ~20 runs (issue 29).
+TURNAROUND_S = 0.005
 # Binary settings are 1/65535 of 24 mA apart; configurations differ by whole mA.
 SAME_MA = 1e-3
 # What the forking parent imports: the third-party libraries a `lumion program` loads (about
