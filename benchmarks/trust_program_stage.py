@@ -543,7 +543,7 @@ def run_state_seed(spec: str, seed: int, folder: Path,
 
 # -- the multicast stage: lumion collective --multicast --out, then lumion failover --plan --bench ----
 MULTICAST_FAULTS = ("shift:pi", "shift:pi/2", "shift:1.0", "shift:0.5", "shift:0.2", "stuck:bar",
-                    "stuck:cross", "dead", "drift:2", "drift:5")
+                    "stuck:cross", "dead", "open-heater", "shorted-heater", "drift:2", "drift:5")
 # gpu0 -> {gpu1, gpu2} on the default fabric; gpu2 fails: pruned, or its branch spliced to spare1
 MULTICAST_COLLECTIVE = ("--pattern", "broadcast-flat", "--accelerators", "3", "--multicast")
 MULTICAST_ACTIONS = (("prune", ()), ("splice", ("--spare", "spare1")))
@@ -588,17 +588,21 @@ def run_multicast_seed(seed: int, folder: Path,
     ``lumion failover --plan MC --fail gpu2 [--spare spare1] --bench sim --map``; a healthy run first.
     """
     import instruments.config
+    from calibration.map import CalibrationMap
     from instruments.sim.chip import Chip
+    from photonics.configuration import Configuration
     from photonics.fabric import default_fabric
 
     fabric = default_fabric()
     mesh = fabric.mesh
     map_path = calibrated_map("smartlight", seed, folder)
+    cmap = CalibrationMap.load(map_path, mesh=mesh)
     mc = folder / f"mc-{seed}.json"
     code, _, err = cli("collective", *MULTICAST_COLLECTIVE, "--out", str(mc))
     if code:
         raise RuntimeError(f"collective --multicast exited {code}: {err.strip()}")
     doc = json.loads(mc.read_text())
+    placed = Configuration.from_dict(doc["configuration"], mesh)  # the trees as first written
     pool = sorted({h["tbu"] for g in doc["groups"] for b in g["tree"]["branches"] for h in b["tbus"]})
     rng = np.random.default_rng([seed, 13])
     opener = instruments.config.open_bench
@@ -608,12 +612,10 @@ def run_multicast_seed(seed: int, folder: Path,
         for action, extra in MULTICAST_ACTIONS:
             chip = Chip(mesh, seed)
             kind, _, amount = fault.partition(":")
-            if kind == "shift":
-                chip.shift_phase(tbu, radians(amount))
-            elif kind in ("stuck", "dead"):
-                chip.fail_tbu(tbu, amount or "dead")
-            elif kind == "drift":
+            if kind == "drift":
                 chip.set_temperature_profile(lambda _t_s, k=float(amount): k)
+            elif tbu is not None:  # heater faults on the arm the map drives harder for the trees as placed
+                break_tbu(chip, mesh.tbu_index(tbu), kind, amount, lambda: cmap.currents_for(placed, 30.0))
             out_plan = folder / f"mc-out-{seed}.json"
             out_plan.unlink(missing_ok=True)
             instruments.config.open_bench = functools.partial(opener, chip=chip)

@@ -71,8 +71,11 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
         save_multicast(new_run, fabric, out_path)
     report["out"] = str(out_path) if out_path is not None else None
     report["plot"] = str(draw_trees(plot, fabric, new_run, report)) if plot is not None else None
-    placed = report["placement_verification"]
-    code = EXIT_UNVERIFIED if report["verified"] == "off" or (placed or {}).get("status") == "off" else 0
+    placed = report["placement_verification"] or {}
+    # the trees as placed leaking, or read by a dark source, are said (exit 5); a branch off as
+    # placed counts through the recovery's held branches (off there too), as before
+    leaked = any(x["status"] == "off" for x in report["placement_tree_crosstalk"])
+    code = EXIT_UNVERIFIED if report["verified"] == "off" or leaked or placed.get("dark") else 0
     if args.json:
         print_json({"schema": SCHEMA, "version": VERSION, **report})
         return code
@@ -191,7 +194,7 @@ def _placement_leaks(bench: Any, run: Any, placed: dict[str, Any] | None) -> tup
         return placed, []
     from lab_scripts.tree_leak import tree_leaks
 
-    leaks = tree_leaks(bench.bench, bench.fabric, run.plan, run.failed_accelerators)
+    leaks = tree_leaks(bench.bench, bench.fabric, run.plan, run.failed_accelerators, placed["links_off"])
     if any(x.off for x in leaks):
         placed = {**placed, "status": "off"}
     unlit = next((x.reason for x in leaks if x.unlit), None)
@@ -262,7 +265,7 @@ def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.
     bench.write(after)
     checks = bench.check(rec.plan, new, ref)
     v, why = judge(checks)
-    leaks = tree_leaks(bench.bench, bench.fabric, rec.plan, gone)
+    leaks = tree_leaks(bench.bench, bench.fabric, rec.plan, gone, v["links_off"])
     why = why or leak_refusal([x for x in leaks if x.source not in leaked])
     if any(x.off for x in leaks):  # its light in another working receiver: not the recovery light accepts
         v = {**v, "status": "off"}

@@ -394,3 +394,51 @@ def test_trees_leaking_as_placed_are_lit_and_said_before_the_recovery(mc, oracle
     assert "into spare0 (port:16)'s receiver" in err
     assert "before the recovery (the recovery kept: not its doing)" in err
     assert err.count("\n") == 1
+
+
+def test_a_tree_sending_light_back_into_its_own_sources_receiver_is_refused(mc, oracle, capsys, monkeypatch):
+    """Session 39 (trust campaign --stage multicast, seed 9960, chip 5 K warmer: exit 0 with the
+    spliced tree's light in gpu0's own receiver at ACR 17.7 dB): the leak check left the whole
+    tree's membership out of its victims, the source's own receiver with it, though that receiver
+    is as working and as unfed by the tree as any idle one. Here (seed 4371, oracle map)
+    tbu:0.0.2, on the spare's new branch, 0.5 rad off: every branch within 0.4 dB of plan, the
+    tree's light in gpu0's receiver at ACR 10.9 dB: exit 0 before, refused now."""
+    import functools
+
+    chip = Chip(smartlight(), SEED)
+    chip.shift_phase("tbu:0.0.2", 0.5)
+    monkeypatch.setattr(instruments.config, "open_bench", functools.partial(instruments.config.open_bench,
+                                                                            chip=chip))
+    code, text, _err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench",
+                            "sim", "--seed", str(SEED), "--map", str(oracle), "--light", "report", "--json")
+    assert code == EXIT_UNVERIFIED
+    d = json.loads(text)
+    validate(d, "lumion.multicast-failover")
+    (tree,) = d["tree_crosstalk"]
+    assert (tree["victim"], tree["status"]) == ("gpu0 (port:0)", "off")
+    assert tree["acr_db"] < 12
+    assert all(x["status"] == "ok" for x in d["verification"]["links"])  # power alone: ok
+    assert "into gpu0 (port:0)'s receiver" in d["refusal"]
+
+
+def test_a_branch_dark_as_placed_is_not_taken_for_its_tree_leaking(mc, oracle, capsys, monkeypatch):
+    """The placement's leak check (session 39) held each tree's leaks to its weakest branch, so a
+    branch dark as placed (tbu:0.0.0 dead on gpu0->gpu2, the receiver that then fails) made any
+    idle receiver's light an 'ACR' under 20 dB: the trees called leaking and exit 5 though the
+    prune left the light right (trust campaign, seeds 9960-9961). The dark branch is off, said
+    in placement_verification; the leaks are held to the branches on plan: exit 0."""
+    import functools
+
+    chip = Chip(smartlight(), SEED)
+    chip.fail_tbu("tbu:0.0.0", "dead")
+    monkeypatch.setattr(instruments.config, "open_bench", functools.partial(instruments.config.open_bench,
+                                                                            chip=chip))
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--bench", "sim", "--seed", str(SEED),
+                           "--map", str(oracle), "--json")
+    assert code == 0, err
+    d = json.loads(text)
+    validate(d, "lumion.multicast-failover")
+    assert d["placement_verification"]["links_off"] == ["gpu0->gpu2"]
+    (placed,) = d["placement_tree_crosstalk"]
+    assert (placed["weakest_branch"], placed["status"]) == ("gpu0->gpu1", "ok")
+    assert d["verified"] == "by light"
