@@ -429,11 +429,30 @@ def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int, align: i
     n_chunks = max(workers, n_chunks)
     per_chunk = -(-batch // n_chunks)
     size = -(-per_chunk // align) * align
-    chunks = [slice(i, min(i + size, batch)) for i in range(0, batch, size)]
     if workers == 1:
-        return [fn(c) for c in chunks]
+        return [fn(slice(i, min(i + size, batch))) for i in range(0, batch, size)]
     with _blas_single_threaded():  # one BLAS thread per worker: no oversubscription
-        return list(_pool(workers).map(fn, chunks))
+        return list(_pool(workers).map(fn, _tapered(batch, size, workers, align)))
+
+
+def _tapered(batch: int, size: int, workers: int, align: int) -> list[slice]:
+    """Chunks of at most ``size`` blocks for ``workers`` threads, shrinking towards the batch's
+    end (each at most a ``2 workers``-th of what is left, at least :data:`_PARALLEL_MIN` blocks,
+    a multiple of ``align``): the workers then finish within a small chunk of each other, where
+    equal chunks could leave one worker alone with a whole last chunk (64 blocks, 1.8 ms of a
+    7-14 ms smartlight solve at 1,000 wavelengths on two cores, when the other was a chunk ahead).
+    """
+    floor = -(-_PARALLEL_MIN // align) * align
+    chunks, start = [], 0
+    while start < batch:
+        left = batch - start
+        share = -(-left // (2 * workers))
+        step = min(size, max(floor, -(-share // align) * align))
+        if left - step < floor and left <= size:  # no sliver after it: one chunk to the end
+            step = left
+        chunks.append(slice(start, min(start + step, batch)))
+        start += step
+    return chunks
 
 
 _BLAS: list = []  # [(len(sys.modules) when made, threadpoolctl controller or None)]

@@ -82,3 +82,27 @@ def test_chunks_that_cut_states_fill_their_own_transfer_matrices(monkeypatch):
         np.testing.assert_array_equal(together[s], circuit.solve(mesh, alone, wl, params)[0])
         np.testing.assert_array_equal(circuit.tbu_transfers(params, batch, wl)[s],
                                       circuit.tbu_transfers(params, alone, wl)[0])
+
+
+def test_chunks_shrink_towards_the_end_of_a_batch_on_two_cores(monkeypatch):
+    """On two cores the last chunks are small (at most _PARALLEL_MIN rounded to the lanes, plus
+    what would otherwise be left as a sliver), so the workers finish close together: with equal
+    64-block chunks one worker could be left alone with a whole last chunk. Every block is in
+    exactly one chunk, in order, each starting at a multiple of the lane count; one core keeps
+    the equal chunks (nothing to balance).
+    """
+    seen: list[slice] = []
+    monkeypatch.setattr(circuit, "_cores", lambda: 2)
+    circuit._run_chunked(seen.append, 1000, 64, circuit.LANES)
+    seen.sort(key=lambda c: c.start)
+    assert [c.start for c in seen[1:]] == [c.stop for c in seen[:-1]]
+    assert (seen[0].start, seen[-1].stop) == (0, 1000)
+    assert all(c.start % circuit.LANES == 0 for c in seen)
+    sizes = [c.stop - c.start for c in seen]
+    assert max(sizes) == 64
+    assert all(s <= 2 * circuit._PARALLEL_MIN for s in sizes[-3:])
+    assert sizes == sorted(sizes[:-1], reverse=True) + sizes[-1:]  # never growing, but the last
+    seen.clear()
+    monkeypatch.setattr(circuit, "_cores", lambda: 1)
+    circuit._run_chunked(seen.append, 1000, 64, circuit.LANES)
+    assert [c.stop - c.start for c in seen] == [64] * 15 + [40]
