@@ -31,7 +31,7 @@ from controlplane import multicast, placement, reports, states
 from controlplane.crash import Crasher
 from controlplane.errors import ServiceError
 from controlplane.store import ABORTED, REVERTED, ROLLED_BACK, ROLLED_FORWARD, Store, StoreError
-from instruments import branch_light
+from instruments import branch_light, tree_leak
 from instruments.controller import MEND_TOLERANCE_MA
 from instruments.errors import ChipStateUnknownError, LimitError, WriteAbortedError
 from instruments.light_meter import PlanLight
@@ -1025,7 +1025,7 @@ class ControlPlane:
                       "allocate": dict.fromkeys(job.accelerators, job_id)}
             new = branch_light.branch_names(mplan)
             intent, light, stages = self._multicast_by_light(st, "place", job_id, writes, change, mplan, new,
-                                                             {})
+                                                             {}, st.failed)
             self.log_event("job-placed", job=job_id, intent=intent, accelerators=list(job.accelerators),
                            pattern=multicast.MULTICAST, n_changed_heaters=len(writes), stages=stages, **light)
             return {**self.job(job_id), **light, "intent": intent, "stages": stages}
@@ -1052,21 +1052,29 @@ class ControlPlane:
 
     def _multicast_by_light(self, st: RackState, kind: str, job_id: str, writes: Mapping[int, float],
                             change: dict[str, Any], mplan: Any, new: Sequence[str],
-                            before: Mapping[str, tuple[str, float]]) -> tuple[int, dict[str, Any], list[Any]]:
+                            before: Mapping[str, tuple[str, float]],
+                            gone: Sequence[str] = ()) -> tuple[int, dict[str, Any], list[Any]]:
         """Write a multicast change and check it by light: every branch by its own light (the
-        ``new`` ones against their plan, the others against ``before`` too) and every running
-        link against its reading before the write. Light rejecting it: the previous currents
+        ``new`` ones against their plan, the others against ``before`` too), each tree's light at
+        every other working receiver (``gone``: failed or pruned accelerators, no victims;
+        :mod:`instruments.tree_leak`, ``tree_crosstalk`` in the reply) and every running link
+        against its reading before the write. Light rejecting it: the previous currents
         written back and read, the intent aborted, 502 ``unverified`` (with ``--light report``:
         committed, ``verified: off``). Returns (intent, the reply's light keys, stages).
         """
-        def read() -> tuple[dict[str, Any], str | None]:
+        def read() -> tuple[dict[str, Any], str | None, list[Any]]:
             branches = branch_light.read_branches(self.light.meter, self.fabric, mplan, new, before)
-            return branch_light.judge(branches)
+            v, why = branch_light.judge(branches)
+            # each tree lit once, its light at every other working receiver (instruments.tree_leak)
+            leaks = tree_leak.tree_leaks(self.light.meter.bench, self.fabric, mplan, gone, v["links_off"])
+            what = "the recovery" if kind == "failover" else "the multicast job's trees"
+            return (*tree_leak.judge_leaks(v, why, leaks, refused=what), leaks)
 
-        intent, plan, chip, stages, (v, why), links = self._write_and_read(kind, job_id, st, writes,
-                                                                           change, read)
+        intent, plan, chip, stages, (v, why, leaks), links = self._write_and_read(kind, job_id, st, writes,
+                                                                                  change, read)
         why = why or states.links_refusal(links, "the multicast change")
-        light = {"verified": VERIFIED[v["status"]], "verification": v, "links_verification": links}
+        light = {"verified": VERIFIED[v["status"]], "verification": v, "links_verification": links,
+                 "tree_crosstalk": [x.to_dict() for x in leaks]}
         if why and self.light_policy == "repair":
             stages += self._abort(intent, why)
             self.log_event("light-refused", job=job_id, intent=intent, reason=why[:300])
@@ -1122,7 +1130,8 @@ class ControlPlane:
         new = [f"{src}->{rec.spare}" for src, dsts in rec.plan.groups if rec.spare in dsts]
         try:
             intent, light, written = self._multicast_by_light(st, "failover", job_id, writes, change,
-                                                              rec.plan, new, before)
+                                                              rec.plan, new, before,
+                                                              (*st.failed, *new_run.failed_accelerators))
         except ServiceError as exc:
             self.log_event("recovery-refused", **report, reason=str(exc)[:300], **exc.detail)
             raise

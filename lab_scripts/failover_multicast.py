@@ -80,8 +80,8 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
         print_json({"schema": SCHEMA, "version": VERSION, **report})
         return code
     _print_text(report, "calibrated" if args.map is not None else "ideal")
+    from instruments.tree_leak import leak_refusal
     from lab_scripts.failover_light import dark_line
-    from lab_scripts.tree_leak import leak_refusal
 
     dark = dark_line(report["placement_verification"], "the trees as placed") or \
         dark_line(report["verification"], f"the recovery from {report['failed']}")
@@ -186,20 +186,16 @@ def _placement_leaks(bench: Any, run: Any, placed: dict[str, Any] | None) -> tup
     """(the placement's verification, each tree's light at the other working receivers as placed).
 
     The trees as written before the recovery are lit once per tree by the same checker as after
-    it (lab_scripts.tree_leak): a tree already leaking into a working receiver makes the
+    it (instruments.tree_leak): a tree already leaking into a working receiver makes the
     placement off (exit 5, the recovery kept: not its doing), a dark source makes it off with
     ``dark``. Without a bench: (None, []).
     """
     if bench is None or placed is None:
         return placed, []
-    from lab_scripts.tree_leak import tree_leaks
+    from instruments.tree_leak import judge_leaks, tree_leaks
 
     leaks = tree_leaks(bench.bench, bench.fabric, run.plan, run.failed_accelerators, placed["links_off"])
-    if any(x.off for x in leaks):
-        placed = {**placed, "status": "off"}
-    unlit = next((x.reason for x in leaks if x.unlit), None)
-    if unlit and not placed.get("dark"):
-        placed = {**placed, "status": "off", "dark": unlit}
+    placed, _ = judge_leaks(placed, None, leaks)
     return placed, leaks
 
 
@@ -244,13 +240,13 @@ def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.
            writes: dict[int, float], ref: dict[str, Any], gone: tuple[str, ...],
            leaked: set[str] = frozenset()) -> dict[str, Any]:
     """The light keys of the report: write the recovery, check every branch and each tree's light at
-    the other working receivers (lab_scripts.tree_leak; ``gone``: failed or pruned receivers), or
+    the other working receivers (instruments.tree_leak; ``gone``: failed or pruned receivers), or
     say not measured. A tree whose source is in ``leaked`` leaked as placed already: off, reported,
     not the recovery's doing, so it refuses nothing (as a held branch off before the recovery).
     """
+    from instruments.tree_leak import judge_leaks, tree_leaks
     from lab_scripts.failover_light import NO_BENCH, VERIFIED
     from lab_scripts.multicast_light import branch_names, judge, unverified
-    from lab_scripts.tree_leak import leak_refusal, tree_leaks
     from photonics.fabric.verify import not_measured
 
     names = branch_names(rec.plan)
@@ -266,12 +262,7 @@ def _light(args: argparse.Namespace, bench: Any, rec: Any, src: str, before: np.
     checks = bench.check(rec.plan, new, ref)
     v, why = judge(checks)
     leaks = tree_leaks(bench.bench, bench.fabric, rec.plan, gone, v["links_off"])
-    why = why or leak_refusal([x for x in leaks if x.source not in leaked])
-    if any(x.off for x in leaks):  # its light in another working receiver: not the recovery light accepts
-        v = {**v, "status": "off"}
-    unlit = next((x.reason for x in leaks if x.unlit), None)
-    if unlit and not v.get("dark"):  # the laser sent nothing: the trees' light was not seen
-        v = {**v, "status": "off", "dark": unlit}
+    v, why = judge_leaks(v, why, leaks, leaked)  # its light in another working receiver: refused
     if why is not None and args.light == "repair":
         bench.write(before)
         raise CliError(f"--fail {rec.failed}: {why}; the chip is back to the trees before the recovery, "
@@ -363,7 +354,7 @@ def _print_light(r: dict[str, Any]) -> None:
 
 
 def _print_tree_crosstalk(leaks: list[dict[str, Any]], when: str) -> None:
-    """One line per tree: its light at the other working receivers (lab_scripts.tree_leak)."""
+    """One line per tree: its light at the other working receivers (instruments.tree_leak)."""
     for x in leaks:
         acr = f"ACR {x['acr_db']:.1f} dB (at least {x['min_acr_db']:g}) into {x['victim']}, weakest branch " \
             f"{x['weakest_branch']}" if x["acr_db"] is not None else f"NOT measured ({x['reason']})"

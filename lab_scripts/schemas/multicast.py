@@ -108,7 +108,7 @@ class GroupNames(Strict):
 
 
 class TreeCrosstalk(Strict):
-    """One tree's source lit by the bench laser, as placed or after a recovery (lab_scripts.tree_leak)."""
+    """One tree's source lit by the bench laser, as placed or after a recovery (instruments.tree_leak)."""
 
     source: str = Field(description="the tree's transmitting accelerator")
     weakest_branch: str = Field(description="source->receiver of its weakest branch ('' when not measured)")
@@ -150,11 +150,11 @@ class MulticastFailoverOutput(Strict):
     refusal: str | None = Field(description="--light report: why light rejected the kept recovery")
     tree_crosstalk: list[TreeCrosstalk] = Field(
         description="each tree's source lit by the bench laser after the recovery: its weakest branch over "
-        "its strongest working receiver outside the tree (lab_scripts.tree_leak); empty without a bench")
+        "its strongest working receiver outside the tree (instruments.tree_leak); empty without a bench")
     placement_verification: LightVerification | None = Field(
         description="the trees written whole and read on --bench before the recovery; null without")
     placement_tree_crosstalk: list[TreeCrosstalk] = Field(
         default_factory=list, description="each tree's source lit by the bench laser as placed, before the "
-        "recovery, by the same checker (lab_scripts.tree_leak): an off tree makes placement_verification "
+        "recovery, by the same checker (instruments.tree_leak): an off tree makes placement_verification "
         "off (exit 5; the recovery kept, and that tree's leak after it refuses nothing); empty without a "
         "bench")

@@ -187,3 +187,43 @@ def test_a_tree_light_rejects_is_refused_with_the_chip_restored(env):
     assert np.allclose(cp.controller.resync(), before, atol=1e-3)  # the previous currents, read back
     assert set(cp.state.jobs) == jobs
     assert cp.store.open_intents(cp.chip_id) == []
+
+
+def test_a_tree_leaking_into_another_receiver_is_refused_though_every_branch_is_on_plan(env):
+    """Session 39: the service checked each branch by its own light but lit no tree for leaks
+    (the CLI's check, instruments.tree_leak, ran in `lumion failover --plan MC --bench` only). A
+    hidden 1.0 rad on tbu:2.1.2 of the new tree: both branches within 3 dB of plan, the tree's
+    light in spare1's receiver at ACR 7.1 dB -- placed 'by light' (201) before; refused now (502,
+    the receiver and the ACR named), nothing left applied."""
+    rack, c = env.rack, env.client
+    cp = rack.cp
+    group = {"src": "gpu5", "dsts": ["gpu6", "gpu7"]}
+    before, jobs = cp.state.currents.copy(), set(cp.state.jobs)
+    rack.sim.chip.shift_phase("tbu:2.1.2", 1.0)
+    try:
+        resp = c.post("/api/v1/jobs", json={"pattern": "multicast", "groups": [group]})
+    finally:
+        rack.sim.chip.shift_phase("tbu:2.1.2", -1.0)
+
+    assert resp.status_code == 502, resp.text
+    body = resp.json()
+    assert body["kind"] == "unverified"
+    assert body["error"].startswith("light refused the multicast job's trees: the tree from gpu5 puts its "
+                                    "light into spare1 (port:36)'s receiver")
+    assert body["verification"]["links_off"] == []  # every branch on plan: power alone said ok
+    assert body["verification"]["status"] == "off"
+    assert np.allclose(cp.controller.resync(), before, atol=1e-3)
+    assert set(cp.state.jobs) == jobs
+    assert cp.store.open_intents(cp.chip_id) == []
+
+
+def test_a_placed_tree_says_what_its_leak_check_read(env):
+    c = env.client
+    group = {"src": "gpu5", "dsts": ["gpu6", "gpu7"]}
+    resp = c.post("/api/v1/jobs", json={"pattern": "multicast", "groups": [group]})
+    assert resp.status_code == 201, resp.text
+    job = resp.json()
+    (tree,) = job["tree_crosstalk"]
+    assert (tree["source"], tree["status"]) == ("gpu5", "ok")
+    assert tree["acr_db"] >= tree["min_acr_db"]
+    assert c.delete(f"/api/v1/jobs/{job['id']}").status_code == 200

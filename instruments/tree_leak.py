@@ -135,17 +135,34 @@ def _lit(bench: Any, fabric: Any, src: str, tx: int, branches: tuple[Any, Any],
     return TreeLeak(src, f"{src}->{dsts[k]}", dbm[k], victim, dbm[len(rxs) + v])
 
 
-def leak_refusal(leaks: list[TreeLeak] | list[dict[str, Any]], what: str = "") -> str | None:
+def judge_leaks(v: dict[str, Any], why: str | None, leaks: list[TreeLeak], leaked: Iterable[str] = (),
+                refused: str = "the recovery") -> tuple[dict[str, Any], str | None]:
+    """The branches' verification ``v`` and refusal ``why`` with the trees' leaks added: a tree
+    off makes ``v`` off and, unless its source is in ``leaked`` (it leaked before this change:
+    reported, not its doing), refuses the change (``refused`` names it in the line); a dark
+    source makes ``v`` off with ``dark``.
+    """
+    before = set(leaked)
+    if any(x.off for x in leaks):
+        v = {**v, "status": "off"}
+    unlit = next((x.reason for x in leaks if x.unlit), None)
+    if unlit and not v.get("dark"):  # the laser sent nothing: the trees' light was not seen
+        v = {**v, "status": "off", "dark": unlit}
+    return v, why or leak_refusal([x for x in leaks if x.source not in before], refused=refused)
+
+
+def leak_refusal(leaks: list[TreeLeak] | list[dict[str, Any]], what: str = "",
+                 refused: str = "the recovery") -> str | None:
     """One line naming the first tree whose light reaches a working receiver, or None.
 
-    ``leaks``: :class:`TreeLeak` (or their JSON forms); ``what``: what light refused or found
-    leaking ("" for the recovery, e.g. "the trees as placed").
+    ``leaks``: :class:`TreeLeak` (or their JSON forms); ``what``: what light found leaking
+    (e.g. "the trees as placed"), else ``refused``: what light refused.
     """
     bad = next((x if isinstance(x, dict) else x.to_dict() for x in leaks
                 if (x["status"] if isinstance(x, dict) else x.status) == "off"), None)
     if bad is None:
         return None
-    lead = f"light says {what} leak" if what else "light refused the recovery"
+    lead = f"light says {what} leak" if what else f"light refused {refused}"
     return (f"{lead}: the tree from {bad['source']} puts its light into {bad['victim']}'s "
             f"receiver at {bad['victim_dbm']:.2f} dBm, {bad['acr_db']:.1f} dB under its weakest branch "
             f"{bad['weakest_branch']} "
