@@ -35,6 +35,9 @@ LOOKED_FOR = "no light path avoiding the failed and doubtful TBUs reaches it (no
 NO_FRINGE = "the light paths tried through it showed no fringe"
 
 
+RESULTS: dict[str, object] = {}
+
+
 @pytest.fixture(scope="module", params=["no-light-path", "no-fringe"])
 def unconfirmed(request):
     """A hexagonal(1, 1) calibration where no confirmation path reaches TBU 4 ("no-light-path":
@@ -60,6 +63,7 @@ def unconfirmed(request):
             mp.setattr(procedure, "confirm_tbu", dark_path)
         mp.setattr(procedure, "refit_doubtful", lambda run, t, doubtful: None)
         result = calibrate(DirectBench(chip), FAST, progress=Progress(stream=None))
+    RESULTS[request.param] = result  # the whole result, for the report test below
     return request.param, chip.mesh, result.cmap
 
 
@@ -155,3 +159,17 @@ def test_program_and_route_name_a_walled_in_tbu_as_not_looked_at(capsys, tmp_pat
     code, out, _ = cli(capsys, "route", "--mesh", MESH, "--connect", "1:6", "--map", str(cmap))
     assert f"avoided {name}: the calibration map {cmap} records it as unverified (not confirmed by light: " \
            f"{LOOKED_FOR}" in out
+
+
+def test_lumion_calibrate_prints_what_light_showed(unconfirmed, tmp_path, capsys):
+    """`lumion calibrate`'s UNVERIFIED line said "no light path ... reaches it, or none showed a
+    fringe" for both; it now says the one that happened (and --json carries unverified_reasons)."""
+    from lab_scripts.cmd_calibrate import _map_summary, _print_report
+
+    how, mesh, _ = unconfirmed
+    payload = {**_map_summary(RESULTS[how], mesh, tmp_path / "map.json"), "drift_tracking": False}
+    assert payload["unverified_reasons"] == {mesh.tbu_names[TBU]: how}
+    _print_report(payload, None)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("UNVERIFIED"))
+    assert (LOOKED_FOR if how == "no-light-path" else NO_FRINGE) in line
+    assert "or none showed a fringe" not in line
