@@ -148,6 +148,9 @@ def judge_leaks(v: dict[str, Any], why: str | None, leaks: list[TreeLeak], leake
     unlit = next((x.reason for x in leaks if x.unlit), None)
     if unlit and not v.get("dark"):  # the laser sent nothing: the trees' light was not seen
         v = {**v, "status": "off", "dark": unlit}
+    if unlit and why:  # a branch refused on the power meter's floor: the source may be why (one
+        # source lit cannot tell a dead laser from a TBU absorbing its light: both are named)
+        why = f"{why}; {unlit}"
     return v, why or leak_refusal([x for x in leaks if x.source not in before], refused=refused)
 
 

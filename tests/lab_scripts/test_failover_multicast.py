@@ -360,6 +360,21 @@ def test_a_dark_bench_laser_is_said_and_exits_5_not_a_quiet_not_measured(mc, ora
     assert err.count("\n") == 1
 
 
+def test_a_dead_laser_that_says_it_is_on_is_named_in_the_refusal(mc, oracle, capsys, dark_laser):
+    """The laser dead while it reports itself on: the spliced branch, read by the power meter
+    from the one source lit, is 66.9 dB under plan and the splice is refused -- one source cannot
+    tell a dead laser from a TBU absorbing its light, but the line blamed only the chip ('calibrate
+    the chip again'). The tree's leak check read every head dark: the refusal now says so too."""
+    dark_laser("dead")
+    code, text, _err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench",
+                            "sim", "--seed", str(SEED), "--map", str(oracle), "--json")
+    assert code == EXIT_UNVERIFIED
+    err = json.loads(text)
+    assert err["kind"] == "unverified"
+    assert "spliced branch gpu0->spare1 measured" in err["error"]
+    assert "the source is dark (laser dead or off, fiber switch, input fibre)" in err["error"]
+
+
 def test_trees_leaking_as_placed_are_lit_and_said_before_the_recovery(mc, oracle, capsys, monkeypatch):
     """Session 39: each tree's leak check ran after a recovery only; the trees as placed were read
     branch by branch, so a tree already leaking into another receiver (tbu:0.2.5, on the tree,
