@@ -49,14 +49,16 @@ class GeometryDiff:
 
 
 def _shapes(layout: Any, cell: Any) -> tuple[dict[LayerKey, Any], dict[LayerKey, set[tuple[str, int, int]]]]:
-    """Merged polygons and label set per (layer, datatype) of ``cell`` with its sub-cells."""
+    """Polygons (merged semantics) and label set per (layer, datatype) of ``cell`` with its sub-cells."""
     import klayout.db as kdb
 
     regions, texts = {}, {}
     for index in layout.layer_indexes():
         info = layout.get_info(index)
         key = (info.layer, info.datatype)
-        region = kdb.Region(cell.begin_shapes_rec(index)).merged()
+        # not merged here: the XOR merges its inputs itself, and merging both first doubled the
+        # work (SmartLight against its reference: 1.6-1.8 s -> 0.7-0.9 s of CPU, issue 29)
+        region = kdb.Region(cell.begin_shapes_rec(index))
         if not region.is_empty():
             regions[key] = region
         labels = {(t.string, t.x, t.y) for t in kdb.Texts(cell.begin_shapes_rec(index)).each()}
