@@ -189,6 +189,7 @@ def conflicts(mesh: Mesh, routes: Sequence[Route]) -> list[str]:
             problems.append(f"{name} does not start at its source port")
         if 4 * r.hops[-1].tbu + r.hops[-1].exit != mesh.port_tbu_ports[r.dst]:
             problems.append(f"{name} does not end at its destination port")
+        twice = _ports_used_twice(r)
         for i, h in enumerate(r.hops):
             if (h.entry < 2) == (h.exit < 2):
                 problems.append(f"{name} U-turns in {mesh.tbu_names[h.tbu]}")
@@ -197,7 +198,7 @@ def conflicts(mesh: Mesh, routes: Sequence[Route]) -> list[str]:
             if nxt is not None and peer[4 * h.tbu + h.exit] != 4 * nxt.tbu + nxt.entry:
                 problems.append(f"{name} jumps from {mesh.tbu_names[h.tbu]} without a link")
             for g in (4 * h.tbu + h.entry, 4 * h.tbu + h.exit):
-                if port_owner.setdefault(g, k) != k or (port_owner[g] == k and _used_twice(r, g)):
+                if port_owner.setdefault(g, k) != k or (port_owner[g] == k and g in twice):
                     problems.append(f"{name} reuses TBU port {mesh.tbu_port_name(g)}")
             prev = state_of.setdefault(h.tbu, (h.state, k))
             if prev[0] != h.state:
@@ -206,6 +207,13 @@ def conflicts(mesh: Mesh, routes: Sequence[Route]) -> list[str]:
     return sorted(set(problems))
 
 
-def _used_twice(route: Route, g: int) -> bool:
-    ports = [4 * h.tbu + p for h in route.hops for p in (h.entry, h.exit)]
-    return ports.count(g) > 1
+def _ports_used_twice(route: Route) -> set[int]:
+    """The TBU ports ``route`` passes more than once (counted once per route, not per port:
+    the negotiated router asks for the conflicts of every pass's routes).
+    """
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for h in route.hops:
+        for g in (4 * h.tbu + h.entry, 4 * h.tbu + h.exit):
+            (twice if g in seen else seen).add(g)
+    return twice

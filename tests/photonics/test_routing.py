@@ -222,6 +222,13 @@ def test_conflicts_reports_each_rule():
     uturn = Route(ok.src, ok.dst, (Hop(h.tbu, h.entry, h.entry ^ 1), *ok.hops[1:]))
     assert any("U-turns" in p for p in conflicts(MESH, [uturn]))
     assert any("reuses" in p for p in conflicts(MESH, [ok, ok]))
+    # one route through the same TBU port twice (its first hop again at its end): named, with
+    # only that port, not the ports it passes once
+    loop = Route(ok.src, ok.dst, (*ok.hops, h))
+    reused = [p for p in conflicts(MESH, [loop]) if "reuses" in p]
+    name = f"route 0 ({MESH.port_names[ok.src]}->{MESH.port_names[ok.dst]})"
+    assert reused == sorted({f"{name} reuses TBU port {MESH.tbu_port_name(g)}"
+                             for g in (4 * h.tbu + h.entry, 4 * h.tbu + h.exit)})
 
 
 def test_route_loss_sums_params():
