@@ -80,6 +80,7 @@ def test_light_it_cannot_repair_exits_5_and_keeps_the_plan_before(tmp_path, caps
     assert "gpu2" in kept["job"]["accelerators"]
 
 
+@pytest.mark.slow
 def test_the_placement_is_judged_by_its_crosstalk_and_exits_5_when_off(tmp_path, capsys, monkeypatch):
     """Audit of session 38: the placement's own check read no dark light, so a TBU 1.0 rad off
     since calibration (tbu:0.0.4, on gpu0->gpu1) sent light into another link's receiver at
@@ -112,6 +113,7 @@ def test_the_placement_is_judged_by_its_crosstalk_and_exits_5_when_off(tmp_path,
     assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in placed["links"])  # power alone: ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("how", "said"), [("off", "reports its output off"), ("dead", "the source is dark")])
 def test_a_dark_bench_laser_is_named_not_blamed_on_tbus_and_exits_5(tmp_path, capsys, dark_laser, how, said):
     """Audit of session 38: with the bench laser's output off, every link the power meter reads

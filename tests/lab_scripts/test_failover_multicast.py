@@ -333,6 +333,7 @@ def test_a_tree_leaking_into_another_receiver_is_refused_though_every_branch_is_
     assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in d["verification"]["links"])  # power alone: ok
 
 
+@pytest.mark.slow
 def test_a_dark_bench_laser_is_said_and_exits_5_not_a_quiet_not_measured(mc, oracle, capsys, dark_laser):
     """Session 39: with the bench laser's output off, every branch the power meter reads was 'not
     measured' and the splice exited 0, while `lumion program` exits 5 for the same dark source: a
@@ -375,6 +376,7 @@ def test_a_dead_laser_that_says_it_is_on_is_named_in_the_refusal(mc, oracle, cap
     assert "the source is dark (laser dead or off, fiber switch, input fibre)" in err["error"]
 
 
+@pytest.mark.slow
 def test_trees_leaking_as_placed_are_lit_and_said_before_the_recovery(mc, oracle, capsys, monkeypatch):
     """Session 39: each tree's leak check ran after a recovery only; the trees as placed were read
     branch by branch, so a tree already leaking into another receiver (tbu:0.2.5, on the tree,

@@ -80,6 +80,7 @@ def test_netlist_check_catches_a_wrong_link(smartlight_cell, smartlight_netlist)
     assert links != broken
 
 
+@pytest.mark.slow
 def test_the_linear_namer_names_as_gdsfactorys_smart_namer():
     """layouts.electrical_lvs.LinearSmartNamer (issue 29: SmartNamer is quadratic in the
     instances of one cell) gives the netlists gdsfactory's SmartNamer gives: optical, and
