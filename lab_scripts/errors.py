@@ -144,7 +144,6 @@ def interruption(exc: BaseException) -> str:
     return f"{signal_name}: {said}" if said else signal_name
 
 
-
 def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
     """The Ctrl-C or SIGTERM ``exc`` was raised from or while handling, if any (else None).
 
@@ -160,6 +159,7 @@ def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
         seen.add(id(link))
         link = link.__cause__ or link.__context__
     return None
+
 
 @dataclass(frozen=True)
 class Failure:
