@@ -12,11 +12,54 @@ the compile inside its timeout, and the install says what the wait is.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 import time
+from collections.abc import Iterator
+
+from photonics.compiled_calls import compiled_call, hold_until_return
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C (as lumion's own commands)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """Ctrl-C (or SIGTERM) raises KeyboardInterrupt, held while a compiled call is in progress.
+
+    Python's default handler raises at the next bytecode, and inside the fringe fit's compiled
+    call that is numba's callback boxing the results: the process crashed or printed a
+    SystemError (photonics.compiled_calls) instead of stopping.
+    """
+    exc = KeyboardInterrupt(signal.Signals(signum).name)
+    if hold_until_return(exc):
+        return
+    raise exc
+
+
+@contextlib.contextmanager
+def _interrupts_held_over_compiled_calls() -> Iterator[None]:
+    """SIGINT and SIGTERM go through :func:`_interrupt` for the block, the previous handlers after."""
+    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def main() -> int:
+    """Warm every kernel; an interrupt stops it with one line and exit 130 (the rest compiles later)."""
+    try:
+        with _interrupts_held_over_compiled_calls():
+            warm_all()
+    except KeyboardInterrupt:
+        print("== interrupted: the kernels compiled so far are cached; the next run (or the first "
+              "solve) compiles the rest", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def warm_all() -> None:
     """Solve a small mesh once, take one gradient and fit one fringe; print how long the kernels took."""
     from photonics.circuit import solve
     from photonics.circuit_gradient import jacobian
@@ -41,7 +84,6 @@ def main() -> int:
               "compiles them", flush=True)
     else:
         print(f"== fringe fit kernels ready ({time.perf_counter() - t0:.1f} s)", flush=True)
-    return 0
 
 
 def warm_fringe_fit() -> None:
@@ -65,8 +107,9 @@ def warm_fringe_fit() -> None:
     x0 = np.array([0.0, 0.012, 0.0, 0.9, 0.9, 0.0, 0.0])
     lb, ub = np.full(7, -10.0), np.full(7, 10.0)
     for robust in (False, True):
-        fringe_trf(x0, lb, ub, current**2, current**3, np.ones(24), np.ones(24, dtype=np.int64), signs,
-                   np.ascontiguousarray(power), weights, amp_col, robust, 1.0, 50, 1e-8, 1e-8, 1e-8)
+        compiled_call(fringe_trf, x0, lb, ub, current**2, current**3, np.ones(24),
+                      np.ones(24, dtype=np.int64), signs, np.ascontiguousarray(power), weights,
+                      amp_col, robust, 1.0, 50, 1e-8, 1e-8, 1e-8)
 
 
 if __name__ == "__main__":
