@@ -34,6 +34,7 @@ Example (every ``address = "sim"`` starts the simulators; see docs/instruments.m
     address = "smbus:1"              # or "serial-i2c:/dev/ttyACM0", "sim"
     tx_ports = [0, 1, 2, 3]
     rx_ports = [4, 5, 6, 7]
+    monitor_period_s = 0.01          # optional: its monitors' sample period (datasheet); 0.1 if not given
 
     [sim]                            # only read when something is "sim"
     seed = 0
@@ -154,7 +155,13 @@ _FIELDS: dict[str, dict[str, tuple[str, Any]]] = {
             "chip": ("\"realistic\" or \"ideal\"", lambda v: v in ("realistic", "ideal"))},
     SERVER_TABLE: {"pid": _COUNT, "host": _TEXT},
 }
-_TRANSCEIVER_FIELDS = {"name": _TEXT, "spec": _TEXT, "address": _TEXT}
+# A module's monitor sample period (s) as its datasheet gives it (a few ms to ~100 ms): the
+# light meter's dark read waits that long after a TX disable (instruments.light_meter). Up to
+# a second: a longer one is a typo for milliseconds, or not a module worth waiting for.
+MAX_MONITOR_PERIOD_S = 1.0
+_TRANSCEIVER_FIELDS = {"name": _TEXT, "spec": _TEXT, "address": _TEXT,
+                       "monitor_period_s": (f"a number of seconds, 0 < s <= {MAX_MONITOR_PERIOD_S:g}",
+                                            lambda v: _is_number(v) and 0 < v <= MAX_MONITOR_PERIOD_S)}
 
 
 def _is_number(value: Any) -> bool:
@@ -421,10 +428,11 @@ def open_transceiver(spec: Mapping[str, Any], sim: Any = None, timeout_s: float 
     Addresses: ``sim``, ``smbus:<bus>[:<i2c addr>]``, ``serial-i2c:<path>[:<i2c addr>]``.
     """
     name, address = spec.get("name", "transceiver"), str(spec.get("address", "sim"))
+    period = spec.get("monitor_period_s")
     if address == "sim":
         if sim is None or name not in sim.buses:
             raise BenchConfigError(f"transceiver {name!r} is 'sim' but no simulated module has that name")
-        return TransceiverModule(sim.buses[name], name=name)
+        return TransceiverModule(sim.buses[name], name=name, monitor_period_s=period)
     kind, _, rest = address.partition(":")
     target, _, i2c = rest.rpartition(":") if rest.count(":") and kind == "smbus" else (rest, "", "")
     if kind == "serial-i2c" and rest.rsplit(":", 1)[-1].startswith("0x"):
@@ -432,9 +440,9 @@ def open_transceiver(spec: Mapping[str, Any], sim: Any = None, timeout_s: float 
     i2c_addr = int(i2c, 0) if i2c else MODULE_ADDRESS
     if kind == "smbus":
         return TransceiverModule(SMBusI2C(int(target) if target.isdigit() else target), address=i2c_addr,
-                                 name=name)
+                                 name=name, monitor_period_s=period)
     if kind == "serial-i2c":
         bridge = SerialI2CBridge(SerialTransport(target, timeout_s=timeout_s), name=f"{name}-bridge")
-        return TransceiverModule(bridge, address=i2c_addr, name=name)
+        return TransceiverModule(bridge, address=i2c_addr, name=name, monitor_period_s=period)
     raise BenchConfigError(f"transceiver {name!r}: address {address!r} must be sim, smbus:<bus>[:0x50] or "
                            "serial-i2c:<device>[:0x50]")

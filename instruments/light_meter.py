@@ -14,7 +14,8 @@ Two meters, tried in this order for each link (``src`` -> ``dst`` mesh ports):
   link (``identify``) is read again with its own transmitter's lane TX-disabled for one
   read: its own light is the difference (on minus dark, in mW), and that is what is judged.
   A module samples its monitors every few ms to ~100 ms, not at each read: the dark read
-  waits :data:`DOM_REFRESH_WAIT_S` after the disable (else it reads the lit sample), and
+  waits one sample period after the disable (else it reads the lit sample):
+  :data:`DOM_REFRESH_WAIT_S`, or the longest period the bench's modules declare, and
   after the lane is enabled again no reading is taken, and :meth:`LightMeter.measure` does
   not return, before that long has passed (the next read must see the light back).
 * **power meter**: the bench laser switched into ``src`` and the meter head at ``dst`` read;
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -52,7 +53,9 @@ FLOOR_DBM = -70.0  # the DOM's floor (SFF-8636/CMIS 0.1 uW LSB): no light of its
 # After a lane's TX disable changes, a read waits this long (s) so that the module has taken
 # a monitor sample since: SFF-8636/CMIS leave the sampling rate to the vendor, module
 # datasheets give a few ms to ~100 ms, and samples come at least once per period, so one
-# period of the slowest is enough (the simulated module's monitor_period_s models it).
+# period of the slowest is enough (the simulated module's monitor_period_s models it). A
+# module whose bench config declares its period (``[[transceivers]] monitor_period_s``, from
+# its datasheet) is waited for that long instead: the meter waits the longest of its modules'.
 DOM_REFRESH_WAIT_S = 0.1
 # Sources that must all read no light before the power meter's readings are put down to a dark
 # laser (instruments.dark_source): one dead TBU darkens only the links crossing it, one source
@@ -94,6 +97,14 @@ class Reading:
     unlit: bool = False
 
 
+def refresh_wait_s(modules: Iterable[Any]) -> float:
+    """How long (s) a read waits after a lane change: the longest monitor sample period of
+    ``modules``, each its declared ``monitor_period_s`` or, undeclared, :data:`DOM_REFRESH_WAIT_S`.
+    """
+    periods = [getattr(m, "monitor_period_s", None) for m in modules]
+    return max((float(p) if p else DOM_REFRESH_WAIT_S for p in periods), default=DOM_REFRESH_WAIT_S)
+
+
 def _own(on: Reading, dark_dbm: float) -> Reading:
     """``on`` with its measurement the transmitter's own light: ``on`` less ``dark_dbm`` in mW
     (the :data:`FLOOR_DBM` when nothing is left), and ``dark_dbm`` kept.
@@ -132,16 +143,17 @@ class LightMeter:
         self._clock: Callable[[], float] = getattr(bench, "clock", None) or time.monotonic
         self._sleep: Callable[[float], None] = getattr(bench, "sleep", None) or time.sleep
         self._fresh_at = -math.inf  # clock time from which every monitor sample is fresh
+        self.refresh_s = refresh_wait_s(self.modules.values())
 
     def _changed_lane(self) -> None:
         """A TX disable changed: reads are stale until the modules sampled again."""
-        self._fresh_at = self._clock() + DOM_REFRESH_WAIT_S
+        self._fresh_at = self._clock() + self.refresh_s
 
     def _await_fresh(self) -> None:
-        """Wait (bounded by DOM_REFRESH_WAIT_S) until the last lane change has been sampled."""
+        """Wait (bounded by one refresh) until the last lane change has been sampled."""
         left = self._fresh_at - self._clock()
         if left > 0:
-            self._sleep(min(left, DOM_REFRESH_WAIT_S))
+            self._sleep(min(left, self.refresh_s))
 
     # -- which meter reaches a link -------------------------------------------------------
     def meter_for(self, probe: Probe) -> tuple[str | None, str]:
@@ -278,7 +290,7 @@ class LightMeter:
         whatever happens.
 
         The lane of one link is enabled again in the same moment the next link's is disabled,
-        so one monitor refresh (:data:`DOM_REFRESH_WAIT_S`) serves both: the next dark read
+        so one monitor refresh (:attr:`refresh_s`) serves both: the next dark read
         sees the previous link's light back and its own gone. ``k`` links wait ``k + 1``
         refreshes (the last one in :meth:`measure`), not ``2k``. Two links from one lane
         take it in turn (enabled, then disabled again).

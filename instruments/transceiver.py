@@ -134,12 +134,16 @@ class TransceiverModule:
         bus: the I2C bus the module sits on.
         address: 7-bit address (0x50).
         name: for messages.
+        monitor_period_s: how often the module samples its monitors (s), from its datasheet;
+            None when not declared (:mod:`instruments.light_meter` then assumes the slowest).
     """
 
-    def __init__(self, bus: I2CBus, *, address: int = MODULE_ADDRESS, name: str = "transceiver") -> None:
+    def __init__(self, bus: I2CBus, *, address: int = MODULE_ADDRESS, name: str = "transceiver",
+                 monitor_period_s: float | None = None) -> None:
         self.bus = bus
         self.address = address
         self.name = name
+        self.monitor_period_s = monitor_period_s
         self.lock = threading.RLock()
         self.identifier = self._read(Field(None, 0))[0]
         if self.identifier not in SPECS:

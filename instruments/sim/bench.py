@@ -98,7 +98,9 @@ class SimulatedBench:
         chip: use this chip instead of drawing one.
         switch_ports: switch output -> mesh port (default :func:`default_switch`).
         meter_heads: (slot, chan) -> mesh port (default :func:`default_heads`).
-        transceivers: dicts with name, spec (sff8636|cmis), tx_ports, rx_ports.
+        transceivers: dicts with name, spec (sff8636|cmis), tx_ports, rx_ports and optionally
+            monitor_period_s (the module samples its monitors that often on the chip's clock;
+            not given: at every read).
         heater_clock: the heater module's clock (default the wall clock); a
             :class:`~instruments.sim.link_clock.SimulatedClock` only for a bench whose heater
             driver is reached over ``heater_url`` (:mod:`instruments.sim.link_clock`).
@@ -135,7 +137,8 @@ class SimulatedBench:
             specs = default_transceivers(self.mesh) if transceivers is None else list(transceivers)
             self.transceiver_specs = [dict(s) for s in specs]
             mods = [SimTransceiver(s["name"], s.get("spec", "sff8636"), s.get("tx_ports", []),
-                                   s.get("rx_ports", [])) for s in specs]
+                                   s.get("rx_ports", []),
+                                   monitor_period_s=float(s.get("monitor_period_s") or 0.0)) for s in specs]
             self.transceivers = TransceiverBench(chip, mods)
             self.buses = {m.name: SimI2CBus(m) for m in mods}
             self.bridges: dict[str, PtyLink] = {}
@@ -186,7 +189,9 @@ class SimulatedBench:
                 {"name": spec["name"], "spec": spec.get("spec", "sff8636"),
                  "address": a["transceivers"].get(spec["name"], "sim"),
                  "tx_ports": [int(x) for x in spec.get("tx_ports", [])],
-                 "rx_ports": [int(x) for x in spec.get("rx_ports", [])]}
+                 "rx_ports": [int(x) for x in spec.get("rx_ports", [])],
+                 **({"monitor_period_s": float(spec["monitor_period_s"])}
+                    if spec.get("monitor_period_s") else {})}
                 for spec in self.transceiver_specs]
         if server is not None:
             config["server"] = dict(server)

@@ -332,6 +332,9 @@ class TransceiverSection(Open):
     address: str | None = None
     tx_ports: list[Annotated[int, Field(ge=0)] | str] = Field(default_factory=list)
     rx_ports: list[Annotated[int, Field(ge=0)] | str] = Field(default_factory=list)
+    monitor_period_s: float | None = Field(
+        None, gt=0, le=1.0, description="how often the module samples its monitors (s, its datasheet's); "
+        "light verification waits that long after a TX disable (not given: 0.1 s, the slowest)")
 
 
 class SimSection(Open):

@@ -40,6 +40,30 @@ SERVE_PRELOAD = ["numpy", "scipy.linalg", "scipy.optimize", "scipy.sparse", "fas
                  "uvicorn.loops.auto", "uvicorn.protocols.http.auto", "uvicorn.protocols.websockets.auto",
                  "uvicorn.lifespan.on"]
 ANNOUNCE_POLL_S = 0.01  # how often the announce line of a forked service is looked for
+# The simulated bench the services serve: `lumion serve --bench sim`'s, written as a bench file
+# whose modules declare that they sample their monitors every 10 ms (a fast module's datasheet,
+# ``[[transceivers]] monitor_period_s``), and the simulated modules then do sample that often.
+# The service's light meter waits that declared period after each lane change instead of the
+# 0.1 s it assumes for a module that does not say (each new link waits about two; issue 29),
+# and a dark read taken without the wait still gets the lit sample. Undeclared modules and
+# their 0.1 s are tested in tests/instruments/test_light_meter.py; `lumion serve` with no
+# --bench (the default sim) is started by test_serve_security.py's TLS and SIGTERM tests.
+FAST_MONITOR_PERIOD_S = 0.01
+
+
+def fast_sim_bench(path: Path, seed: int | None = None) -> Path:
+    """Write `lumion serve --bench sim`'s bench (the default fabric, chip ``seed``) to ``path`` with
+    every module declaring :data:`FAST_MONITOR_PERIOD_S`; the path, for ``--bench``."""
+    import tomli_w
+
+    from lab_scripts.cmd_serve import sim_bench_config
+    from photonics.fabric import default_fabric
+
+    cfg = sim_bench_config(default_fabric(), seed)
+    for module in cfg["transceivers"]:
+        module["monitor_period_s"] = FAST_MONITOR_PERIOD_S
+    path.write_text(tomli_w.dumps(cfg))
+    return path
 
 
 def forked_announce(proc: Forked) -> dict:
@@ -149,13 +173,21 @@ def serve_zygote(tmp_path_factory):
     z.close()
 
 
+@pytest.fixture(scope="session")
+def fast_bench(tmp_path_factory) -> Path:
+    """The bench file of :func:`fast_sim_bench` (chip seed 0), for ``--bench``."""
+    return fast_sim_bench(tmp_path_factory.mktemp("fast-bench") / "bench.toml")
+
+
 @pytest.fixture
-def service_factory(tmp_path, serve_zygote):
-    """Start `lumion serve` processes; every one still running is stopped at the end."""
+def service_factory(tmp_path, serve_zygote, fast_bench):
+    """Start `lumion serve` processes (on ``fast_bench`` unless given a ``--bench``); every one
+    still running is stopped at the end."""
     started: list[Service] = []
 
     def start(*args: str, db: Path | None = None, env: dict[str, str] | None = None) -> Service:
-        s = Service(db or tmp_path / "cp.db", *args, env=env, zygote=serve_zygote)
+        bench = () if "--bench" in args else ("--bench", str(fast_bench))
+        s = Service(db or tmp_path / "cp.db", *bench, *args, env=env, zygote=serve_zygote)
         started.append(s)
         return s
 

@@ -20,14 +20,15 @@ from tests.controlplane.conftest import Service
 
 
 @pytest.fixture(scope="module")
-def svc(tmp_path_factory, serve_zygote):
-    s = Service(tmp_path_factory.mktemp("api") / "cp.db", "--rate-limit-per-s", "0", zygote=serve_zygote)
+def svc(tmp_path_factory, serve_zygote, fast_bench):
+    s = Service(tmp_path_factory.mktemp("api") / "cp.db", "--bench", str(fast_bench), "--rate-limit-per-s",
+                "0", zygote=serve_zygote)
     yield s
     assert s.stop() == 0
 
 
 # A job for the tests that only need an accelerator in one: a line of two has one link, and a
-# placement waits one monitor refresh more than it has links (0.1 s each in the service).
+# placement waits one monitor refresh more than it has links (conftest's FAST_MONITOR_PERIOD_S).
 SMALL_JOB = {"count": 2, "pattern": "line"}
 ENDPOINTS = [
     ("get", "/status"),

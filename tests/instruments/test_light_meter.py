@@ -16,8 +16,11 @@ from instruments.light_meter import (
     TRANSCEIVERS,
     LightMeter,
     Probe,
+    refresh_wait_s,
 )
 from photonics.topology import hexagonal
+
+FAST_MODULE_PERIOD_S = 0.01  # a module whose datasheet says its monitors sample every 10 ms
 
 
 class Module:
@@ -93,9 +96,10 @@ def test_a_link_no_meter_reaches_says_why():
     assert "no transceiver lane transmits into" in r.reason
 
 
-def _sim_link(period_s):
+def _sim_link(period_s, declared=None):
     """A simulated SFF-8636 module lighting mesh port 0 and another reading the port where
-    most of that light leaves the simulated chip; both sample their monitors every ``period_s``.
+    most of that light leaves the simulated chip; both sample their monitors every ``period_s``
+    and declare ``declared`` as their period (None: not declared, as a bench config may leave it).
     """
     from instruments.sim.chip import Chip
     from instruments.sim.transceivers import SimI2CBus, SimTransceiver, TransceiverBench
@@ -108,19 +112,23 @@ def _sim_link(period_s):
     a = SimTransceiver("a", "sff8636", [0], [], monitor_period_s=period_s)
     b = SimTransceiver("b", "sff8636", [], [dst], monitor_period_s=period_s)
     TransceiverBench(chip, [a, b])
-    modules = {"a": TransceiverModule(SimI2CBus(a), name="a"), "b": TransceiverModule(SimI2CBus(b), name="b")}
+    modules = {n: TransceiverModule(SimI2CBus(m), name=n, monitor_period_s=declared)
+               for n, m in (("a", a), ("b", b))}
     bench = SimpleNamespace(mesh=chip.mesh, transceivers=modules,
                             transceiver_ports={"a": {"tx_ports": [0], "rx_ports": []},
                                                "b": {"tx_ports": [], "rx_ports": [dst]}})
     return bench, Probe(0, dst, 10 * math.log10(out[dst]), 1.0), modules
 
 
-@pytest.mark.parametrize("period_s", [0.0, DOM_REFRESH_WAIT_S])
-def test_the_dark_read_waits_for_the_modules_monitor_refresh(period_s):
+@pytest.mark.parametrize(("period_s", "declared"), [(0.0, None), (DOM_REFRESH_WAIT_S, None),
+                                                     (FAST_MODULE_PERIOD_S, FAST_MODULE_PERIOD_S)])
+def test_the_dark_read_waits_for_the_modules_monitor_refresh(period_s, declared):
     # a module samples its monitors every few ms to ~100 ms: read at once after the TX disable,
-    # the receiver returned the sample taken while lit, and the link's own light read as nothing
-    bench, probe, modules = _sim_link(period_s)
+    # the receiver returned the sample taken while lit, and the link's own light read as nothing.
+    # Undeclared, the slowest period is waited for; declared (bench config), the module's own.
+    bench, probe, modules = _sim_link(period_s, declared)
     meter = LightMeter(bench)
+    assert meter.refresh_s == (declared or DOM_REFRESH_WAIT_S)
     plain = meter.measure([probe])[0]
     own = meter.measure([probe], identify=[0])[0]
     assert plain.measured_dbm > FLOOR_DBM + 20  # the link is lit
@@ -128,6 +136,37 @@ def test_the_dark_read_waits_for_the_modules_monitor_refresh(period_s):
     assert own.measured_dbm == pytest.approx(plain.measured_dbm, abs=0.1)
     # and when measure returns, the lane enabled again is lit in the receiver's monitors
     assert modules["b"].rx_power_dbm()[0] == pytest.approx(plain.measured_dbm, abs=0.1)
+
+
+def test_the_meter_waits_the_longest_period_its_modules_declare_and_the_slowest_for_the_others():
+    def module(period):
+        return SimpleNamespace(monitor_period_s=period)
+
+    assert refresh_wait_s([]) == DOM_REFRESH_WAIT_S
+    assert refresh_wait_s([module(0.01), module(0.02)]) == 0.02
+    assert refresh_wait_s([module(0.01), module(None)]) == DOM_REFRESH_WAIT_S  # one undeclared: the slowest
+    assert refresh_wait_s([module(0.25)]) == 0.25  # slower than assumed: waited for all the same
+
+
+def test_a_declared_period_reaches_the_module_and_its_simulator_and_a_bad_one_is_refused(tmp_path):
+    from instruments.config import load_config, open_bench
+    from instruments.errors import BenchConfigError
+
+    cfg = {"schema": "lumion.bench", "version": 1, "mesh": "hex:1x2", "heater_driver": {"address": "sim"},
+           "laser": {"address": "sim"}, "power_meter": {"address": "sim"},
+           "transceivers": [{"name": "m0", "spec": "sff8636", "address": "sim", "tx_ports": [0],
+                             "rx_ports": [3], "monitor_period_s": FAST_MODULE_PERIOD_S}]}
+    with open_bench(cfg) as bench:
+        assert bench.transceivers["m0"].monitor_period_s == FAST_MODULE_PERIOD_S
+        assert bench.sim.transceivers.transceivers["m0"].monitor_period_s == FAST_MODULE_PERIOD_S
+        assert LightMeter(bench).refresh_s == FAST_MODULE_PERIOD_S
+        (tmp_path / "client.toml").write_text(bench.sim.client_config("hex:1x2"))
+        client = load_config(tmp_path / "client.toml")
+        assert client["transceivers"][0]["monitor_period_s"] == FAST_MODULE_PERIOD_S
+    for bad in (0, -0.01, 5.0, "10ms", True):
+        cfg["transceivers"][0]["monitor_period_s"] = bad
+        with pytest.raises(BenchConfigError, match="monitor_period_s must be a number of seconds"):
+            load_config(cfg)
 
 
 class LaggingWorld:
