@@ -51,8 +51,24 @@ def schema_for(document: dict[str, Any]) -> str:
 def validate(document: Any, name: str | None = None) -> None:
     """Raise ``jsonschema.ValidationError`` unless ``document`` follows schema ``name``
     (default: the one it declares).
+
+    What ``jsonschema.validate`` does (the schema checked against its dialect first:
+    ``SchemaError`` if it breaks it; then the most relevant error, ``best_match``, raised),
+    with the check and the validator made once per schema and process: the check was
+    26 of every call's 31 ms on a ``lumion.route`` output (issue 29).
     """
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(name or schema_for(document)).iter_errors(document))
+    if error is not None:
+        raise error
+
+
+@cache
+def _validator(name: str) -> Any:
+    """A draft 2020-12 validator of the committed schema ``name``, checked against the dialect."""
     import jsonschema
 
-    schema = load(name or schema_for(document))
-    jsonschema.validate(document, schema, cls=jsonschema.Draft202012Validator)
+    schema = load(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
