@@ -1,6 +1,7 @@
 """The committed JSON Schemas are the generated ones, the files our writers produce follow
 them, and what a schema refuses the matching loader refuses too."""
 
+import copy
 import json
 import tomllib
 
@@ -8,12 +9,14 @@ import jsonschema
 import pytest
 
 from lab_scripts import schemas
-from lab_scripts.schemas.generate import rendered
-
-pytest.importorskip("pydantic")
 
 
 def test_committed_schemas_are_the_generated_ones():
+    # imported here, not at the top: building the pydantic models took ~0.5 s of CPU in every
+    # pytest-xdist worker collecting this file, though one of them runs this test (issue 29)
+    pytest.importorskip("pydantic")
+    from lab_scripts.schemas.generate import rendered
+
     wanted = rendered()
     committed = {p.name: p.read_text(encoding="utf-8") for p in schemas.JSON_DIR.glob("*.schema.json")}
     assert set(committed) == set(wanted), "run: python -m lab_scripts.schemas"
@@ -33,6 +36,14 @@ def mesh():
     from photonics.topology import hexagonal
 
     return hexagonal(1, 2)
+
+
+@pytest.fixture(scope="module")
+def written(mesh, tmp_path_factory):
+    """name -> a document as each writer produces it (a copy each time: the tests below only
+    read them; one calibration per module instead of one per test, issue 29)."""
+    documents = written_files(mesh, tmp_path_factory.mktemp("written"))
+    return lambda: copy.deepcopy(documents)
 
 
 def written_files(mesh, tmp_path):
@@ -66,8 +77,8 @@ def written_files(mesh, tmp_path):
 
 
 @pytest.mark.slow
-def test_written_files_follow_their_schemas(mesh, tmp_path):
-    for what, document in written_files(mesh, tmp_path).items():
+def test_written_files_follow_their_schemas(written):
+    for what, document in written().items():
         try:
             schemas.validate(document)
         except jsonschema.ValidationError as exc:
@@ -146,12 +157,12 @@ def variants(good, what):
 
 
 @pytest.mark.slow
-def test_what_a_schema_refuses_its_loader_refuses(mesh, tmp_path):
+def test_what_a_schema_refuses_its_loader_refuses(mesh, written):
     from photonics.errors import LumionError
 
     from_dict = loaders(mesh)
     accepted = set()
-    for what, good in written_files(mesh, tmp_path).items():
+    for what, good in written().items():
         if what == "parked":
             continue
         name = schemas.schema_for(good)
