@@ -256,10 +256,9 @@ def _one_wavelength_calls(name: str, np) -> tuple:
     run = circuit.PreparedSolve(mesh, params, wl)
     chip, (top, bot) = circuit._chip_constants(params, wl), circuit._phases(params, state)
     plan = merge_plan(mesh)
-    T = np.empty((1, mesh.n_tbus, 4), dtype=complex)
     out = np.empty((1, mesh.n_ports, mesh.n_ports), dtype=complex)
     return (lambda: circuit.solve(mesh, state, wl, params), lambda: run(state),
-            lambda: solve_phases(plan, chip, top, bot, 0, T, None, out))
+            lambda: solve_phases(plan, chip, top, bot, 0, None, out))
 
 
 def one_wavelength(args, np) -> None:

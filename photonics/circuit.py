@@ -362,21 +362,22 @@ def _run(mesh: Mesh, params: TBUParams, chip: ChipArgs, top: np.ndarray, bot: np
     every_input = inputs is None  # the merge then reads the root's positions as they are
     n_states, n = top.shape[0], mesh.n_tbus
     batch = n_states * n_wl
-    T = np.empty((batch, n, 4), dtype=complex)  # forward matrices, filled chunk by chunk
     shape = (n_states, n_wl, mesh.n_ports, mesh.n_ports if every_input else len(inputs))
     out = np.empty((batch, *shape[2:]), dtype=complex)  # chunks write in place
-    if mplan is None:
-        _fill_transfers((top, bot, *chip.consts), T, 0, batch)
-    elif batch == 1:  # one block (a one-wavelength reading): one compiled call, nothing around it
-        if solve_phases(mplan, chip, top, bot, 0, T, inputs, out):
-            return out.reshape(shape)
-    else:
-        def chunk(c: slice) -> bool:  # phases to port matrices: one compiled call per chunk
-            return solve_phases(mplan, chip, top, bot, c.start, T[c], inputs, out[c])
+    if mplan is not None:
+        if batch == 1:  # one block (a one-wavelength reading): one compiled call, nothing around it
+            if solve_phases(mplan, chip, top, bot, 0, inputs, out):
+                return out.reshape(shape)
+        else:
+            def chunk(c: slice) -> bool:  # phases to port matrices: one compiled call per chunk
+                return solve_phases(mplan, chip, top, bot, c.start, inputs, out[c])
 
-        if all(_run_chunked(chunk, batch, _MERGE_CHUNK, LANES)):
-            return out.reshape(shape)
-    # (merge plan) a lossless loop exactly on resonance (T is whole now): let SuperLU (with pivoting) try
+            if all(_run_chunked(chunk, batch, _MERGE_CHUNK, LANES)):
+                return out.reshape(shape)
+    # sparse LU (asked for, or a lossless loop exactly on resonance under the merge plan: let
+    # SuperLU, with pivoting, try), from the forward matrices (the merge kept none of them)
+    T = np.empty((batch, n, 4), dtype=complex)
+    _fill_transfers((top, bot, *chip.consts), T, 0, batch)
     inputs = np.arange(mesh.n_ports) if every_input else inputs
     plan = _plan(mesh, params)
     _run_chunked(lambda c: _solve_blocks(plan, T[c], inputs, out[c]), batch, _CHUNK)

@@ -468,23 +468,50 @@ def build(lanes: int) -> dict:
             dst[t, 3] = t2t1[w, t] * bot - s2s1[w, t] * top
 
     @nb.njit(inline="always", **_JIT)
-    def _solve_group(T: np.ndarray, b0: int, every: np.ndarray, t_link: np.ndarray, merges: np.ndarray,
-                     pool: np.ndarray, re: np.ndarray, im: np.ndarray, wr_f: np.ndarray, wi_f: np.ndarray,
-                     out_pos: np.ndarray, out: np.ndarray) -> bool:
-        """Blocks ``b0 ..`` (``lanes`` of them, fewer at the batch's end) through the whole tree:
-        leaves from ``T``, every merge, the root's entries ``out_pos`` into ``out``. Returns
-        whether every entry written is finite (``x - x`` is 0 for a finite ``x``, nan for inf
-        or nan: one subtraction and add per entry, no branch).
+    def _solve_group(T: np.ndarray, t0: int, b0: int, every: np.ndarray, t_link: np.ndarray,
+                     merges: np.ndarray, pool: np.ndarray, re: np.ndarray, im: np.ndarray, wr_f: np.ndarray,
+                     wi_f: np.ndarray, out_pos: np.ndarray, out: np.ndarray) -> bool:
+        """Blocks ``b0 ..`` of ``out`` (``lanes`` of them, fewer at the batch's end) through the
+        whole tree: leaves from ``T`` (their forward matrices at ``T[t0 ..]``), every merge, the
+        root's entries ``out_pos`` into ``out``. Returns whether every entry written is finite
+        (``x - x`` is 0 for a finite ``x``, nan for inf or nan: no branch).
         """
-        _fill_leaves(re, im, T, b0, every)
+        _fill_leaves(re, im, T, t0, every)
         re_f, im_f = re.reshape(re.size), im.reshape(im.size)
         for m in range(merges.shape[0]):
             _merge(re_f, im_f, merges[m], pool, t_link, wr_f, wi_f)
-        check = 0.0
-        for lane in range(min(lanes, T.shape[0] - b0)):
+        return _write_root(re_f, im_f, b0, out_pos, out)
+
+    @nb.njit(inline="always", **_JIT)
+    def _write_root(re_f: np.ndarray, im_f: np.ndarray, b0: int, out_pos: np.ndarray,
+                    out: np.ndarray) -> bool:
+        """The root's entries ``out_pos`` of lanes ``0 ..`` into blocks ``b0 ..`` of ``out``; whether
+        all are finite. A full group reads each entry's four lanes together (one pass over the
+        root, where a pass per lane read it four times) and sums each lane's check apart: one
+        running sum was a chain of dependent adds, one per entry, that the loop waited on
+        (no ``fastmath``, so the compiler may not split it itself).
+        """
+        n_b = min(lanes, out.shape[0] - b0)
+        if lanes == 4 and n_b == 4:
+            u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
+            c0, c1, c2, c3 = 0.0, 0.0, 0.0, 0.0
             for p in range(out_pos.shape[0]):
                 for q in range(out_pos.shape[1]):
-                    x, y = re[out_pos[p, q], lane], im[out_pos[p, q], lane]
+                    e = _at(out_pos[p, q])
+                    x0, x1, x2, x3 = re_f[e], re_f[e + u1], re_f[e + u2], re_f[e + u3]
+                    y0, y1, y2, y3 = im_f[e], im_f[e + u1], im_f[e + u2], im_f[e + u3]
+                    out[b0, p, q], out[b0 + 1, p, q] = complex(x0, y0), complex(x1, y1)
+                    out[b0 + 2, p, q], out[b0 + 3, p, q] = complex(x2, y2), complex(x3, y3)
+                    c0, c1 = c0 + ((x0 - x0) + (y0 - y0)), c1 + ((x1 - x1) + (y1 - y1))
+                    c2, c3 = c2 + ((x2 - x2) + (y2 - y2)), c3 + ((x3 - x3) + (y3 - y3))
+            return (c0 + c1) + (c2 + c3) == 0.0
+        check = 0.0
+        for lane in range(n_b):
+            u = np.uint64(lane)
+            for p in range(out_pos.shape[0]):
+                for q in range(out_pos.shape[1]):
+                    e = _at(out_pos[p, q]) + u
+                    x, y = re_f[e], im_f[e]
                     out[b0 + lane, p, q] = complex(x, y)
                     check += (x - x) + (y - y)
         return check == 0.0
@@ -503,7 +530,7 @@ def build(lanes: int) -> dict:
         wr_f, wi_f = wr.reshape(wr.size), wi.reshape(wi.size)
         ok = True
         for b0 in range(0, T.shape[0], lanes):
-            ok &= _solve_group(T, b0, every, t_link, merges, pool, re, im, wr_f, wi_f, out_pos, out)
+            ok &= _solve_group(T, b0, b0, every, t_link, merges, pool, re, im, wr_f, wi_f, out_pos, out)
         return 1 if ok else 0
 
     @nb.njit(cache=True, **_JIT)
@@ -514,23 +541,29 @@ def build(lanes: int) -> dict:
                      im: np.ndarray, wr: np.ndarray, wi: np.ndarray, out_pos: np.ndarray,
                      out: np.ndarray) -> int:
         """The whole solve of blocks ``start .. start + B`` (state-major: block ``s W + w``) in one
-        call: each group's forward matrices from the heater phases (:func:`transfer_blocks`'
-        arguments; written to ``T`` (B, n_tbus, 4), which the sparse fallback reads), then
-        :func:`solve_blocks` on them into ``out`` (B, n_ports, n_inputs). The same operations
-        as the two kernels called one after the other, so the same bytes, without the Python
-        and the second foreign call between them (at one wavelength the call, not the
-        arithmetic, was most of a solve). Returns 1 when every entry is finite, else 0.
+        call, ``B = out.shape[0]``: each group's forward matrices from the heater phases
+        (:func:`transfer_blocks`' arguments) into ``T`` (``lanes``, n_tbus, 4: one group's, reused
+        by the next; the rows past the batch's end zero), then :func:`solve_blocks`' merges on
+        them into ``out`` (B, n_ports, n_inputs). The same operations as the two kernels called one
+        after the other, so the same bytes, without the Python and the second foreign call between
+        them (at one wavelength the call, not the arithmetic, was most of a solve), and without a
+        batch-long array of forward matrices written to memory (4.5 kB a block on smartlight,
+        besides the output's 25.6: the sparse fallback computes them again, with
+        :func:`transfer_blocks`). Returns 1 when every entry is finite, else 0.
         """
         n_wl = scale.shape[0]
         every = np.empty(0, dtype=np.int64)
         wr_f, wi_f = wr.reshape(wr.size), wi.reshape(wi.size)
         ok = True
-        for b0 in range(0, T.shape[0], lanes):
-            for b in range(b0, min(b0 + lanes, T.shape[0])):
-                s, w = divmod(start + b, n_wl)
-                _transfer(phi_top, phi_bot, s, scale, w, amp_top, amp_bot, c_top, c_bot, t2t1, s2s1, t2s1,
-                          s2t1, T[b])
-            ok &= _solve_group(T, b0, every, t_link, merges, pool, re, im, wr_f, wi_f, out_pos, out)
+        for b0 in range(0, out.shape[0], lanes):
+            for lane in range(lanes):
+                if b0 + lane < out.shape[0]:
+                    s, w = divmod(start + b0 + lane, n_wl)
+                    _transfer(phi_top, phi_bot, s, scale, w, amp_top, amp_bot, c_top, c_bot, t2t1, s2s1, t2s1,
+                              s2t1, T[lane])
+                else:  # past the batch: zero leaves, as solve_blocks' groups have there
+                    T[lane, :, :] = 0.0
+            ok &= _solve_group(T, 0, b0, every, t_link, merges, pool, re, im, wr_f, wi_f, out_pos, out)
         return 1 if ok else 0
 
     @nb.njit(cache=True, **_JIT)
@@ -859,10 +892,11 @@ def c_entry_points(lanes: int = LANES) -> dict:
               pf, i8, pf, pf, i8, pi, i8, i8, pc), **_JIT)
     def phases_c(pt, pb, s, n, sc, w, at, ab, ct, cb, a, b, c, d, start, T, nb_, tl, n_links, mg, m,  # noqa: ANN001
                  pool, n_pool, re, im, size, wr, wi, w_size, op, p, q, out):  # noqa: ANN001
+        # T: one group's forward matrices (lanes, n, 4), reused; nb_: the batch (out's blocks)
         return solve_phases(carray(pt, (s, n)), carray(pb, (s, n)), carray(sc, (w,)), carray(at, (n,)),
                             carray(ab, (n,)), carray(ct, (w, n)), carray(cb, (w, n)), carray(a, (w, n)),
                             carray(b, (w, n)), carray(c, (w, n)), carray(d, (w, n)), start,
-                            carray(T, (nb_, n, 4)), carray(tl, (n_links,)), carray(mg, (m, 9)),
+                            carray(T, (lanes, n, 4)), carray(tl, (n_links,)), carray(mg, (m, 9)),
                             carray(pool, (n_pool,)), carray(re, (size, lanes)), carray(im, (size, lanes)),
                             carray(wr, (w_size, lanes)), carray(wi, (w_size, lanes)), carray(op, (p, q)),
                             carray(out, (nb_, p, q)))

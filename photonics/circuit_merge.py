@@ -350,7 +350,7 @@ def solve_merge(plan: MergePlan, T: np.ndarray, t_link: np.ndarray, inputs: np.n
     Returns whether every entry is finite (else the caller falls back to sparse LU).
     """
     lanes = lanes_for(T.shape[0])
-    re, im, wr, wi, _ = _solve_scratch(plan, lanes)
+    re, im, wr, wi, *_ = _solve_scratch(plan, lanes)
     return bool(_kernel("solve_blocks", lanes)(
         np.ascontiguousarray(T, dtype=complex), np.ascontiguousarray(t_link, dtype=complex),
         plan.solve_merges, plan.pool, re, im, wr, wi,
@@ -385,29 +385,32 @@ def chip_args(consts: tuple[np.ndarray, ...], t_link: np.ndarray) -> ChipArgs:
 
 
 def solve_phases(plan: MergePlan, chip: ChipArgs, top: np.ndarray, bot: np.ndarray, start: int,
-                 T: np.ndarray, inputs: np.ndarray | None, out: np.ndarray) -> bool:
-    """Blocks ``start .. start + B`` (state-major: block ``s W + w``) of a solve, from the heater
-    phases to the port matrices, in ONE compiled call (``solve_phases`` of
-    :mod:`photonics.circuit_kernels`): their forward matrices into ``T`` (B, n_tbus, 4), the
-    merges, the root into ``out`` (B, n_ports, n_inputs). ``top``/``bot``: heater phases (S,
-    n_tbus), C-contiguous floats; ``inputs`` None for every port in order.
+                 inputs: np.ndarray | None, out: np.ndarray) -> bool:
+    """Blocks ``start .. start + B`` (state-major: block ``s W + w``; ``B = len(out)``) of a solve,
+    from the heater phases to the port matrices, in ONE compiled call (``solve_phases`` of
+    :mod:`photonics.circuit_kernels`): each group's forward matrices into the calling thread's
+    scratch (one group's, reused: nothing batch-long besides ``out`` is written), the merges, the
+    root into ``out`` (B, n_ports, n_inputs). ``top``/``bot``: heater phases (S, n_tbus),
+    C-contiguous floats; ``inputs`` None for every port in order.
 
     At one wavelength the arithmetic is a tenth of a millisecond and each numpy call, foreign
     call and argument conversion around it a microsecond or more, so everything that stays put
     is converted once: the chip's arrays (:class:`ChipArgs`), the plan's (``solve_args``),
     the calling thread's arenas (:func:`_solve_scratch`). Returns whether every entry is finite
-    (else the caller falls back to sparse LU).
+    (else the caller falls back to sparse LU, computing the forward matrices again).
     """
-    lanes = 1 if T.shape[0] == 1 else LANES
+    lanes = 1 if out.shape[0] == 1 else LANES
     fn = _kernel("solve_phases", lanes)
-    re, im, wr, wi, scratch = _solve_scratch(plan, lanes)
+    re, im, wr, wi, T, scratch, t_ptr = _solve_scratch(plan, lanes)
     pos = plan.solve_out_idx if inputs is None else np.ascontiguousarray(plan.solve_out_idx[:, inputs])
     c = getattr(fn, "c", None)
-    if c is None:  # numba's dispatcher (the loader fell back): the same kernel, given the arrays
+    if c is None:  # numba's dispatcher (the loader fell back): the same kernel, given the arrays (T's
+        # first lanes x n_tbus x 4 entries, as the compiled call's pointer reads them)
+        T = T.reshape(-1)[:lanes * plan.n_tbus * 4].reshape(lanes, plan.n_tbus, 4)
         return bool(fn(top, bot, *chip.consts, start, T, chip.t_link, plan.solve_merges, plan.pool, re, im,
                        wr, wi, pos, out))
     ptr = _pointer()
-    return bool(c(ptr(top), ptr(bot), top.shape[0], top.shape[1], *chip.head, start, ptr(T), T.shape[0],
+    return bool(c(ptr(top), ptr(bot), top.shape[0], top.shape[1], *chip.head, start, t_ptr, out.shape[0],
                   *chip.tail, *plan.solve_args, *scratch, ptr(pos), pos.shape[0], pos.shape[1], ptr(out)))
 
 
@@ -425,22 +428,26 @@ _POINTER: list[Callable[[np.ndarray], int]] = []
 
 def _solve_scratch(plan: MergePlan, lanes: int) -> tuple:
     """The calling thread's arenas for the full solve, at least ``plan``'s compact arena and
-    temporaries: ``(re, im, wr, wi, args)``, ``args`` their pointers and row counts for the
-    compiled call. Kept apart from :func:`_scratch`'s (whose buffers the gradient may replace
-    with larger ones), so the pointers made once stay valid.
+    temporaries, and one group's forward matrices: ``(re, im, wr, wi, T, args, t_ptr)``, ``args``
+    the arenas' pointers and row counts for the compiled call, ``t_ptr`` ``T``'s pointer. Kept
+    apart from :func:`_scratch`'s (whose buffers the gradient may replace with larger ones), so
+    the pointers made once stay valid.
     """
     kept = getattr(_SCRATCH, "solve", None)
     if kept is None:
         kept = _SCRATCH.solve = {}
     got = kept.get(lanes)
-    if got is None or got[0].shape[0] < plan.solve_size or got[2].shape[0] < plan.work_size:
+    if (got is None or got[0].shape[0] < plan.solve_size or got[2].shape[0] < plan.work_size
+            or got[4].shape[1] < plan.n_tbus):
         from photonics.kernel_loader import array_pointer as ptr
 
         size = max(plan.solve_size, got[0].shape[0] if got else 0)
         work = max(plan.work_size, got[2].shape[0] if got else 0)
+        n_tbus = max(plan.n_tbus, got[4].shape[1] if got else 0)
         re, im, wr, wi = np.empty((size, lanes)), np.empty((size, lanes)), np.empty((work, lanes)), \
             np.empty((work, lanes))
-        got = kept[lanes] = (re, im, wr, wi, (ptr(re), ptr(im), size, ptr(wr), ptr(wi), work))
+        T = np.empty((lanes, n_tbus, 4), dtype=complex)  # the kernel reads n_tbus of a row's TBUs
+        got = kept[lanes] = (re, im, wr, wi, T, (ptr(re), ptr(im), size, ptr(wr), ptr(wi), work), ptr(T))
     return got
 
 
