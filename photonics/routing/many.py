@@ -24,10 +24,12 @@ from photonics.routing.graph import CROSS, RoutingGraph, no_path_reason
 from photonics.routing.single import conflicts, shortest_path
 
 
-def _usage(route: Route) -> tuple[list[int], list[tuple[int, int]]]:
+def _usage(route: Route) -> tuple[list[int], list[int], list[int]]:
+    """The TBU ports ``route`` takes, and its TBUs with the state each is asked for (1 = cross)."""
     ports = [4 * h.tbu + p for h in route.hops for p in (h.entry, h.exit)]
-    states = [(h.tbu, CROSS if h.state == "cross" else 0) for h in route.hops]
-    return ports, states
+    tbus = [h.tbu for h in route.hops]
+    sides = [CROSS if h.state == "cross" else 0 for h in route.hops]
+    return ports, tbus, sides
 
 
 def negotiate(
@@ -62,11 +64,15 @@ def negotiate(
     costs = graph.with_costs(base)
     arcs = graph.csr_arc
 
-    def apply(route: Route, sign: float) -> None:
-        ports, states = _usage(route)
+    # each route's usage, worked out once when it is laid (it was recomputed for every rip-up,
+    # every re-lay and every pass's search for contested routes: a fifth of a rack simulation's
+    # CPU); the counts are small integers in floats, so adding them in any order is exact
+    usage: list[tuple[list[int], list[int], list[int]]] = [([], [], [])] * len(pairs)
+
+    def apply(k: int, sign: float) -> None:
+        ports, tbus, sides = usage[k]
         np.add.at(port_use, ports, sign)
-        for tb, s in states:
-            state_use[tb, s] += sign
+        np.add.at(state_use, (tbus, sides), sign)
 
     for passes in range(1, max_passes + 1):
         if passes == 1:
@@ -75,11 +81,11 @@ def negotiate(
             hot_ports = set(np.flatnonzero(port_use > 1).tolist())
             hot_tbus = set(np.flatnonzero((state_use > 0).all(axis=1)).tolist())
             todo = [k for k, r in enumerate(routes) if r is not None and (
-                hot_ports.intersection(_usage(r)[0]) or hot_tbus.intersection(r.tbus))]
+                hot_ports.intersection(usage[k][0]) or hot_tbus.intersection(usage[k][1]))]
         for k in todo:
             src, dst = pairs[k]
             if routes[k] is not None:
-                apply(routes[k], -1.0)
+                apply(k, -1.0)
             if passes == 1 and k == 0:
                 cost = base
             else:
@@ -92,7 +98,8 @@ def negotiate(
             if r is None:
                 raise RoutingError(no_path_reason(graph, src, dst, "check --failed"))
             routes[k] = r
-            apply(r, +1.0)
+            usage[k] = _usage(r)
+            apply(k, +1.0)
         over_ports = np.maximum(port_use - 1, 0)
         over_states = (state_use > 0).all(axis=1)
         done = [r for r in routes if r is not None]
