@@ -128,20 +128,23 @@ def test_a_network_bind_with_an_existing_token_serves_tls_and_names_its_address(
 
 @pytest.mark.slow
 def test_sigterm_right_after_the_announce_line_stops_gracefully(tmp_path):
-    for _ in range(2):  # the window is uvicorn's import: hit it every time, not once by luck
-        proc = _serve(tmp_path)
-        _announce(proc)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0, proc.stderr.read()
-        proc.stdout.close()
-        proc.stderr.close()
+    """The window is uvicorn's import in a fresh interpreter, after the announce line: a SIGTERM
+    sent as the line is read lands in it every time. One start (two before, issue 29: ~2.5 s of
+    CPU each): without the handler installed at the start of ``run`` it exits 130, not 0, in 6
+    of 6 runs at load ~4, and a restart after a graceful stop is test_restart_keeps_jobs_and_token's."""
+    proc = _serve(tmp_path)
+    _announce(proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0, proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
     db = sqlite3.connect(f"file:{tmp_path / 'cp.db'}?mode=ro", uri=True)
     try:
         kinds = [r[0] for r in db.execute("SELECT kind FROM events ORDER BY id")]
     finally:
         db.close()
-    assert kinds.count("service-started") == 2
-    assert kinds.count("service-stopped") == 2
+    assert kinds.count("service-started") == 1
+    assert kinds.count("service-stopped") == 1
     assert kinds[-1] == "service-stopped"
 
 
