@@ -66,6 +66,16 @@ def fast_sim_bench(path: Path, seed: int | None = None) -> Path:
     return path
 
 
+def loopback_client(**kwargs) -> httpx.Client:
+    """An httpx client for a service's plain HTTP on loopback (``kwargs``: httpx.Client's).
+
+    ``verify=False``: http://127.0.0.1 has no certificate to verify, and otherwise httpx loads
+    the CA bundle for every client it makes, ~60 ms of CPU each, and ``httpx.get`` makes one
+    per call (issue 29). The TLS test verifies its server's certificate with its own client.
+    """
+    return httpx.Client(verify=False, **kwargs)
+
+
 def forked_announce(proc: Forked) -> dict:
     """The announce line of a `lumion serve --json` forked by a :class:`Zygote` (killed if none)."""
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -114,7 +124,7 @@ class Service:
         assert "api" in self.info, self.info
         self.api = self.info["api"]
         self.token = Path(self.info["token_file"]).read_text().strip()
-        self.client = httpx.Client(
+        self.client = loopback_client(
             base_url=self.api, headers={"Authorization": f"Bearer {self.token}"}, timeout=60.0
         )
         self._wait_healthy()
@@ -136,7 +146,7 @@ class Service:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.api}/health", timeout=5).status_code == 200:
+                if self.client.get("/health", timeout=5).status_code == 200:
                     return
             except httpx.TransportError:
                 time.sleep(0.05)
@@ -163,6 +173,14 @@ class Service:
             if stream is not None:
                 stream.close()
         return code
+
+
+@pytest.fixture(scope="session")
+def http():
+    """One :func:`loopback_client` per worker for the tests' own requests (httpx's default 5 s
+    timeout), instead of a new client per ``httpx.get``."""
+    with loopback_client() as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

@@ -75,30 +75,30 @@ def test_announcement_and_token_file(svc):
     assert len(svc.token) >= 40
 
 
-def test_health_needs_no_token(svc):
-    r = httpx.get(f"{svc.api}/health")
+def test_health_needs_no_token(svc, http):
+    r = http.get(f"{svc.api}/health")
     assert r.status_code == 200
     assert r.json()["ok"] is True
 
 
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
-def test_every_other_endpoint_needs_the_token(svc, method, path):
-    none = httpx.request(method, f"{svc.api}{path}", json={})
+def test_every_other_endpoint_needs_the_token(svc, http, method, path):
+    none = http.request(method, f"{svc.api}{path}", json={})
     body = _error(none, 401, "auth")
     assert "no bearer token" in body["error"]
     assert none.headers["www-authenticate"].startswith("Bearer")
-    wrong = httpx.request(
+    wrong = http.request(
         method, f"{svc.api}{path}", json={}, headers={"Authorization": f"Bearer {svc.token}x"}
     )
     assert "wrong bearer token" in _error(wrong, 401, "auth")["error"]
-    basic = httpx.request(
+    basic = http.request(
         method, f"{svc.api}{path}", json={}, headers={"Authorization": f"Basic {svc.token}"}
     )
     _error(basic, 401, "auth")
 
 
-def test_openapi_lists_every_endpoint(svc):
-    doc = httpx.get(f"{svc.info['url']}/openapi.json").json()
+def test_openapi_lists_every_endpoint(svc, http):
+    doc = http.get(f"{svc.info['url']}/openapi.json").json()
     paths = doc["paths"]
     for method, path in [("get", "/health"), *ENDPOINTS]:
         template = path.replace("job-1", "{job_id}").replace("gpu0", "{name}").replace("tbu:0.0.0", "{tbu}")
@@ -301,20 +301,20 @@ def _route_tbus(svc, job_id: str) -> list[str]:
     return [h["tbu"] for h in row["route"]["tbus"]]
 
 
-def test_simulated_bench_kills_and_revives_a_transmitter(svc):
+def test_simulated_bench_kills_and_revives_a_transmitter(svc, http):
     h = {"Authorization": f"Bearer {svc.token}"}
-    r = httpx.post(f"{svc.api}/sim/accelerators/gpu5/kill", headers=h)
+    r = http.post(f"{svc.api}/sim/accelerators/gpu5/kill", headers=h)
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["action"] == "kill"
     assert body["ports"] == ["port:25"]  # gpu5 transmits into port:25 in the default smartlight fabric
-    events = httpx.get(f"{svc.api}/events", headers=h).json()["events"]
+    events = http.get(f"{svc.api}/events", headers=h).json()["events"]
     assert any(e["kind"] == "sim-kill" and e["accelerator"] == "gpu5" for e in events)
-    assert httpx.post(f"{svc.api}/sim/accelerators/gpu5/revive", headers=h).json()["action"] == "revive"
-    _error(httpx.post(f"{svc.api}/sim/accelerators/gpu99/kill", headers=h), 404, "not-found")
+    assert http.post(f"{svc.api}/sim/accelerators/gpu5/revive", headers=h).json()["action"] == "revive"
+    _error(http.post(f"{svc.api}/sim/accelerators/gpu99/kill", headers=h), 404, "not-found")
     # the simulator also takes ports and module lanes; the API names accelerators only
-    _error(httpx.post(f"{svc.api}/sim/accelerators/port:9/kill", headers=h), 404, "not-found")
-    _error(httpx.post(f"{svc.api}/sim/accelerators/gpu0:0/kill", headers=h), 404, "not-found")
+    _error(http.post(f"{svc.api}/sim/accelerators/port:9/kill", headers=h), 404, "not-found")
+    _error(http.post(f"{svc.api}/sim/accelerators/gpu0:0/kill", headers=h), 404, "not-found")
 
 
 @pytest.mark.parametrize("detected", ["NaN", "Infinity", "-Infinity", "1e309", "1.8e12"])
@@ -365,9 +365,9 @@ def test_requests_the_http_parser_refuses_get_one_json_error(svc, raw):
     assert error["hint"]
 
 
-def test_the_api_reference_is_served_without_a_cdn(svc):
+def test_the_api_reference_is_served_without_a_cdn(svc, http):
     base = svc.info["url"]
-    page = httpx.get(f"{base}/docs")
+    page = http.get(f"{base}/docs")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert "/openapi.json" in page.text
@@ -376,7 +376,7 @@ def test_the_api_reference_is_served_without_a_cdn(svc):
     links = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', page.text)
     assert links == ["/openapi.json"]  # no script or style sheet from anywhere
     assert "innerHTML" not in page.text
-    _error(httpx.get(f"{base}/redoc"), 404, "not-found")  # ReDoc would load its script from a CDN too
+    _error(http.get(f"{base}/redoc"), 404, "not-found")  # ReDoc would load its script from a CDN too
 
 
 @pytest.mark.parametrize("detected", ["true", "now-as-a-string"])

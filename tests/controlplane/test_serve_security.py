@@ -20,7 +20,7 @@ import pytest
 
 from controlplane.security import is_loopback, load_or_create_token, token_matches
 from lab_scripts import schemas
-from tests.controlplane.conftest import ROOT, START_TIMEOUT_S, forked_announce
+from tests.controlplane.conftest import ROOT, START_TIMEOUT_S, forked_announce, loopback_client
 from tests.lumion_zygote import Zygote
 
 
@@ -196,7 +196,7 @@ def test_a_second_server_on_the_same_database_is_refused(service_factory, serve_
                   "--telemetry-period-s", "0")
     assert out.returncode == 2
     assert "another lumion serve" in json.loads(out.stdout)["error"]
-    assert httpx.get(f"{first.api}/health").status_code == 200  # the first one is untouched
+    assert first.client.get("/health").status_code == 200  # the first one is untouched
 
 
 @pytest.mark.slow
@@ -244,19 +244,19 @@ def _in_process(tmp_path, **kwargs):
         bench.close()
 
 
-def test_rate_limit_answers_429_with_retry_after(tmp_path):
+def test_rate_limit_answers_429_with_retry_after(tmp_path, http):
     with _in_process(tmp_path, rate_per_s=0.01, rate_burst=3.0) as url:
-        codes = [httpx.get(f"{url}/api/v1/health").status_code for _ in range(5)]
+        codes = [http.get(f"{url}/api/v1/health").status_code for _ in range(5)]
         assert codes[:3] == [200, 200, 200]
         assert codes[3:] == [429, 429]
-        r = httpx.get(f"{url}/api/v1/health")
+        r = http.get(f"{url}/api/v1/health")
         assert r.json()["kind"] == "rate-limited"
         assert int(r.headers["retry-after"]) >= 1
 
 
 def test_unauthenticated_floods_do_not_starve_the_authenticated_client(tmp_path):
     auth = {"Authorization": "Bearer " + "t" * 43}
-    with _in_process(tmp_path, rate_per_s=0.01, rate_burst=5.0) as url, httpx.Client(base_url=url) as c:
+    with _in_process(tmp_path, rate_per_s=0.01, rate_burst=5.0) as url, loopback_client(base_url=url) as c:
         flood = [c.get("/api/v1/status").status_code for _ in range(8)]  # no token, same address
         assert flood[:5] == [401] * 5
         assert flood[5:] == [429] * 3  # guessing tokens is rate-limited too
