@@ -21,6 +21,8 @@ from the neighbouring rates (half and double) so half-period aliasing cannot sti
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -162,9 +164,7 @@ def periodogram(
     chi2 = np.zeros(n_rates)
     c1 = np.zeros((n_rates, k))
     c2 = np.zeros((n_rates, k))
-    arg = rates[:, None] * x[None, :]
-    cos, sin = np.cos(arg), np.sin(arg)  # (m, n)
-    products = np.stack([cos, sin, cos * cos, cos * sin, sin * sin])  # (5, m, n)
+    cos, sin, products = _sinusoids(x, rates)
     for j in range(k):
         w2 = weights[:, j] ** 2
         y = power_mw[:, j]
@@ -179,6 +179,37 @@ def periodogram(
         chi2 += (resid**2).sum(1)
         c1[:, j], c2[:, j] = coef[1], coef[2]
     return chi2, c1, c2
+
+
+# Sinusoid grids kept by :func:`_sinusoids`: a calibration sweeps every TBU over the same one
+# or two current grids (the bootstrap's and the refinement's points) at the same trial rates.
+SINUSOIDS_KEPT = 8
+_sinusoids_kept: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_sinusoids_lock = threading.Lock()
+
+
+def _sinusoids(x: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(cos, sin, products)`` of :func:`periodogram` for the grid ``x`` and ``rates``: cos and
+    sin of ``rates x`` (m, n) and the five products its normal equations need (5, m, n).
+
+    They depend on the grid and the rates alone, which repeat from TBU to TBU (in a SmartLight
+    calibration two pairs make 300 of 450 periodograms), so the last :data:`SINUSOIDS_KEPT`
+    are kept (read-only): the same arrays, computed the same way, hence the same fits.
+    """
+    key = (x.dtype.str, rates.dtype.str, x.shape, rates.shape, x.tobytes(), rates.tobytes())
+    kept = _sinusoids_kept.get(key)
+    if kept is not None:
+        return kept
+    arg = rates[:, None] * x[None, :]
+    cos, sin = np.cos(arg), np.sin(arg)  # (m, n)
+    products = np.stack([cos, sin, cos * cos, cos * sin, sin * sin])  # (5, m, n)
+    for a in (cos, sin, products):
+        a.setflags(write=False)
+    with _sinusoids_lock:
+        while len(_sinusoids_kept) >= SINUSOIDS_KEPT:
+            del _sinusoids_kept[next(iter(_sinusoids_kept))]  # the oldest
+        _sinusoids_kept[key] = (cos, sin, products)
+    return cos, sin, products
 
 
 # Added to the diagonal of each periodogram's normal equations (relative to its largest
@@ -209,12 +240,20 @@ def _solve_normal3(ata: tuple[np.ndarray, ...], aty: tuple[np.ndarray, ...]) -> 
     return c0, c1, c2
 
 
+@functools.lru_cache(maxsize=SINUSOIDS_KEPT)
+def _trial_rates(n: int) -> np.ndarray:
+    """``n`` trial heater rates spaced evenly in log over :data:`RHO2_SEARCH` (read-only: kept)."""
+    rates = np.geomspace(*RHO2_SEARCH, n)
+    rates.setflags(write=False)
+    return rates
+
+
 def _seed_rates(x: np.ndarray, p: np.ndarray, w: np.ndarray, n_best: int = SEED_RANKS) -> list[float]:
     """Best local minima of the periodogram over the plausible heater rates (rad/mA^2)."""
     span = max(float(x.max() - x.min()), 1e-9)
     # Resolution a tenth of a fringe over the whole sweep; the fit refines from there.
     n = int(np.clip(10 * RHO2_SEARCH[1] * span / (2 * np.pi) * 4, 200, 4000))
-    rates = np.geomspace(*RHO2_SEARCH, n)
+    rates = _trial_rates(n)
     chi2, _, _ = periodogram(x, p, w, rates)
     interior = (chi2[1:-1] <= chi2[:-2]) & (chi2[1:-1] <= chi2[2:])
     idx = np.flatnonzero(interior) + 1
