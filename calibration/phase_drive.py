@@ -12,6 +12,8 @@ linear system and adds whole turns where a neighbour's heat would need a negativ
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
@@ -51,9 +53,8 @@ def self_phases_for(cmap: CalibrationMap, arms_rad: np.ndarray, solve_for: np.nd
     live = driven_heaters(cmap) & (np.ones(cmap.n_heaters, bool) if solve_for is None
                                    else np.asarray(solve_for, bool))
     idx = np.flatnonzero(live)
-    full = (sp.identity(cmap.n_heaters, format="csr") + cmap.crosstalk @ sp.diags(1.0 / cmap.eta)).tocsr()
     held = np.zeros(cmap.n_heaters) if held_self_rad is None else np.where(live, 0.0, held_self_rad)
-    a = full[idx][:, idx].tocsc()
+    a = _system(cmap, live, idx)
     # the held heaters' heat at the solved ones (their own self-phase is not in the arm phase)
     spill = (cmap.crosstalk @ (held / cmap.eta))[idx]
     target = np.mod(np.asarray(arms_rad, float)[idx] - spill, TWO_PI)
@@ -67,6 +68,37 @@ def self_phases_for(cmap: CalibrationMap, arms_rad: np.ndarray, solve_for: np.nd
     out = held.copy()
     out[idx] = np.maximum(s, 0.0)
     return out
+
+
+# Crosstalk systems kept by :func:`_system` (maps and heater sets): a unitary, a filter or the
+# common-phase stage programs state after state through one map.
+SYSTEMS_KEPT = 8
+_systems: dict[tuple, sp.csc_matrix] = {}
+_systems_lock = threading.Lock()
+
+
+def _system(cmap: CalibrationMap, live: np.ndarray, idx: np.ndarray) -> sp.csc_matrix:
+    """``(I + K / eta)`` restricted to the heaters ``idx`` (``live`` as a mask), as CSC.
+
+    Building it took ~5 ms of scipy.sparse's Python per state programmed, ten times the solve;
+    it depends only on the map's crosstalk and eta and on the heaters solved for, so the last
+    :data:`SYSTEMS_KEPT` are kept by that content (not by the map object, whose arrays a
+    caller could change): the same matrix, built the same way, hence the same currents.
+    """
+    K = cmap.crosstalk.tocsr()  # (the map's own matrix when it is CSR, as maps make it)
+    key = (cmap.n_heaters, type(cmap.crosstalk), K.shape, cmap.eta.dtype.str, K.data.dtype.str,
+           cmap.eta.tobytes(), K.indptr.tobytes(), K.indices.tobytes(), K.data.tobytes(), live.tobytes())
+    kept = _systems.get(key)
+    if kept is not None:
+        return kept
+    full = (sp.identity(cmap.n_heaters, format="csr") + cmap.crosstalk @ sp.diags(1.0 / cmap.eta)).tocsr()
+    a = full[idx][:, idx].tocsc()
+    a.sum_duplicates()  # what spsolve does to its matrix first, in place: done before it is shared
+    with _systems_lock:
+        while len(_systems) >= SYSTEMS_KEPT:
+            del _systems[next(iter(_systems))]  # the oldest
+        _systems[key] = a
+    return a
 
 
 def currents_for_state(cmap: CalibrationMap, state: MeshState, max_current_ma: float) -> np.ndarray:
