@@ -56,29 +56,50 @@ def walk(mesh: Mesh, peer: np.ndarray, start_exit: int, blocked: set[int],
     ``blocked`` are never crossed and no TBU is crossed twice. None when there is none.
     """
     port_of: dict[int, int] | None = None  # built when a walk first leaves the mesh
-    # each entry carries its walk's TBUs as a tuple too: "crossed already?" is then one C-level
-    # membership test (the common-phase design walks ~6,000 times per mesh)
-    queue: deque[tuple[int, tuple[Hop, ...], tuple[int, ...]]] = deque([(start_exit, (), ())])
+    # A list: the search indexes it one port at a time, where numpy's scalar indexing costs
+    # several times a list's (the common-phase design walks ~6,000 times per mesh).
+    linked = peer.tolist() if isinstance(peer, np.ndarray) else peer
+    # Each queue entry carries its walk as the end of a chain in ``trail`` (TBU, entry, arc,
+    # previous link), made into Hops only for the answer, and its walk's TBUs as a tuple:
+    # "crossed already?" is then one C-level membership test.
+    trail: list[tuple[int, int, int, int]] = []
+    queue: deque[tuple[int, int, tuple[int, ...]]] = deque([(start_exit, -1, ())])
     seen: set[int] = set()
     while queue:
-        out, hops, crossed = queue.popleft()
-        nxt = int(peer[out])
+        out, node, crossed = queue.popleft()
+        nxt = int(linked[out])
         if nxt < 0:
             if target_entry is None:
                 if port_of is None:
                     port_of = {int(g): i for i, g in enumerate(mesh.port_tbu_ports)}
                 if out in port_of:
-                    return list(hops), port_of[out]
+                    return _chain_hops(trail, node), port_of[out]
             continue
         if nxt == target_entry:
-            return list(hops), -1
+            return _chain_hops(trail, node), -1
         t = nxt // 4
         if nxt in seen or t in blocked or t in crossed:
             continue
         seen.add(nxt)
-        for arc in (BAR, CROSS):
-            queue.append((exit_port(nxt, arc), (*hops, Hop(t, nxt, arc)), (*crossed, t)))
+        crossed = (*crossed, t)
+        for arc, flip in _EXIT_FLIPS:
+            trail.append((t, nxt, arc, node))
+            queue.append((nxt ^ flip, len(trail) - 1, crossed))  # exit_port(nxt, arc)
     return None
+
+
+# exit_port(entry, arc) is ``entry ^ flip``: bar keeps the side and changes the end (local
+# p <-> p ^ 2), cross changes both (p <-> 3 - p = p ^ 3); the TBU's bits are untouched.
+_EXIT_FLIPS = ((BAR, 2), (CROSS, 3))
+
+
+def _chain_hops(trail: list[tuple[int, int, int, int]], node: int) -> list[Hop]:
+    """The walk ending at ``trail[node]`` (none for -1), first hop first."""
+    hops = []
+    while node >= 0:
+        t, entry, arc, node = trail[node]
+        hops.append(Hop(t, entry, arc))
+    return hops[::-1]
 
 
 def arcs_fraction(n_tbus: int, hops: list[Hop]) -> np.ndarray:
