@@ -227,6 +227,9 @@ def with_dead(params: TBUParams, dead: list[int]) -> TBUParams:
     return replace(params, loss_db=loss)
 
 
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce  # without ndarray.min's Python wrapper
+
+
 def simulated_clock() -> float:
     """The simulated chip's base clock (s): it stands still, so the chip's time is only what
     :meth:`Chip.advance` adds (the default: a seeded run repeats exactly under any load).
@@ -378,7 +381,9 @@ class Chip:
     def set_currents(self, currents_ma: np.ndarray) -> None:
         """Set every heater current (mA); the phases follow with the chip's thermal response."""
         c = np.asarray(currents_ma, dtype=float)
-        if c.shape != (self.mesh.n_heaters,) or not np.isfinite(c).all() or (c < 0).any():
+        # finite and non-negative in two reductions (a NaN makes the minimum NaN, which fails
+        # ">= 0"; +inf fails "< inf"): this runs at every current setting
+        if c.shape != (self.mesh.n_heaters,) or not (_MIN(c) >= 0 and _MAX(c) < math.inf):
             raise StateError(f"need {self.mesh.n_heaters} finite, non-negative currents (mA)")
         with self._lock:
             now = self.now_s()
@@ -516,13 +521,11 @@ class Chip:
             self._params = None
 
     # -- optics -----------------------------------------------------------------------
-    def _settling(self, now: float) -> bool:
-        """Whether the heaters are still moving at ``now``."""
-        return any(settle_decay(now - self._set_at_s, self._truth.realism))
-
-    def _arm_phases(self, now: float) -> np.ndarray:
-        """Heater-made arm phases (rad) at time ``now``, on their way to ``_to``."""
-        fast, slow = settle_decay(now - self._set_at_s, self._truth.realism)  # (once: every reading)
+    def _arm_phases(self, now: float, decay: tuple[float, float] | None = None) -> np.ndarray:
+        """Heater-made arm phases (rad) at time ``now``, on their way to ``_to`` (``decay``: the
+        :func:`settle_decay` at ``now`` when the caller has it).
+        """
+        fast, slow = settle_decay(now - self._set_at_s, self._truth.realism) if decay is None else decay
         if not (fast or slow):
             return self._to
         return self._to - fast * self._fast_left - slow * self._slow_left
@@ -544,10 +547,11 @@ class Chip:
         """:meth:`heater_state` at ``now`` with the chip at ``temperature_k`` (rounded, K)."""
         return MeshState(*self._phases_at(now, temperature_k))
 
-    def _phases_at(self, now: float, temperature_k: float) -> tuple[np.ndarray, np.ndarray]:
+    def _phases_at(self, now: float, temperature_k: float,
+                   decay: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The (top, bottom) arm phases of :meth:`_state_at`, contiguous arrays (rad)."""
         with self._lock:
-            phases = self._arm_phases(now)
+            phases = self._arm_phases(now, decay)
             top, bot = phases[0::2].copy(), phases[1::2].copy()
             if self._truth.drift_rad_per_k is not None:
                 top += self._truth.drift_rad_per_k * temperature_k
@@ -601,11 +605,13 @@ class Chip:
         """Complex field at every mesh port (n_ports,) for unit field into ``input_port``."""
         with self._lock:
             now = self.now_s()  # one instant for the whole reading
-            settling = self._settling(now)
+            decay = settle_decay(now - self._set_at_s, self._truth.realism)  # (once: every reading)
+            settling = any(decay)  # the heaters are still moving
             temperature = self._temperature_now(now)
             key = (int(input_port), round(float(wavelength_nm), 9), temperature)
             if settling or key not in self._cache:
-                field = self._solve(int(input_port), float(wavelength_nm), *self._phases_at(now, temperature))
+                field = self._solve(int(input_port), float(wavelength_nm),
+                                    *self._phases_at(now, temperature, decay))
                 if settling:
                     return field
                 self._cache[key] = field
