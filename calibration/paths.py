@@ -61,6 +61,21 @@ def drain_path(peer: np.ndarray | list[int], source: int, allowed: set[int], ban
     return _search(peer, source, allowed, banned, passable, forward=True, touched=touched)
 
 
+_HOPS: dict[tuple[int, int, int], Hop] = {}  # every Hop a search has answered with (frozen: shared)
+
+
+def _hop(tbu: int, entry: int, exit_: int) -> Hop:
+    """``Hop(tbu, entry, exit_)``, one object per distinct hop: a calibration's searches answer
+    with ~100,000 hops of a few hundred distinct ones, and a frozen dataclass's ``__init__``
+    costs several times a dict lookup.
+    """
+    key = (tbu, entry, exit_)
+    hop = _HOPS.get(key)
+    if hop is None:
+        hop = _HOPS.setdefault(key, Hop(tbu, entry, exit_))
+    return hop
+
+
 def _search(peer: np.ndarray | list[int], start: int, allowed: set[int], banned: set[int], passable: bool,
             forward: bool, touched: set[int] | None = None) -> tuple[int, list[Hop]] | None:
     """Dijkstra over TBUs (each used once) from a TBU port out to a mesh port.
@@ -86,7 +101,7 @@ def _search(peer: np.ndarray | list[int], start: int, allowed: set[int], banned:
             hops = []
             while node >= 0:
                 tbu, entry, exit_, node = trail[node]
-                hops.append(Hop(tbu, entry, exit_))
+                hops.append(_hop(tbu, entry, exit_))
             # the chain runs from the last hop pushed back to the first
             return -1 - p, hops[::-1] if forward else hops
         tbu, local = divmod(p, 4)
@@ -137,7 +152,7 @@ class Probe:
         return len(self.hops)
 
 
-def plan_probe(mesh: Mesh, tbu: int, allowed: set[int], peer: np.ndarray | None = None,
+def plan_probe(mesh: Mesh, tbu: int, allowed: set[int], peer: np.ndarray | list[int] | None = None,
                passable: bool = False, banned: set[int] | frozenset[int] = frozenset(),
                touched: set[int] | None = None) -> Probe | None:
     """The best probe of ``tbu``: fewest uncalibrated TBUs, most outputs observed, shortest.
@@ -149,7 +164,7 @@ def plan_probe(mesh: Mesh, tbu: int, allowed: set[int], peer: np.ndarray | None 
     """
     # A list: the searches index it one port at a time, where a numpy array's scalar
     # indexing costs several times a list's (a calibration plans ~3,000 probes).
-    peer = (mesh.peer() if peer is None else peer).tolist()
+    peer = peer if isinstance(peer, list) else (mesh.peer() if peer is None else peer).tolist()
     banned = set(banned)
     allowed = set(allowed) - banned
     best: Probe | None = None
@@ -197,9 +212,10 @@ class ProbePlanner:
     same map. Anything else is planned afresh.
     """
 
-    def __init__(self, mesh: Mesh, peer: np.ndarray | None = None) -> None:
+    def __init__(self, mesh: Mesh, peer: np.ndarray | list[int] | None = None) -> None:
         self.mesh = mesh
-        self.peer = mesh.peer() if peer is None else peer
+        # as a list, once (plan_probe would convert an array at every plan)
+        self.peer = peer if isinstance(peer, list) else (mesh.peer() if peer is None else peer).tolist()
         self._kept: dict[tuple, tuple[frozenset[int], frozenset[int], Probe | None]] = {}
         self.planned = 0  # plans actually searched (the rest came from memory)
 

@@ -328,7 +328,7 @@ class Run:
         self.mesh = self.bench.mesh
         if self.checkpoint:
             self.writer = CheckpointWriter(self.checkpoint, self.bench.chip_id, self.mesh)
-        self.peer = self.mesh.peer()
+        self.peer = self.mesh.peer().tolist()  # a list: plan_probe's searches index it port by port
         self.neighbours = neighbour_heaters(heater_positions(self.mesh.tbu_xy),
                                             self.options.crosstalk_cutoff_tbu)
         self.t0 = time.monotonic()
