@@ -34,6 +34,7 @@ The centre depends on the arms' common phases, which only a phase-calibrated map
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -50,6 +51,10 @@ from photonics.topology import Mesh
 
 MAX_ARM_DIFFERENCE = 12  # TBUs: a 0.030 nm band at 1550 nm; the long arm then has 13+ TBUs, 6.5 dB
 # against the short arm's 0.5, which the splitter must bleed off to balance the arms
+# Layouts kept per mesh wiring, arm difference and failed set: a filter's synthesis lays out
+# every difference the mesh holds (:func:`reachable`) before the one it takes, and again for
+# each filter asked of the same mesh (~0.05-0.2 s of CPU each on hex:2x2; issue 29)
+LAYOUT_CACHE_SIZE = 64
 SHORT_ARM_MAX = 3  # TBUs in the short arm searched (a hex mesh closes its two arms with 1-2)
 BANDWIDTH_TOL = 0.05  # relative: the reachable widths for differences up to 12 TBUs are >= 14 % apart
 # (12 vs 14), so a width within 5 % names one difference; the chip's delay spread (about 1 %) fits too
@@ -194,8 +199,40 @@ def _arm_pairs(peer: np.ndarray, preds: dict[int, list[int]], dists: dict[int, n
 def mzi_layout(mesh: Mesh, k: int, failed: dict[int, str] | None = None) -> MziLayout:
     """The layout with arms ``k`` TBUs apart and the fewest TBUs (then the lowest splitter
     index), avoiding ``failed`` TBUs; :class:`StateError` when the mesh holds none.
+
+    A pure function of the mesh's wiring (kind, TBU count, links, mesh ports), ``k`` and the
+    failed TBUs, so each layout (frozen) is computed once per process (:data:`LAYOUT_CACHE_SIZE`).
     """
-    peer, bad = peers(mesh), set(failed or {})
+    return _layout_cached(_Wiring.of(mesh), int(k), frozenset(failed or ()))
+
+
+@dataclass(frozen=True, eq=False)
+class _Wiring:
+    """What :func:`mzi_layout` reads of a mesh, hashable by content: two meshes built alike
+    (a test's ``hexagonal(2, 2)`` and a chip's) share their layouts.
+    """
+
+    mesh: Mesh
+    key: tuple
+
+    @classmethod
+    def of(cls, mesh: Mesh) -> _Wiring:
+        links = np.ascontiguousarray(mesh.links, dtype=np.int64)
+        ports = np.ascontiguousarray(mesh.port_tbu_ports, dtype=np.int64)
+        return cls(mesh, (mesh.kind, mesh.n_tbus, links.tobytes(), links.shape, ports.tobytes()))
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Wiring) and self.key == other.key
+
+
+@lru_cache(maxsize=LAYOUT_CACHE_SIZE)
+def _layout_cached(wiring: _Wiring, k: int, failed: frozenset[int]) -> MziLayout:
+    """:func:`mzi_layout`, computed."""
+    mesh = wiring.mesh
+    peer, bad = peers(mesh), set(failed)
     preds, dists = predecessors(peer), {}
     best: tuple[tuple[int, int], MziLayout] | None = None
     for x in range(mesh.n_tbus):
