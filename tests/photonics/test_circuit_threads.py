@@ -106,3 +106,50 @@ def test_chunks_shrink_towards_the_end_of_a_batch_on_two_cores(monkeypatch):
     monkeypatch.setattr(circuit, "_cores", lambda: 1)
     circuit._run_chunked(seen.append, 1000, 64, circuit.LANES)
     assert [c.stop - c.start for c in seen] == [64] * 15 + [40]
+
+
+def test_the_calling_thread_takes_chunks_and_its_error_stops_the_rest(monkeypatch):
+    """On two cores the calling thread works beside one pool thread (each takes the next chunk
+    not yet taken: every block in exactly one chunk, results in order). When the caller's chunk
+    raises, the chunks left are not started and the pool thread's current one has finished (it
+    writes into the caller's arrays) before the error reaches the caller.
+    """
+    import threading
+    import time
+
+    monkeypatch.setattr(circuit, "_cores", lambda: 2)
+    caller = threading.get_ident()
+    ran: list[tuple[int, int]] = []
+    helper_took = threading.Event()
+
+    def work(chunk: slice) -> int:
+        ran.append((chunk.start, threading.get_ident()))
+        if threading.get_ident() == caller:
+            helper_took.wait(10.0)  # the pool thread takes a chunk too, whatever the load
+        else:
+            helper_took.set()
+        return chunk.start
+
+    out = circuit._run_chunked(work, 1000, 64, circuit.LANES)
+    assert out == sorted(out)
+    assert out[0] == 0
+    assert sorted(s for s, _ in ran) == out  # each chunk once
+    assert {t for _, t in ran} == {caller, next(t for _, t in ran if t != caller)}
+
+    started, busy = [], []
+    failed = threading.Event()
+
+    def failing(chunk: slice) -> None:
+        started.append(chunk.start)
+        if threading.get_ident() == caller:
+            failed.set()
+            raise ValueError("bad chunk")
+        busy.append(1)
+        failed.wait(10.0)  # still running when the caller's chunk fails
+        time.sleep(0.05)
+        busy.pop()
+
+    with pytest.raises(ValueError, match="bad chunk"):
+        circuit._run_chunked(failing, 1000, 64, circuit.LANES)
+    assert not busy  # the pool thread's chunk was over before the error was raised here
+    assert len(started) < len(out)  # the chunks left when it failed were never started
