@@ -18,10 +18,12 @@ of ``--rounds``), so that both sides see the same machine load:
 * **our solve, two threads** (what ``solve`` does): one process, ``LUMION_SOLVE_THREADS=1``
   against both cores, wall clock and the process's CPU time (all threads), with the full
   output (n_ports x n_ports a block) and with ``inputs=[0]`` (n_ports x 1 a block: the same
-  merges and the same arithmetic, the output's write all but removed). The speed-up splits as
-  (CPU one core / CPU two cores) x (CPU two cores / wall two cores): what each block costs more
-  when two run at once, times how many cores were kept busy (the pool's hand-over, the serial
-  part, the two workers' finishing gap).
+  merges and the same arithmetic, the output's write all but removed); each chunk's compiled
+  call is wrapped to read its thread CPU per block (what a block costs more when both cores
+  run the solve) and to split a two-thread call's wall clock: before the first chunk, between
+  chunks, the two threads' finishing gap, after the last. A last row times the hand-over of
+  session 39 (every chunk handed to the pool, the caller asleep: ``_pool_map``) for an A/B
+  against today's, in which the calling thread takes chunks too.
 
 The steal time the hypervisor reports (``/proc/stat``) and the load average are printed: on a
 shared machine the pairs also compete with other processes, so read best-of figures.
@@ -242,12 +244,12 @@ def threads(args) -> None:
     today, reference = circuit._run_chunked, {}
     for label, inputs, runner in (("full (n_ports x n_ports)", None, today),
                                   ("inputs=[0] (n_ports x 1)", [0], today),
-                                  ("full, variant: the caller works too", None, _caller_works)):
+                                  ("full, session 39's hand-over (pool.map)", None, _pool_map)):
         circuit._run_chunked = runner
         fn = _solver(args.mesh, args.wavelengths, inputs)
         got = fn().tobytes()
         if inputs is None and reference.setdefault("full", got) != got:
-            raise SystemExit("the variant's output differs from today's: not the same chunks")
+            raise SystemExit("the old hand-over's output differs from today's: not the same chunks")
         walls: dict[int, list[float]] = {1: [], 2: []}
         per_block: dict[int, list[float]] = {1: [], 2: []}
         parts: list[dict] = []
@@ -273,15 +275,13 @@ def threads(args) -> None:
     circuit._run_chunked = today
 
 
-def _caller_works(fn, batch: int, chunk: int, align: int = 1) -> list:
-    """A variant of ``photonics.circuit._run_chunked`` to A/B (the probe's last row): the same
-    chunks, but the calling thread takes chunks too, beside ``workers - 1`` pool threads, from
-    one shared list, where today it hands every chunk to the pool and waits on each result
-    (a thread woken per chunk, and one more pool thread to wake at the start). Same chunks,
-    so the same bytes (checked).
+def _pool_map(fn, batch: int, chunk: int, align: int = 1) -> list:
+    """``photonics.circuit._run_chunked`` as it was until session 39, to A/B against today's
+    (the probe's last row): every chunk handed to a pool of ``workers`` threads, the calling
+    thread asleep until each result (a pool thread woken at the start, the caller at each
+    chunk's end), where today the caller takes chunks too beside ``workers - 1`` pool threads.
+    The same chunks, so the same bytes (checked).
     """
-    import threading
-
     from photonics import circuit
 
     if batch <= chunk and batch < 2 * circuit._PARALLEL_MIN:
@@ -293,26 +293,8 @@ def _caller_works(fn, batch: int, chunk: int, align: int = 1) -> list:
     size = -(-per_chunk // align) * align
     if workers == 1:
         return [fn(slice(i, min(i + size, batch))) for i in range(0, batch, size)]
-    chunks = circuit._tapered(batch, size, workers, align)
-    results: list = [None] * len(chunks)
-    order, lock = iter(range(len(chunks))), threading.Lock()
-
-    def work() -> None:
-        while True:
-            with lock:
-                i = next(order, None)
-            if i is None:
-                return
-            results[i] = fn(chunks[i])
-
     with circuit._blas_single_threaded():
-        helpers = [circuit._pool(workers - 1).submit(work) for _ in range(workers - 1)]
-        try:
-            work()
-        finally:
-            for h in helpers:
-                h.result()
-    return results
+        return list(circuit._pool(workers).map(fn, circuit._tapered(batch, size, workers, align)))
 
 
 CACHEGRIND_CACHES = ("--I1=32768,8,64", "--D1=49152,12,64", "--LL=2097152,16,64")  # this VM's L1i, L1d
