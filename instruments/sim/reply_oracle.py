@@ -24,13 +24,10 @@ Example::
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from instruments.transport import open_visa_resource
-
-POLL_S = 0.0005  # between looks at the server's counts while it handles the last message
 
 
 def client_port(resource: Any) -> int:
@@ -69,11 +66,7 @@ class OracleResource:
         """True when every line the server wrote was read and it will write no more: it has
         handled every message sent, or ended the connection.
         """
-        deadline = time.monotonic() + self.long_s
-        handled, lines, ended = self._server.connection_counts(self._port)
-        while handled < self.sent and not ended and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-            handled, lines, ended = self._server.connection_counts(self._port)
+        handled, lines, ended = self._server.await_handled(self._port, self.sent, self.long_s)
         return (handled >= self.sent or ended) and lines <= self.received
 
     def read(self) -> str:

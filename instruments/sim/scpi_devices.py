@@ -43,6 +43,7 @@ import selectors
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -520,7 +521,8 @@ class ScpiServer:
     def __init__(self, device: ScpiDevice, host: str = "127.0.0.1", port: int = 0) -> None:
         self.device = device
         self._clients: set[socket.socket] = set()
-        self._clients_lock = threading.Lock()
+        # guards the clients and counts; notified when a count moves (await_handled waits on it)
+        self._clients_lock = threading.Condition()
         # per client port: [messages handled, lines written]; see connection_counts
         self._counts: dict[int, list[int]] = {}
         self._closed: set[int] = set()  # client ports whose connection the server has ended
@@ -554,6 +556,7 @@ class ScpiServer:
                     with owner._clients_lock:
                         owner._clients.discard(self.connection)
                         owner._closed.add(port)
+                        owner._clients_lock.notify_all()
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
@@ -585,6 +588,7 @@ class ScpiServer:
             counts = self._counts.setdefault(port, [0, 0])
             counts[0] += 1
             counts[1] += lines
+            self._clients_lock.notify_all()
 
     def forget_connection(self, client_port: int) -> None:
         """Start the counts of ``client_port`` afresh: a port the OS gives out again is a new connection."""
@@ -603,6 +607,21 @@ class ScpiServer:
         with self._clients_lock:
             handled, lines = self._counts.get(client_port, (0, 0))
             return handled, lines, client_port in self._closed
+
+    def await_handled(self, client_port: int, sent: int, timeout_s: float) -> tuple[int, int, bool]:
+        """:meth:`connection_counts` once the connection from ``client_port`` has handled ``sent``
+        messages or has ended, or when ``timeout_s`` has passed: woken by the count itself, not
+        by polling it (issue 29).
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._clients_lock:
+            while True:
+                handled, lines = self._counts.get(client_port, (0, 0))
+                ended = client_port in self._closed
+                left = deadline - time.monotonic()
+                if handled >= sent or ended or left <= 0:
+                    return handled, lines, ended
+                self._clients_lock.wait(left)
 
     @property
     def resource(self) -> str:
