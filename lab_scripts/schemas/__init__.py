@@ -59,14 +59,16 @@ def validate(document: Any, name: str | None = None) -> None:
     """
     from jsonschema.exceptions import best_match
 
-    error = best_match(_validator(name or schema_for(document)).iter_errors(document))
+    error = best_match(validator(name or schema_for(document)).iter_errors(document))
     if error is not None:
         raise error
 
 
 @cache
-def _validator(name: str) -> Any:
-    """A draft 2020-12 validator of the committed schema ``name``, checked against the dialect."""
+def validator(name: str) -> Any:
+    """A draft 2020-12 validator of the committed schema ``name``, made once per process after
+    the schema is checked against the dialect (``jsonschema.SchemaError`` if it breaks it).
+    """
     import jsonschema
 
     schema = load(name)
