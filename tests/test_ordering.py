@@ -81,3 +81,14 @@ def test_an_unreadable_record_weighs_nothing(tmp_path):
     assert _load_record(tmp_path / "absent.json") == {}
     bad.write_text('["a list"]', encoding="utf-8")
     assert _load_record(bad) == {}
+
+
+def test_the_garbage_collector_is_back_on_once_the_suite_is_collected():
+    """tests/conftest.py turns it off while collecting; left off, a worker would keep every
+    cycle of garbage its tests make until the run ends."""
+    import gc
+
+    from tests.conftest import GC_YOUNG_THRESHOLD
+
+    assert gc.isenabled()
+    assert gc.get_threshold()[0] == GC_YOUNG_THRESHOLD
