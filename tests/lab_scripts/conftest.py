@@ -47,3 +47,23 @@ def dark_laser(monkeypatch) -> Callable[..., None]:
         monkeypatch.setattr(instruments.config, "open_bench", opened)
 
     return darken
+
+
+@pytest.fixture
+def light_on_the_chips_clock(monkeypatch):
+    """Every bench ``lumion failover --bench`` opens in a test using this waits for its modules'
+    monitors on the simulated chip's clock (``tests.controlplane.rack.on_chip_time``, as the
+    in-process control-plane racks do): the wait moves the chip's time on instead of sleeping
+    0.1 s per lane change on the wall clock (issue 29). What light is read and judged is unchanged.
+    """
+    import instruments.config
+    from tests.controlplane.rack import on_chip_time
+
+    real = instruments.config.open_bench
+
+    def opened(*args, **kwargs):
+        bench = real(*args, **kwargs)
+        on_chip_time(bench, bench.sim.chip)
+        return bench
+
+    monkeypatch.setattr(instruments.config, "open_bench", opened)

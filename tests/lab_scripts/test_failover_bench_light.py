@@ -15,7 +15,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import instruments.config
 from instruments.sim.chip import Chip
 from lab_scripts.cli import main
 from lab_scripts.schemas import validate
@@ -23,24 +22,8 @@ from photonics.tolerances import ROUTE_TOL_DB
 from photonics.topology import smartlight
 from tests.controlplane.rack import oracle_map
 
-
-@pytest.fixture(autouse=True)
-def light_on_the_chips_clock(monkeypatch):
-    """Every bench ``lumion failover --bench`` opens here waits for its modules' monitors on the
-    simulated chip's clock (``tests.controlplane.rack.on_chip_time``, as the in-process
-    control-plane racks do): the wait moves the chip's time on instead of sleeping 0.1 s per
-    lane change on the wall clock (issue 29). What light is read and judged is unchanged.
-    """
-    from tests.controlplane.rack import on_chip_time
-
-    real = instruments.config.open_bench
-
-    def opened(*args, **kwargs):
-        bench = real(*args, **kwargs)
-        on_chip_time(bench, bench.sim.chip)
-        return bench
-
-    monkeypatch.setattr(instruments.config, "open_bench", opened)
+# every bench `lumion failover --bench` opens here waits on the simulated chip's clock
+pytestmark = pytest.mark.usefixtures("light_on_the_chips_clock")
 
 
 def _run(capsys, *args: str) -> tuple[int, dict]:
