@@ -22,7 +22,6 @@ from the neighbouring rates (half and double) so half-period aliasing cannot sti
 from __future__ import annotations
 
 import functools
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -184,8 +183,6 @@ def periodogram(
 # Sinusoid grids kept by :func:`_sinusoids`: a calibration sweeps every TBU over the same one
 # or two current grids (the bootstrap's and the refinement's points) at the same trial rates.
 SINUSOIDS_KEPT = 8
-_sinusoids_kept: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-_sinusoids_lock = threading.Lock()
 
 
 def _sinusoids(x: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -194,21 +191,22 @@ def _sinusoids(x: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
     They depend on the grid and the rates alone, which repeat from TBU to TBU (in a SmartLight
     calibration two pairs make 300 of 450 periodograms), so the last :data:`SINUSOIDS_KEPT`
-    are kept (read-only): the same arrays, computed the same way, hence the same fits.
+    are kept (read-only), keyed by the arrays' bytes: the same values, computed the same way,
+    hence the same fits.
     """
-    key = (x.dtype.str, rates.dtype.str, x.shape, rates.shape, x.tobytes(), rates.tobytes())
-    kept = _sinusoids_kept.get(key)
-    if kept is not None:
-        return kept
+    x, rates = np.ascontiguousarray(x, float), np.ascontiguousarray(rates, float)
+    return _sinusoids_of(x.tobytes(), rates.tobytes())
+
+
+@functools.lru_cache(maxsize=SINUSOIDS_KEPT)
+def _sinusoids_of(x_bytes: bytes, rates_bytes: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_sinusoids` of the float64 vectors held in ``x_bytes`` and ``rates_bytes``."""
+    x, rates = np.frombuffer(x_bytes), np.frombuffer(rates_bytes)
     arg = rates[:, None] * x[None, :]
     cos, sin = np.cos(arg), np.sin(arg)  # (m, n)
     products = np.stack([cos, sin, cos * cos, cos * sin, sin * sin])  # (5, m, n)
     for a in (cos, sin, products):
         a.setflags(write=False)
-    with _sinusoids_lock:
-        while len(_sinusoids_kept) >= SINUSOIDS_KEPT:
-            del _sinusoids_kept[next(iter(_sinusoids_kept))]  # the oldest
-        _sinusoids_kept[key] = (cos, sin, products)
     return cos, sin, products
 
 
