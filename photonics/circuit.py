@@ -157,8 +157,10 @@ _KEPT_BYTES = 16 << 20  # and at most this many bytes of them: a 1,000-wavelengt
 def _fill_transfers(args: tuple[np.ndarray, ...], T: np.ndarray, start: int, stop: int) -> None:
     """Forward matrices of the blocks ``start .. stop`` (state-major: block ``s W + w``) into
     ``T`` (B, n, 4), from :func:`_transfer_args`' ``args``: whole states in one kernel call,
-    a state cut by ``start`` or ``stop`` in one more each. The solve's workers each fill
-    their own chunk, so the transfer matrices run on every core as the merge does.
+    a state cut by ``start`` or ``stop`` in one more each (``T``'s rows shaped as the kernel's
+    (states, wavelengths, n, 4): numba's dispatcher, where the loader fell back, types them so).
+    The solve's workers each fill their own chunk, so the transfer matrices run on every core
+    as the merge does.
     """
     phi_top, phi_bot, scale, amp_top, amp_bot, *per_wl = args
     n_wl, kernel = scale.shape[0], _transfer_kernel()
@@ -166,12 +168,13 @@ def _fill_transfers(args: tuple[np.ndarray, ...], T: np.ndarray, start: int, sto
         s, w0 = divmod(start, n_wl)
         if w0 == 0 and stop - start >= n_wl:  # whole states s .. s1
             s1 = s + (stop - start) // n_wl
-            kernel(phi_top[s:s1], phi_bot[s:s1], scale, amp_top, amp_bot, *per_wl, T[start:s1 * n_wl])
+            kernel(phi_top[s:s1], phi_bot[s:s1], scale, amp_top, amp_bot, *per_wl,
+                   T[start:s1 * n_wl].reshape(s1 - s, n_wl, *T.shape[1:]))
             start = s1 * n_wl
         else:  # part of state s
             w1 = min(n_wl, w0 + stop - start)
             kernel(phi_top[s:s + 1], phi_bot[s:s + 1], scale[w0:w1], amp_top, amp_bot,
-                   *(a[w0:w1] for a in per_wl), T[start:start + w1 - w0])
+                   *(a[w0:w1] for a in per_wl), T[start:start + w1 - w0].reshape(1, w1 - w0, *T.shape[1:]))
             start += w1 - w0
 
 

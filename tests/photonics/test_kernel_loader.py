@@ -51,3 +51,28 @@ def test_the_key_changes_with_the_kernel_source(monkeypatch, tmp_path):
     other.write_text(kernel_loader._SOURCE.read_text() + "\n# changed\n")
     monkeypatch.setattr(kernel_loader, "_SOURCE", other)
     assert kernel_loader._key("0.0") != key
+
+
+def test_the_dispatcher_fallback_fills_the_same_transfer_matrices(monkeypatch):
+    """Where the loader falls back to numba's dispatcher (no writable cache, a numba whose
+    internals moved), the transfer kernel gets its output as the kernel types it, (states,
+    wavelengths, n, 4), and fills the loaded code's bytes: given (blocks, n, 4), as the C entry
+    point takes it, the dispatcher refused it (TypingError) and every solve failed.
+    """
+    import numpy as np
+
+    from photonics import circuit, circuit_kernels
+    from photonics.merge_layout import LANES
+    from photonics.physics import fabricated_params
+    from photonics.state import MeshState
+    from photonics.topology import smartlight
+
+    mesh = smartlight()
+    rng = np.random.default_rng(41)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    state = MeshState.random(mesh, rng, n_states=2)
+    wl = np.array([1540.0, 1550.0, 1561.5])
+    loaded = circuit.tbu_transfers(params, state, wl)
+    dispatcher = circuit_kernels.KERNELS[LANES]["transfer_blocks"]
+    monkeypatch.setattr(circuit, "_transfer_kernel", lambda: dispatcher)
+    assert np.array_equal(circuit.tbu_transfers(params, state, wl), loaded)
