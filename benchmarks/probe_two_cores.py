@@ -7,10 +7,10 @@ of ``--rounds``), so that both sides see the same machine load:
   alone, then in two processes pinned to CPU 0 and CPU 1 started together. Throughput scaling
   = 2 x (time alone) / (the slower of the pair): 2.0 when the two cores share nothing this work
   needs. Kinds: ``compute`` (48x48 complex matrix products: registers and L1, the cores'
-  arithmetic and clock), ``l2`` (copying 157 kB into 157 kB: the 314 kB the smartlight merge's
-  4-lane arena occupies per worker), ``write`` and ``copy`` (25.6 MB: the output of 1,000
-  wavelengths of smartlight, 40 x 40 complex a block, written once per solve) and ``write-256``
-  (256 MB, beyond any cache this VM reports: memory itself);
+  arithmetic and clock), ``l2`` (copying 321 kB into 321 kB: the 643 kB the smartlight merge's
+  8-lane arena occupies per worker; 4-lane, 321 kB, until session 41), ``write`` and ``copy``
+  (25.6 MB: the output of 1,000 wavelengths of smartlight, 40 x 40 complex a block, written
+  once per solve) and ``write-256`` (256 MB, beyond any cache this VM reports: memory itself);
 * **our solve, two processes**: ``PreparedSolve`` of ``--mesh`` at ``--wavelengths``
   (one thread each, ``LUMION_SOLVE_THREADS=1``), the whole batch in each process, alone and as
   a pair: the hardware's ceiling for our kernel, without the solve's thread pool; and the
@@ -62,7 +62,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 OUTPUT_BYTES = 1000 * 40 * 40 * 16  # smartlight's output at 1,000 wavelengths (25.6 MB)
-ARENA_BYTES = 314_000  # smartlight's compact 4-lane merge arena (docs/physics.md)
+ARENA_BYTES = 643_000  # smartlight's compact 8-lane merge arena (5,024 entries x 8 lanes x 16 B)
 BIG_BYTES = 256 * 2**20  # past every cache level this VM reports (L3 300 MB is the host's, shared)
 START_DELAY_S = 0.05  # a pair starts at a common monotonic time this far ahead of the command
 SOLVE_INPUTS = {"solve": None, "solve inputs=[0]": [0]}  # the full output; one column of it

@@ -421,8 +421,8 @@ class PreparedSolve:
 def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int, align: int = 1) -> list:
     """``fn`` over slices of the batch, on every core this process may use (numpy and
     SuperLU release the GIL); one core runs the chunks in the calling thread. Chunks start
-    at multiples of ``align`` (the merge's lane count: a chunk of 50 blocks would leave half
-    a group of four lanes empty at its end, where 52 and 48 fill every group). Returns
+    at multiples of ``align`` (the merge's lane count: a chunk of 60 blocks would leave half
+    a group of eight lanes empty at its end, where 64 and 56 fill every group). Returns
     what ``fn`` returned for each chunk, in order.
 
     On several cores the calling thread is one of the workers: it and ``workers - 1`` pool

@@ -45,15 +45,18 @@ _JIT = {"nogil": True, "error_model": "numpy"}  # no Python exceptions: a divisi
 
 def build(lanes: int) -> dict:
     """The merge kernels for arenas of ``lanes`` lanes per entry: one source, compiled per
-    lane count (``lanes`` is a compile-time constant inside). ``LANES`` (4) merges four blocks
-    side by side in SIMD registers; 1 is the single-block build (one wavelength of a simulated
-    chip's reading, or a one-wavelength solve), which would otherwise compute three empty lanes.
+    lane count (``lanes`` is a compile-time constant inside). ``LANES`` merges that many blocks
+    side by side in SIMD registers, as groups of four lanes (a *quad*: :func:`_get` reads an
+    entry's quads, :func:`_madd` multiplies and adds them, :func:`_put` writes them); 1 is the
+    single-block build (one wavelength of a simulated chip's reading, or a one-wavelength
+    solve), which would otherwise compute empty lanes. Every lane runs the same IEEE operations
+    in the same order whatever the lane count, so every build gives the same bytes per block.
     Returns ``{"solve_blocks": ..., "remerge_blocks": ..., "keep_blocks": ..., "adjoint_blocks": ...,
     "cotangent_blocks": ...}`` (the gradient's three in both builds: a one-wavelength gradient runs
     the one-lane build, as the value does).
     """
-    if lanes not in (1, 4):  # _mac, _mac_row and _mul_row spell out four lanes for SIMD, or one
-        raise ValueError(f"the merge kernels are built for 1 or 4 lanes, not {lanes}")
+    if lanes not in (1, 4, 8):  # _get, _put and _madd spell out quads of four lanes for SIMD, or one
+        raise ValueError(f"the merge kernels are built for 1, 4 or 8 lanes, not {lanes}")
 
     @nb.njit(inline="always", **_JIT)
     def _at(e: int) -> int:
@@ -63,30 +66,95 @@ def build(lanes: int) -> dict:
         return np.uint64(e) * np.uint64(lanes)
 
     @nb.njit(inline="always", **_JIT)
-    def _mac(dr: np.ndarray, di: np.ndarray, d: int, ar: np.ndarray, ai: np.ndarray, a: int,
-             br: np.ndarray, bi: np.ndarray, b: int, sign: float) -> None:
-        """``d += sign * a * b`` on the ``lanes`` lanes of entries ``d``, ``a``, ``b`` (real parts in
-        the flat ``*r``, imaginary in ``*i``). Every load comes before every store, so the
-        compiler may run the lanes as one SIMD instruction although it cannot rule out that the
-        arrays overlap.
-        """
-        d, a, b = _at(d), _at(a), _at(b)
-        if lanes == 1:  # one block: the same operations on lane 0 alone
-            x0, y0, z0, w0 = ar[a], ai[a], br[b], bi[b]
-            r0, s0 = dr[d], di[d]
-            dr[d], di[d] = r0 + sign * (x0 * z0 - y0 * w0), s0 + sign * (x0 * w0 + y0 * z0)
-            return
+    def _get4(xr: np.ndarray, xi: np.ndarray, p: int) -> tuple:
+        """The four lanes from flat position ``p`` (unsigned): real parts, then imaginary."""
         u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
-        a0, a1, a2, a3 = ar[a], ar[a + u1], ar[a + u2], ar[a + u3]
-        i0, i1, i2, i3 = ai[a], ai[a + u1], ai[a + u2], ai[a + u3]
-        b0, b1, b2, b3 = br[b], br[b + u1], br[b + u2], br[b + u3]
-        j0, j1, j2, j3 = bi[b], bi[b + u1], bi[b + u2], bi[b + u3]
-        r0, r1, r2, r3 = dr[d], dr[d + u1], dr[d + u2], dr[d + u3]
-        s0, s1, s2, s3 = di[d], di[d + u1], di[d + u2], di[d + u3]
-        dr[d], dr[d + u1] = r0 + sign * (a0 * b0 - i0 * j0), r1 + sign * (a1 * b1 - i1 * j1)
-        dr[d + u2], dr[d + u3] = r2 + sign * (a2 * b2 - i2 * j2), r3 + sign * (a3 * b3 - i3 * j3)
-        di[d], di[d + u1] = s0 + sign * (a0 * j0 + i0 * b0), s1 + sign * (a1 * j1 + i1 * b1)
-        di[d + u2], di[d + u3] = s2 + sign * (a2 * j2 + i2 * b2), s3 + sign * (a3 * j3 + i3 * b3)
+        return (xr[p], xr[p + u1], xr[p + u2], xr[p + u3], xi[p], xi[p + u1], xi[p + u2], xi[p + u3])
+
+    @nb.njit(inline="always", **_JIT)
+    def _put4(dr: np.ndarray, di: np.ndarray, p: int, v: tuple) -> None:
+        """Write the quad ``v`` (:func:`_get4`'s layout) from flat position ``p``."""
+        u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
+        dr[p], dr[p + u1], dr[p + u2], dr[p + u3] = v[0], v[1], v[2], v[3]
+        di[p], di[p + u1], di[p + u2], di[p + u3] = v[4], v[5], v[6], v[7]
+
+    @nb.njit(inline="always", **_JIT)
+    def _put8(dr: np.ndarray, di: np.ndarray, p: int, v: tuple, w: tuple) -> None:
+        """Write the quads ``v`` then ``w`` from flat position ``p``: the eight real parts, then the
+        eight imaginary ones (the compiler may not move a store to ``dr`` past one to ``di``,
+        which may overlap it, so stores in this order can be one 8-lane store each).
+        """
+        u1, u2, u3, u4 = np.uint64(1), np.uint64(2), np.uint64(3), np.uint64(4)
+        u5, u6, u7 = np.uint64(5), np.uint64(6), np.uint64(7)
+        dr[p], dr[p + u1], dr[p + u2], dr[p + u3] = v[0], v[1], v[2], v[3]
+        dr[p + u4], dr[p + u5], dr[p + u6], dr[p + u7] = w[0], w[1], w[2], w[3]
+        di[p], di[p + u1], di[p + u2], di[p + u3] = v[4], v[5], v[6], v[7]
+        di[p + u4], di[p + u5], di[p + u6], di[p + u7] = w[4], w[5], w[6], w[7]
+
+    @nb.njit(inline="always", **_JIT)
+    def _madd4(acc: tuple, x: tuple, y: tuple, sign: float) -> tuple:
+        """``acc + sign * x * y`` on a quad's four lanes (complex, :func:`_get4`'s layout)."""
+        r0, r1, r2, r3, s0, s1, s2, s3 = acc
+        a0, a1, a2, a3, i0, i1, i2, i3 = x
+        b0, b1, b2, b3, j0, j1, j2, j3 = y
+        return (r0 + sign * (a0 * b0 - i0 * j0), r1 + sign * (a1 * b1 - i1 * j1),
+                r2 + sign * (a2 * b2 - i2 * j2), r3 + sign * (a3 * b3 - i3 * j3),
+                s0 + sign * (a0 * j0 + i0 * b0), s1 + sign * (a1 * j1 + i1 * b1),
+                s2 + sign * (a2 * j2 + i2 * b2), s3 + sign * (a3 * j3 + i3 * b3))
+
+    @nb.njit(inline="always", **_JIT)
+    def _mul4(x: tuple, y: tuple) -> tuple:
+        """``x * y`` on a quad's four lanes."""
+        a0, a1, a2, a3, i0, i1, i2, i3 = x
+        b0, b1, b2, b3, j0, j1, j2, j3 = y
+        return (a0 * b0 - i0 * j0, a1 * b1 - i1 * j1, a2 * b2 - i2 * j2, a3 * b3 - i3 * j3,
+                a0 * j0 + i0 * b0, a1 * j1 + i1 * b1, a2 * j2 + i2 * b2, a3 * j3 + i3 * b3)
+
+    @nb.njit(inline="always", **_JIT)
+    def _get(xr: np.ndarray, xi: np.ndarray, x: int) -> tuple:
+        """Entry ``x``'s lanes: one quad (:func:`_get4`) in the 4-lane build, a pair of quads in
+        the 8-lane one; a one-lane build fills lane 0 of a quad and leaves the other three at
+        zero, unused.
+        """
+        p = _at(x)
+        if lanes == 1:
+            return (xr[p], 0.0, 0.0, 0.0, xi[p], 0.0, 0.0, 0.0)
+        if lanes == 8:
+            return (_get4(xr, xi, p), _get4(xr, xi, p + np.uint64(4)))
+        return _get4(xr, xi, p)
+
+    @nb.njit(inline="always", **_JIT)
+    def _zero() -> tuple:
+        """A zero value for :func:`_dot`'s accumulator (:func:`_get`'s layout)."""
+        z = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        if lanes == 8:
+            return (z, z)
+        return z
+
+    @nb.njit(inline="always", **_JIT)
+    def _put(dr: np.ndarray, di: np.ndarray, d: int, v: tuple) -> None:
+        """Write the lanes ``v`` (:func:`_get`'s layout) to entry ``d``."""
+        p = _at(d)
+        if lanes == 1:
+            dr[p], di[p] = v[0], v[4]
+        elif lanes == 8:  # every real part before every imaginary one: a quad's stores to
+            _put8(dr, di, p, v[0], v[1])  # ``dr`` then ``di`` would keep the quads apart
+        else:
+            _put4(dr, di, p, v)
+
+    @nb.njit(inline="always", **_JIT)
+    def _madd(acc: tuple, x: tuple, y: tuple, sign: float) -> tuple:
+        """``acc + sign * x * y`` on every lane (:func:`_get`'s layout), quad by quad."""
+        if lanes == 8:
+            return (_madd4(acc[0], x[0], y[0], sign), _madd4(acc[1], x[1], y[1], sign))
+        return _madd4(acc, x, y, sign)
+
+    @nb.njit(inline="always", **_JIT)
+    def _mul(x: tuple, y: tuple) -> tuple:
+        """``x * y`` on every lane (:func:`_get`'s layout)."""
+        if lanes == 8:
+            return (_mul4(x[0], y[0]), _mul4(x[1], y[1]))
+        return _mul4(x, y)
 
     @nb.njit(inline="always", **_JIT)
     def _mac_row(dr: np.ndarray, di: np.ndarray, d: int, ar: np.ndarray, ai: np.ndarray, a: int,
@@ -95,58 +163,38 @@ def build(lanes: int) -> dict:
         parts in the flat ``*r``, imaginary in ``*i``) on the ``lanes`` lanes. The one-lane build
         loads the multiplier ``a`` once for the row (it never lies in the row written; the
         compiler cannot prove that, so it would reload it for every entry): 1.3x faster there.
-        The 4-lane build loads it per entry, as before: hoisting its eight parts measured slower
-        (register pressure). In each entry every load comes before every store, so the four
-        lanes run as one SIMD instruction.
+        The SIMD builds load it per entry, as before: hoisting its parts measured slower
+        (register pressure). In each entry every load comes before every store, so the lanes
+        run as SIMD instructions although the compiler cannot rule out that the arrays overlap.
         """
-        a = _at(a)
         if lanes == 1:  # one block: the same operations on lane 0 alone
-            x0, y0 = ar[a], ai[a]
+            pa = _at(a)
+            x0, y0 = ar[pa], ai[pa]
             for q in range(n):
                 e, f = _at(d + q), _at(b + q)
                 z0, w0 = br[f], bi[f]
                 r0, s0 = dr[e], di[e]
                 dr[e], di[e] = r0 + sign * (x0 * z0 - y0 * w0), s0 + sign * (x0 * w0 + y0 * z0)
             return
-        u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
-        for q in range(n):  # four lanes: the multiplier loaded per entry measured faster
-            e, f = _at(d + q), _at(b + q)
-            a0, a1, a2, a3 = ar[a], ar[a + u1], ar[a + u2], ar[a + u3]
-            i0, i1, i2, i3 = ai[a], ai[a + u1], ai[a + u2], ai[a + u3]
-            b0, b1, b2, b3 = br[f], br[f + u1], br[f + u2], br[f + u3]
-            j0, j1, j2, j3 = bi[f], bi[f + u1], bi[f + u2], bi[f + u3]
-            r0, r1, r2, r3 = dr[e], dr[e + u1], dr[e + u2], dr[e + u3]
-            s0, s1, s2, s3 = di[e], di[e + u1], di[e + u2], di[e + u3]
-            dr[e], dr[e + u1] = r0 + sign * (a0 * b0 - i0 * j0), r1 + sign * (a1 * b1 - i1 * j1)
-            dr[e + u2], dr[e + u3] = r2 + sign * (a2 * b2 - i2 * j2), r3 + sign * (a3 * b3 - i3 * j3)
-            di[e], di[e + u1] = s0 + sign * (a0 * j0 + i0 * b0), s1 + sign * (a1 * j1 + i1 * b1)
-            di[e + u2], di[e + u3] = s2 + sign * (a2 * j2 + i2 * b2), s3 + sign * (a3 * j3 + i3 * b3)
+        for q in range(n):  # the multiplier loaded per entry measured faster
+            _put(dr, di, d + q, _madd(_get(dr, di, d + q), _get(ar, ai, a), _get(br, bi, b + q), sign))
 
     @nb.njit(inline="always", **_JIT)
     def _mul_row(dr: np.ndarray, di: np.ndarray, d: int, fr: np.ndarray, fi: np.ndarray, f: int,
                  n: int) -> None:
         """``d[q] = d[q] * f`` for ``q < n`` on the ``lanes`` lanes (``f`` never lies in the row;
-        loaded once in the one-lane build, per entry in the 4-lane one, as in :func:`_mac_row`).
+        loaded once in the one-lane build, per entry in the SIMD ones, as in :func:`_mac_row`).
         """
-        f = _at(f)
         if lanes == 1:
-            z0, w0 = fr[f], fi[f]
+            pf = _at(f)
+            z0, w0 = fr[pf], fi[pf]
             for q in range(n):
                 e = _at(d + q)
                 x0, y0 = dr[e], di[e]
                 dr[e], di[e] = x0 * z0 - y0 * w0, x0 * w0 + y0 * z0
             return
-        u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
         for q in range(n):
-            e = _at(d + q)
-            a0, a1, a2, a3 = dr[e], dr[e + u1], dr[e + u2], dr[e + u3]
-            i0, i1, i2, i3 = di[e], di[e + u1], di[e + u2], di[e + u3]
-            b0, b1, b2, b3 = fr[f], fr[f + u1], fr[f + u2], fr[f + u3]
-            j0, j1, j2, j3 = fi[f], fi[f + u1], fi[f + u2], fi[f + u3]
-            dr[e], dr[e + u1], dr[e + u2], dr[e + u3] = a0 * b0 - i0 * j0, a1 * b1 - i1 * j1, \
-                a2 * b2 - i2 * j2, a3 * b3 - i3 * j3
-            di[e], di[e + u1], di[e + u2], di[e + u3] = a0 * j0 + i0 * b0, a1 * j1 + i1 * b1, \
-                a2 * j2 + i2 * b2, a3 * j3 + i3 * b3
+            _put(dr, di, d + q, _mul(_get(dr, di, d + q), _get(fr, fi, f)))
 
     @nb.njit(inline="always", **_JIT)
     def _scaled(dr: np.ndarray, di: np.ndarray, d: int, sr: np.ndarray, si: np.ndarray, s: int,
@@ -197,56 +245,21 @@ def build(lanes: int) -> dict:
                         im[fwd, lane] = im[back, lane] = v.imag
 
     @nb.njit(inline="always", **_JIT)
-    def _get(xr: np.ndarray, xi: np.ndarray, x: int) -> tuple:
-        """Entry ``x``'s lanes as one tuple: real parts, then imaginary (a one-lane build fills
-        lane 0 and leaves the other three at zero, unused).
-        """
-        x = _at(x)
-        if lanes == 1:
-            return (xr[x], 0.0, 0.0, 0.0, xi[x], 0.0, 0.0, 0.0)
-        u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
-        return (xr[x], xr[x + u1], xr[x + u2], xr[x + u3], xi[x], xi[x + u1], xi[x + u2], xi[x + u3])
-
-    @nb.njit(inline="always", **_JIT)
-    def _zero() -> tuple:
-        """A zero value for :func:`_dot`'s accumulator."""
-        return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-
-    @nb.njit(inline="always", **_JIT)
-    def _put(dr: np.ndarray, di: np.ndarray, d: int, v: tuple) -> None:
-        """Write the lanes ``v`` (:func:`_get`'s layout) to entry ``d``."""
-        d = _at(d)
-        if lanes == 1:
-            dr[d], di[d] = v[0], v[4]
-            return
-        u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
-        dr[d], dr[d + u1], dr[d + u2], dr[d + u3] = v[0], v[1], v[2], v[3]
-        di[d], di[d + u1], di[d + u2], di[d + u3] = v[4], v[5], v[6], v[7]
-
-    @nb.njit(inline="always", **_JIT)
     def _dot(acc: tuple, xr: np.ndarray, xi: np.ndarray, a: int, sa: int, yr: np.ndarray,
              yi: np.ndarray, b: int, sb: int, n: int, sign: float) -> tuple:
         """``acc + sign * sum_q x[a + q sa] y[b + q sb]`` over ``q < n`` on the lanes, the terms
-        added one by one in ``q`` order exactly as :func:`_mac` adds them to a stored entry (so the
+        added one by one in ``q`` order exactly as a row update adds them to a stored entry (so the
         same bytes), but in registers: no load or store of the sum per term.
         """
-        r0, r1, r2, r3, s0, s1, s2, s3 = acc
         for q in range(n):
-            e, f = _at(a + q * sa), _at(b + q * sb)
             if lanes == 1:
+                e, f = _at(a + q * sa), _at(b + q * sb)
                 x0, y0, z0, w0 = xr[e], xi[e], yr[f], yi[f]
-                r0, s0 = r0 + sign * (x0 * z0 - y0 * w0), s0 + sign * (x0 * w0 + y0 * z0)
+                acc = (acc[0] + sign * (x0 * z0 - y0 * w0), acc[1], acc[2], acc[3],
+                       acc[4] + sign * (x0 * w0 + y0 * z0), acc[5], acc[6], acc[7])
             else:
-                u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
-                a0, a1, a2, a3 = xr[e], xr[e + u1], xr[e + u2], xr[e + u3]
-                i0, i1, i2, i3 = xi[e], xi[e + u1], xi[e + u2], xi[e + u3]
-                b0, b1, b2, b3 = yr[f], yr[f + u1], yr[f + u2], yr[f + u3]
-                j0, j1, j2, j3 = yi[f], yi[f + u1], yi[f + u2], yi[f + u3]
-                r0, r1 = r0 + sign * (a0 * b0 - i0 * j0), r1 + sign * (a1 * b1 - i1 * j1)
-                r2, r3 = r2 + sign * (a2 * b2 - i2 * j2), r3 + sign * (a3 * b3 - i3 * j3)
-                s0, s1 = s0 + sign * (a0 * j0 + i0 * b0), s1 + sign * (a1 * j1 + i1 * b1)
-                s2, s3 = s2 + sign * (a2 * j2 + i2 * b2), s3 + sign * (a3 * j3 + i3 * b3)
-        return (r0, r1, r2, r3, s0, s1, s2, s3)
+                acc = _madd(acc, _get(xr, xi, a + q * sa), _get(yr, yi, b + q * sb), sign)
+        return acc
 
     @nb.njit(inline="always", **_JIT)
     def _dot2(acc: tuple, acd: tuple, xr: np.ndarray, xi: np.ndarray, a: int, sa: int, yr: np.ndarray,
@@ -254,33 +267,21 @@ def build(lanes: int) -> dict:
         """:func:`_dot` for two neighbouring columns ``b`` and ``b + 1`` at once (accumulators
         ``acc``, ``acd``): each ``x`` entry is loaded once for both.
         """
-        r0, r1, r2, r3, s0, s1, s2, s3 = acc
-        p0, p1, p2, p3, t0, t1, t2, t3 = acd
         for q in range(n):
-            e, f = _at(a + q * sa), _at(b + q * sb)
-            g = f + np.uint64(lanes)
             if lanes == 1:
+                e, f = _at(a + q * sa), _at(b + q * sb)
+                g = f + np.uint64(lanes)
                 x0, y0 = xr[e], xi[e]
                 z0, w0, z1, w1 = yr[f], yi[f], yr[g], yi[g]
-                r0, s0 = r0 + sign * (x0 * z0 - y0 * w0), s0 + sign * (x0 * w0 + y0 * z0)
-                p0, t0 = p0 + sign * (x0 * z1 - y0 * w1), t0 + sign * (x0 * w1 + y0 * z1)
+                acc = (acc[0] + sign * (x0 * z0 - y0 * w0), acc[1], acc[2], acc[3],
+                       acc[4] + sign * (x0 * w0 + y0 * z0), acc[5], acc[6], acc[7])
+                acd = (acd[0] + sign * (x0 * z1 - y0 * w1), acd[1], acd[2], acd[3],
+                       acd[4] + sign * (x0 * w1 + y0 * z1), acd[5], acd[6], acd[7])
             else:
-                u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
-                a0, a1, a2, a3 = xr[e], xr[e + u1], xr[e + u2], xr[e + u3]
-                i0, i1, i2, i3 = xi[e], xi[e + u1], xi[e + u2], xi[e + u3]
-                b0, b1, b2, b3 = yr[f], yr[f + u1], yr[f + u2], yr[f + u3]
-                j0, j1, j2, j3 = yi[f], yi[f + u1], yi[f + u2], yi[f + u3]
-                c0, c1, c2, c3 = yr[g], yr[g + u1], yr[g + u2], yr[g + u3]
-                k0, k1, k2, k3 = yi[g], yi[g + u1], yi[g + u2], yi[g + u3]
-                r0, r1 = r0 + sign * (a0 * b0 - i0 * j0), r1 + sign * (a1 * b1 - i1 * j1)
-                r2, r3 = r2 + sign * (a2 * b2 - i2 * j2), r3 + sign * (a3 * b3 - i3 * j3)
-                s0, s1 = s0 + sign * (a0 * j0 + i0 * b0), s1 + sign * (a1 * j1 + i1 * b1)
-                s2, s3 = s2 + sign * (a2 * j2 + i2 * b2), s3 + sign * (a3 * j3 + i3 * b3)
-                p0, p1 = p0 + sign * (a0 * c0 - i0 * k0), p1 + sign * (a1 * c1 - i1 * k1)
-                p2, p3 = p2 + sign * (a2 * c2 - i2 * k2), p3 + sign * (a3 * c3 - i3 * k3)
-                t0, t1 = t0 + sign * (a0 * k0 + i0 * c0), t1 + sign * (a1 * k1 + i1 * c1)
-                t2, t3 = t2 + sign * (a2 * k2 + i2 * c2), t3 + sign * (a3 * k3 + i3 * c3)
-        return (r0, r1, r2, r3, s0, s1, s2, s3), (p0, p1, p2, p3, t0, t1, t2, t3)
+                x, f = _get(xr, xi, a + q * sa), b + q * sb
+                acc = _madd(acc, x, _get(yr, yi, f), sign)
+                acd = _madd(acd, x, _get(yr, yi, f + 1), sign)
+        return acc, acd
 
     @nb.njit(inline="always", **_JIT)
     def _mac_rows2(dr: np.ndarray, di: np.ndarray, d: int, e: int, a: int, c: int, br: np.ndarray,
@@ -289,9 +290,9 @@ def build(lanes: int) -> dict:
         b[q]`` (multipliers ``a``, ``c`` in ``dr``/``di``, never in the rows written): each entry of
         ``b`` is loaded once for both rows; each entry gets the same single update as before.
         """
-        a, c = _at(a), _at(c)
         if lanes == 1:
-            x0, y0, x1, y1 = dr[a], di[a], dr[c], di[c]
+            pa, pc = _at(a), _at(c)
+            x0, y0, x1, y1 = dr[pa], di[pa], dr[pc], di[pc]
             for q in range(n):
                 g, h, f = _at(d + q), _at(e + q), _at(b + q)
                 z0, w0 = br[f], bi[f]
@@ -299,27 +300,12 @@ def build(lanes: int) -> dict:
                 dr[g], di[g] = r0 + sign * (x0 * z0 - y0 * w0), s0 + sign * (x0 * w0 + y0 * z0)
                 dr[h], di[h] = r1 + sign * (x1 * z0 - y1 * w0), s1 + sign * (x1 * w0 + y1 * z0)
             return
-        u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
-        for q in range(n):
-            g, h, f = _at(d + q), _at(e + q), _at(b + q)
-            b0, b1, b2, b3 = br[f], br[f + u1], br[f + u2], br[f + u3]
-            j0, j1, j2, j3 = bi[f], bi[f + u1], bi[f + u2], bi[f + u3]
-            a0, a1, a2, a3 = dr[a], dr[a + u1], dr[a + u2], dr[a + u3]
-            i0, i1, i2, i3 = di[a], di[a + u1], di[a + u2], di[a + u3]
-            c0, c1, c2, c3 = dr[c], dr[c + u1], dr[c + u2], dr[c + u3]
-            k0, k1, k2, k3 = di[c], di[c + u1], di[c + u2], di[c + u3]
-            r0, r1, r2, r3 = dr[g], dr[g + u1], dr[g + u2], dr[g + u3]
-            s0, s1, s2, s3 = di[g], di[g + u1], di[g + u2], di[g + u3]
-            p0, p1, p2, p3 = dr[h], dr[h + u1], dr[h + u2], dr[h + u3]
-            t0, t1, t2, t3 = di[h], di[h + u1], di[h + u2], di[h + u3]
-            dr[g], dr[g + u1] = r0 + sign * (a0 * b0 - i0 * j0), r1 + sign * (a1 * b1 - i1 * j1)
-            dr[g + u2], dr[g + u3] = r2 + sign * (a2 * b2 - i2 * j2), r3 + sign * (a3 * b3 - i3 * j3)
-            di[g], di[g + u1] = s0 + sign * (a0 * j0 + i0 * b0), s1 + sign * (a1 * j1 + i1 * b1)
-            di[g + u2], di[g + u3] = s2 + sign * (a2 * j2 + i2 * b2), s3 + sign * (a3 * j3 + i3 * b3)
-            dr[h], dr[h + u1] = p0 + sign * (c0 * b0 - k0 * j0), p1 + sign * (c1 * b1 - k1 * j1)
-            dr[h + u2], dr[h + u3] = p2 + sign * (c2 * b2 - k2 * j2), p3 + sign * (c3 * b3 - k3 * j3)
-            di[h], di[h + u1] = t0 + sign * (c0 * j0 + k0 * b0), t1 + sign * (c1 * j1 + k1 * b1)
-            di[h + u2], di[h + u3] = t2 + sign * (c2 * j2 + k2 * b2), t3 + sign * (c3 * j3 + k3 * b3)
+        for q in range(n):  # every load of the entry before its stores
+            y = _get(br, bi, b + q)
+            u = _madd(_get(dr, di, d + q), _get(dr, di, a), y, sign)
+            v = _madd(_get(dr, di, e + q), _get(dr, di, c), y, sign)
+            _put(dr, di, d + q, u)
+            _put(dr, di, e + q, v)
 
     @nb.njit(**_JIT)
     def _merge(re: np.ndarray, im: np.ndarray, mg: np.ndarray, pool: np.ndarray, t_link: np.ndarray,
@@ -483,28 +469,38 @@ def build(lanes: int) -> dict:
         return _write_root(re_f, im_f, b0, out_pos, out)
 
     @nb.njit(inline="always", **_JIT)
+    def _out4(out: np.ndarray, b: int, p: int, q: int, v: tuple, c: tuple) -> tuple:
+        """Write quad ``v`` (:func:`_get4`'s layout) to blocks ``b .. b + 3`` at ``out[:, p, q]``;
+        ``c`` plus each lane's finiteness check (``x - x`` is 0 for a finite ``x``, nan for inf
+        or nan: no branch).
+        """
+        x0, x1, x2, x3, y0, y1, y2, y3 = v
+        out[b, p, q], out[b + 1, p, q] = complex(x0, y0), complex(x1, y1)
+        out[b + 2, p, q], out[b + 3, p, q] = complex(x2, y2), complex(x3, y3)
+        return (c[0] + ((x0 - x0) + (y0 - y0)), c[1] + ((x1 - x1) + (y1 - y1)),
+                c[2] + ((x2 - x2) + (y2 - y2)), c[3] + ((x3 - x3) + (y3 - y3)))
+
+    @nb.njit(inline="always", **_JIT)
     def _write_root(re_f: np.ndarray, im_f: np.ndarray, b0: int, out_pos: np.ndarray,
                     out: np.ndarray) -> bool:
         """The root's entries ``out_pos`` of lanes ``0 ..`` into blocks ``b0 ..`` of ``out``; whether
-        all are finite. A full group reads each entry's four lanes together (one pass over the
-        root, where a pass per lane read it four times) and sums each lane's check apart: one
+        all are finite. A full group reads each entry's lanes together (one pass over the root,
+        where a pass per lane read it once per lane) and sums each lane's check apart: one
         running sum was a chain of dependent adds, one per entry, that the loop waited on
         (no ``fastmath``, so the compiler may not split it itself).
         """
         n_b = min(lanes, out.shape[0] - b0)
-        if lanes == 4 and n_b == 4:
-            u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
-            c0, c1, c2, c3 = 0.0, 0.0, 0.0, 0.0
+        if lanes > 1 and n_b == lanes:
+            c, d = (0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
             for p in range(out_pos.shape[0]):
                 for q in range(out_pos.shape[1]):
-                    e = _at(out_pos[p, q])
-                    x0, x1, x2, x3 = re_f[e], re_f[e + u1], re_f[e + u2], re_f[e + u3]
-                    y0, y1, y2, y3 = im_f[e], im_f[e + u1], im_f[e + u2], im_f[e + u3]
-                    out[b0, p, q], out[b0 + 1, p, q] = complex(x0, y0), complex(x1, y1)
-                    out[b0 + 2, p, q], out[b0 + 3, p, q] = complex(x2, y2), complex(x3, y3)
-                    c0, c1 = c0 + ((x0 - x0) + (y0 - y0)), c1 + ((x1 - x1) + (y1 - y1))
-                    c2, c3 = c2 + ((x2 - x2) + (y2 - y2)), c3 + ((x3 - x3) + (y3 - y3))
-            return (c0 + c1) + (c2 + c3) == 0.0
+                    v = _get(re_f, im_f, out_pos[p, q])
+                    if lanes == 8:
+                        c = _out4(out, b0, p, q, v[0], c)
+                        d = _out4(out, b0 + 4, p, q, v[1], d)
+                    else:
+                        c = _out4(out, b0, p, q, v, c)
+            return ((c[0] + c[1]) + (c[2] + c[3])) + ((d[0] + d[1]) + (d[2] + d[3])) == 0.0
         check = 0.0
         for lane in range(n_b):
             u = np.uint64(lane)
@@ -841,7 +837,7 @@ def build(lanes: int) -> dict:
         so here, without the ``exp(0)`` and the complex product by ``j`` numba's ``exp`` adds, it
         is 10 % faster), so the same bytes, in one pass instead of a dozen numpy passes over
         (S, W, n) temporaries. :func:`solve_phases` runs the same :func:`_transfer` per block.
-        The same in both lane builds (nothing here is per lane); the solve calls the 4-lane one.
+        The same in every lane build (nothing here is per lane); the solve calls the ``LANES`` one.
         """
         for s in range(phi_top.shape[0]):
             for w in range(scale.shape[0]):

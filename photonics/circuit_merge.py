@@ -234,8 +234,8 @@ def _compact(merges: np.ndarray, leaves: int) -> tuple[np.ndarray, int]:
     """``merges`` with every merge's output moved into a compact arena, and its size (entries).
 
     The plan's own layout gives every node's matrix a place of its own (the incremental solver
-    and the gradient keep them all), 147 kB a block on smartlight, 307 kB on hex:6x6 (four
-    times that for the 4-lane build): beyond the core's L2 cache at four lanes. A full solve
+    and the gradient keep them all), 147 kB a block on smartlight, 307 kB on hex:6x6 (eight
+    times that for the 8-lane build): beyond the core's L2 cache at eight lanes. A full solve
     needs a node's matrix only until its parent has merged it, so here each merge's output
     takes the first free stretch (first fit, merges in table order) that holds it, and its
     halves' stretches are freed once it is written (never before: the merge reads its halves
@@ -321,7 +321,7 @@ def _scratch(name: str, rows: int, lanes: int = LANES) -> np.ndarray:
 
 def lanes_for(batch: int) -> int:
     """Lanes of the kernel build that merges ``batch`` blocks: one block alone runs the
-    one-lane build (the 4-lane build would compute three empty lanes beside it).
+    one-lane build (the ``LANES``-lane build would compute empty lanes beside it).
     """
     return 1 if batch == 1 else LANES
 

@@ -50,7 +50,7 @@ _STEP_SOURCE = Path(__file__).with_name("step_kernels.py")
 _STEP_ENTRIES = ("settle_step", "step_transfers")
 _NAMES = ("solve_blocks", "remerge_blocks", "keep_blocks", "adjoint_blocks", "cotangent_blocks",
           "transfer_blocks", "solve_phases")
-# Lane counts built (photonics.circuit_kernels.build): four blocks side by side, and one
+# Lane counts built (photonics.circuit_kernels.build): LANES blocks side by side, and one
 # (single blocks: a one-wavelength solve, remerge or gradient).
 _LANE_COUNTS = (LANES, 1)
 _ONE_LANE_NAMES = _NAMES
@@ -91,11 +91,12 @@ def _load_or_build() -> dict[str, Callable]:
 
 
 def _load_object(prefix: str, source: Path | None, entries: tuple[str, ...],
-                 build: Callable[[], tuple[bytes, dict[str, str]]],
+                 build: Callable[[], tuple[bytes, dict[str, str], bool]],
                  wrap: Callable[[dict[str, int]], dict[str, Callable]],
                  fallback: Callable[[], dict[str, Callable]]) -> dict[str, Callable]:
     """The kernels of ``source`` as callables: their object code from the first cache folder
-    that has it (``prefix-<key>.o``), else ``build()`` and kept in the first writable one;
+    that has it (``prefix-<key>.o``), else ``build()`` and kept in the first writable one (when
+    ``build()`` says the code is as it should be kept: :func:`_wide_vectors`);
     ``fallback()`` (numba's dispatcher over the same kernels) on any failure.
     """
     try:
@@ -106,8 +107,8 @@ def _load_object(prefix: str, source: Path | None, entries: tuple[str, ...],
             obj = folder / f"{stem}.o"
             if obj.exists():
                 return wrap(_map(obj.read_bytes(), json.loads(obj.with_suffix(".json").read_text()), entries))
-        data, names = build()
-        for folder in _cache_dirs():
+        data, names, keep = build()
+        for folder in _cache_dirs() if keep else ():
             if _write(folder, stem, data, names):
                 break
         return wrap(_map(data, names, entries))
@@ -128,10 +129,10 @@ def step_kernels() -> dict[str, Callable]:
 
 
 def _load_steps() -> dict[str, Callable]:
-    def build() -> tuple[bytes, dict[str, str]]:
+    def build() -> tuple[bytes, dict[str, str], bool]:
         from photonics import step_kernels
 
-        return _object_file(step_kernels.c_entry_points(), _STEP_ENTRIES)
+        return *_object_file(step_kernels.c_entry_points(), _STEP_ENTRIES), True
 
     def fallback() -> dict[str, Callable]:
         from photonics import step_kernels
@@ -149,7 +150,7 @@ def _key(llvmlite_version: str, source: Path | None = None) -> str:
 
     spec = importlib.util.find_spec("numba")
     numba_version = (Path(spec.origin).with_name("_version.py")).read_bytes() if spec else b""
-    parts = [(source or _SOURCE).read_bytes(), f"{LANES},{LEAF_SIZE}".encode(), numba_version,
+    parts = [(source or _SOURCE).read_bytes(), f"{LANES},{LEAF_SIZE},{_WIDE_VECTORS}".encode(), numba_version,
              llvmlite_version.encode(), sys.version.encode(), platform.machine().encode(),
              ll.get_host_cpu_name().encode(), _features().encode()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:24]
@@ -188,12 +189,55 @@ def _write(folder: Path, stem: str, data: bytes, names: dict[str, str]) -> bool:
     return True
 
 
-def _build() -> tuple[bytes, dict[str, str]]:
+# LLVM tunes Skylake-X and later CPUs to prefer 256-bit vectors (the "prefer-256-bit" tuning
+# feature), which split the lanes of an 8-lane merge into two 256-bit halves on a CPU with 512-bit
+# registers: the kernels are compiled without that preference (no effect without AVX-512).
+_WIDE_VECTORS = "-prefer-256-bit"
+
+
+def _wide_vectors() -> bool:
+    """Have numba compile with :data:`_WIDE_VECTORS`: whether it does. It must be set before
+    numba's code generator starts (its first compile in the process), else the generator keeps
+    its features: the kernels then compile as they are (the same bytes, slower on AVX-512) and
+    are not kept, so that a later build (:func:`_build`'s child process) makes them.
+    """
+    from numba.core import config
+    from numba.core.registry import cpu_target
+
+    wanted = f"{_features()},{_WIDE_VECTORS}"
+    if "_toplevel_target_context" not in vars(cpu_target):
+        config.CPU_FEATURES = wanted
+    return cpu_target.target_context.codegen()._tm_features == wanted
+
+
+def _build() -> tuple[bytes, dict[str, str], bool]:
+    """:func:`_build_here` in a child process (``python -m photonics.kernel_loader``), else here.
+    numba's code generator takes its CPU features once per process, and numba keys its own cache
+    (``cache=True``: the fringe fits' kernels, say) by them: built here, :data:`_WIDE_VECTORS`
+    would hold for everything else this process compiles and caches, which every later process
+    (built without it) would then compile again. The child's generator starts with them; this
+    process's keeps its own.
+    """
+    import subprocess
+
+    root = str(_SOURCE.parent.parent)  # the same photonics in the child
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
+    try:
+        out = subprocess.run([sys.executable, "-m", "photonics.kernel_loader"], env=env, check=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+        n = int.from_bytes(out[:4], "little")
+        return out[5 + n:], json.loads(out[4:4 + n]), out[4 + n] == 1
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return _build_here()
+
+
+def _build_here() -> tuple[bytes, dict[str, str], bool]:
     """Compile the C entry points with numba (vectorising across the lanes) and return
-    their object code and symbol names.
+    their object code, symbol names and whether to keep them (:func:`_wide_vectors`).
     """
     from numba.core import config
 
+    keep = _wide_vectors()  # before the kernels' module: making its dispatchers starts the generator
     from photonics import circuit_kernels
 
     held = config.SLP_VECTORIZE
@@ -203,7 +247,7 @@ def _build() -> tuple[bytes, dict[str, str]]:
                  for name, fn in circuit_kernels.c_entry_points(lanes).items()}
     finally:
         config.SLP_VECTORIZE = held
-    return _object_file(funcs, _ENTRIES)
+    return *_object_file(funcs, _ENTRIES), keep
 
 
 def _object_file(funcs: dict, entries: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
@@ -361,7 +405,7 @@ def _gradient_callers(addresses: dict[str, int], lanes: int) -> dict[str, Callab
 
 def _transfer_caller(transfer_c: Callable) -> Callable:
     """``transfer_blocks(phi_top, phi_bot, scale, amp_top, amp_bot, c_top, c_bot, t2t1, s2s1, t2s1,
-    s2t1, out)`` over ``transfer_c`` (the 4-lane build's; the one-lane build's is the same code).
+    s2t1, out)`` over ``transfer_c`` (the ``LANES``-lane build's; the one-lane build's is the same code).
     """
     def transfer_blocks(phi_top, phi_bot, scale, amp_top, amp_bot, c_top, c_bot, t2t1, s2s1, t2s1, s2t1,  # noqa: ANN001
                         out) -> None:  # noqa: ANN001
@@ -434,3 +478,9 @@ def _wrap_steps(addresses: dict[str, int]) -> dict[str, Callable]:
 
     settle_step.c, step_transfers.c = settle_c, transfers_c  # as remerge_blocks.c
     return {"settle_step": settle_step, "step_transfers": step_transfers}
+
+
+if __name__ == "__main__":  # _build's child: the object code, behind its symbol names and keep flag
+    _data, _names, _keep = _build_here()
+    _head = json.dumps(_names).encode()
+    sys.stdout.buffer.write(len(_head).to_bytes(4, "little") + _head + bytes([_keep]) + _data)

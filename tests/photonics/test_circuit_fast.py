@@ -107,15 +107,16 @@ def test_custom_mesh_without_a_plan_falls_back_to_sparse():
 
 @pytest.mark.parametrize("name", ["smartlight", "hex", "tri"])
 def test_one_wavelength_runs_the_one_lane_build_with_the_batch_s_bytes(name):
-    """A single block runs the one-lane build of the merge kernels (issue 28: the 4-lane
-    build computes three empty lanes beside it); it is the same source and the same IEEE
+    """A single block runs the one-lane build of the merge kernels (issue 28: the ``LANES``-lane
+    build computes empty lanes beside it); it is the same source and the same IEEE
     operations in the same order, so each wavelength alone gives exactly the bytes it gets
     inside a batch (the simulated chip's readings and a seeded calibration rely on it).
     """
     from photonics.circuit_merge import lanes_for
+    from photonics.merge_layout import LANES
 
     assert lanes_for(1) == 1
-    assert lanes_for(5) == 4
+    assert lanes_for(5) == LANES
     mesh = MESHES[name]()
     rng = np.random.default_rng(28)
     params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)

@@ -8,7 +8,7 @@ import pytest
 from photonics import circuit, circuit_merge
 from photonics.circuit import solve
 from photonics.circuit_merge import merge_plan, new_arenas, remerge, root_matrix
-from photonics.merge_layout import LEAF_SIZE
+from photonics.merge_layout import LANES, LEAF_SIZE
 from photonics.physics import fabricated_params
 from photonics.state import MeshState
 from photonics.topology import hexagonal, smartlight, square, triangular
@@ -87,15 +87,17 @@ def test_a_solve_is_one_compiled_call_per_chunk(monkeypatch, n_wl):
     mesh = smartlight()
     state = MeshState.random(mesh, np.random.default_rng(3))
     solve(mesh, state, np.linspace(1540.0, 1560.0, n_wl))
-    assert calls == [("solve_phases", 1 if n_wl == 1 else 4)]
+    assert calls == [("solve_phases", 1 if n_wl == 1 else LANES)]
 
 
-@pytest.mark.parametrize("n_wl", [1, 7])
-def test_a_non_finite_block_anywhere_sends_the_batch_to_sparse_lu(monkeypatch, n_wl):
+@pytest.mark.parametrize(("n_wl", "bad"), [(1, 0), (7, 5), (7, 1)])
+def test_a_non_finite_block_anywhere_sends_the_batch_to_sparse_lu(monkeypatch, n_wl, bad):
     """The compiled call reports whether every entry it wrote is finite (it replaced a numpy pass
-    over the output): a non-finite block anywhere (here the wavelength at index 5 of 7 in each
-    of three states: lanes 1, 0 and 3 of their 4-lane groups; or the one block of the one-lane
-    build) sends the solve to sparse LU, and finite ones do not.
+    over the output): a non-finite block anywhere (here the wavelength at index ``bad`` of 7 in
+    each of three states, 21 blocks in 8-lane groups of which the last holds 5: index 5 is lanes
+    5 and 4 of the full groups, each group's second quad, and lane 3 of the last; index 1 lanes
+    1 and 0, the first quads, and 7; or the one block of the one-lane build) sends the solve to
+    sparse LU, and finite ones do not.
     """
     mesh = hexagonal(2, 2)
     state = MeshState.random(mesh, np.random.default_rng(9), n_states=3)
@@ -109,6 +111,6 @@ def test_a_non_finite_block_anywhere_sends_the_batch_to_sparse_lu(monkeypatch, n
     wl = np.linspace(1545.0, 1555.0, n_wl)
     solve(mesh, state, wl)
     assert not sparse
-    wl[5 % n_wl] = np.nan
+    wl[bad] = np.nan
     solve(mesh, state, wl)
     assert sum(sparse) == 3 * n_wl

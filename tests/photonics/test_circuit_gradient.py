@@ -105,7 +105,7 @@ def test_value_and_grad_equals_central_differences_of_the_objective(objective):
                          ids=["lanes", "one"])
 def test_each_reverse_pass_equals_central_differences(monkeypatch, reverse, ports, n_states, wl):
     """Both reverse passes (the lit ports' waves, every node's cotangent), whichever the cost
-    model would pick, on port subsets and on every port, in the 4-lane build (2 states x 3
+    model would pick, on port subsets and on every port, in the 8-lane build (2 states x 3
     wavelengths: a partly filled lane group) and the one-lane build (one state, one wavelength)."""
     from photonics import circuit_gradient
 
