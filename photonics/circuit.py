@@ -35,7 +35,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from photonics.circuit_merge import ChipArgs, MergePlan, chip_args, merge_plan, solve_phases
+from photonics.circuit_merge import (
+    ChipArgs,
+    MergePlan,
+    chip_args,
+    merge_plan,
+    pack_one_block,
+    packed_kernel,
+    solve_phases,
+)
 from photonics.errors import StateError
 from photonics.merge_layout import LANES
 from photonics.physics import (
@@ -399,6 +407,13 @@ class PreparedSolve:
     state's check, two allocations and the compiled call: at one wavelength, where a solve is a
     tenth of a millisecond, that Python around the call was a third of it (docs/physics.md).
 
+    One state at one wavelength (a simulated chip's reading) takes a shorter path still: the
+    compiled call's arguments that do not change are packed once per thread into one array
+    (:func:`~photonics.circuit_merge.pack_one_block`), and a call checks the state, makes the
+    output and passes four pointers. Right after another program has run (SAX's call, in the
+    benchmark), everything a call touches is cold, and the 33 ctypes conversions, numpy calls and
+    Python frames around the kernel were most of that penalty (docs/physics.md, "One wavelength").
+
     The chip is read when the solver is made: a later in-place change to ``params``' arrays is
     not seen (make a new solver; :func:`solve` notices such a change and computes again).
     """
@@ -410,12 +425,43 @@ class PreparedSolve:
         self.params, self.wavelengths_nm, self.inputs = _checked(mesh, params, wavelengths_nm, inputs)
         self._chip = _chip_constants(self.params, self.wavelengths_nm)
         self._plan = merge_plan(mesh)
+        # the one-block path (one wavelength, a merge plan, the compiled kernels loaded): None else
+        self._one = packed_kernel() if self._plan is not None and len(self.wavelengths_nm) == 1 else None
+        if self._one is not None:
+            idx = self._plan.solve_out_idx
+            pos = idx if self.inputs is None else idx[:, self.inputs]
+            self._pos = np.ascontiguousarray(pos, dtype=np.int64)
+            self._n = (mesh.n_tbus,)
+            self._shape = (1, 1, mesh.n_ports, self._pos.shape[1])
+            self._local = threading.local()  # per thread: the packed arguments (they hold its arenas)
+            from photonics.kernel_loader import array_pointer  # loaded already (packed_kernel)
+
+            self._ptr = array_pointer
 
     def __call__(self, state: MeshState) -> np.ndarray:
         """Port matrices (n_states, n_wl, n_ports, n_inputs) of ``state`` (:func:`solve`'s result)."""
+        one = self._one
+        if one is not None:  # one wavelength: one state as a simulated chip passes it takes the short path
+            top, bot = state.phi_top, state.phi_bot
+            if top.shape == self._n == bot.shape and top.strides == _ONE_STRIDE == bot.strides \
+                    and top.dtype is _F64 and bot.dtype is _F64:
+                kept = getattr(self._local, "args", None)
+                if kept is None:  # the thread's first call (kept holds the arenas it points into alive)
+                    kept = self._local.args = pack_one_block(self._plan, self._chip, self._pos)
+                out = np.empty(self._shape, dtype=complex)
+                ptr = self._ptr
+                if one(kept[1], ptr(top), ptr(bot), ptr(out)):
+                    return out
+                # not finite (a lossless loop on resonance): sparse LU, as _run falls back
+                return _run(self.mesh, self.params, self._chip, top.reshape(1, -1), bot.reshape(1, -1), 1,
+                            self.inputs, None)
         top, bot = _phases(self.params, state)
         return _run(self.mesh, self.params, self._chip, top, bot, len(self.wavelengths_nm), self.inputs,
                     self._plan)
+
+
+_F64 = np.dtype(np.float64)  # the one-block path's phases: native float64 (numpy's builtin dtype object)
+_ONE_STRIDE = (8,)  # ... and contiguous
 
 
 def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int, align: int = 1) -> list:

@@ -897,6 +897,10 @@ def c_entry_points(lanes: int = LANES) -> dict:
                             carray(wr, (w_size, lanes)), carray(wi, (w_size, lanes)), carray(op, (p, q)),
                             carray(out, (nb_, p, q)))
 
+    entries = {}
+    if lanes == 1:  # one block (a one-wavelength solve): its arguments packed once (solve_packed)
+        entries["solve_packed"] = _packed_entry(solve_phases, lanes)
+
     @cfunc(nt.void(pc, i8, i8, pi, pc, i8, pi, i8, pi, i8, pi, i8, pf, pf, i8, i8, pf, pf, i8), **_JIT)
     def remerge_c(T, b, n, tbus, tl, n_links, mg, m, pool, n_pool, order, n_order, re, im, g, size,  # noqa: ANN001
                   wr, wi, w_size):  # noqa: ANN001
@@ -934,4 +938,54 @@ def c_entry_points(lanes: int = LANES) -> dict:
 
     return {"solve_blocks": solve_c, "remerge_blocks": remerge_c, "keep_blocks": keep_c,
             "adjoint_blocks": adjoint_c, "cotangent_blocks": cotangent_c, "transfer_blocks": transfer_c,
-            "solve_phases": phases_c}
+            "solve_phases": phases_c, **entries}
+
+
+def _packed_entry(solve_phases, lanes: int):  # noqa: ANN001 - a numba kernel; returns a cfunc
+    """``solve_packed(args, phi_top, phi_bot, out) -> int``: ``solve_phases``' C entry point
+    (``phases_c`` of :func:`c_entry_points`) with every argument but the heater phases and the
+    output read from ``args``, an int64 array holding ``phases_c``' 33 arguments in their order
+    (pointers as integers; the slots of ``phi_top``, ``phi_bot`` and ``out`` unused). The same
+    kernel on the same arrays: the same bytes. Why: a caller that solves one block over and over
+    (:class:`photonics.circuit.PreparedSolve` at one wavelength) packs the arguments that do not
+    change once, and each call converts four pointers instead of 33 ctypes arguments. Right after
+    another program's call has evicted the caches, the conversions' code and objects were most
+    of our call's cold penalty (docs/physics.md, "One wavelength").
+    """
+    from numba import carray, cfunc
+    from numba import types as nt
+    from numba.core.extending import intrinsic
+
+    i8, pc, pf, pi = nt.int64, nt.CPointer(nt.complex128), nt.CPointer(nt.float64), nt.CPointer(nt.int64)
+
+    def as_pointer(ty):  # noqa: ANN001 - an int64 address as a typed pointer (LLVM inttoptr)
+        @intrinsic
+        def cast(_typingctx, _address):  # noqa: ANN001
+            def codegen(context, builder, _signature, args):  # noqa: ANN001
+                return builder.inttoptr(args[0], context.get_value_type(ty))
+
+            return ty(nt.int64), codegen
+
+        return cast
+
+    fp, cp, ip = as_pointer(pf), as_pointer(pc), as_pointer(pi)
+
+    @cfunc(i8(pi, pf, pf, pc), **_JIT)
+    def packed_c(args, pt, pb, out):  # noqa: ANN001
+        a = carray(args, (_PACKED_ARGS,))
+        s, n, w, n_links, m, n_pool = a[2], a[3], a[5], a[18], a[20], a[22]
+        size, w_size, p, q = a[25], a[28], a[30], a[31]
+        return solve_phases(carray(pt, (s, n)), carray(pb, (s, n)), carray(fp(a[4]), (w,)),
+                            carray(fp(a[6]), (n,)), carray(fp(a[7]), (n,)), carray(fp(a[8]), (w, n)),
+                            carray(fp(a[9]), (w, n)), carray(fp(a[10]), (w, n)), carray(fp(a[11]), (w, n)),
+                            carray(fp(a[12]), (w, n)), carray(fp(a[13]), (w, n)), a[14],
+                            carray(cp(a[15]), (lanes, n, 4)), carray(cp(a[17]), (n_links,)),
+                            carray(ip(a[19]), (m, 9)), carray(ip(a[21]), (n_pool,)),
+                            carray(fp(a[23]), (size, lanes)), carray(fp(a[24]), (size, lanes)),
+                            carray(fp(a[26]), (w_size, lanes)), carray(fp(a[27]), (w_size, lanes)),
+                            carray(ip(a[29]), (p, q)), carray(out, (a[16], p, q)))
+
+    return packed_c
+
+
+_PACKED_ARGS = 33  # solve_packed's args: phases_c's argument list, one int64 each

@@ -414,6 +414,32 @@ def solve_phases(plan: MergePlan, chip: ChipArgs, top: np.ndarray, bot: np.ndarr
                   *chip.tail, *plan.solve_args, *scratch, ptr(pos), pos.shape[0], pos.shape[1], ptr(out)))
 
 
+def packed_kernel() -> Callable | None:
+    """The one-block solve over packed arguments (``solve_packed_1`` of
+    :mod:`photonics.kernel_loader`: ``fn(args, phi_top, phi_bot, out) -> int``, four pointers), or
+    None where the kernels run through numba's dispatcher (the loader fell back).
+    """
+    return _kernels().get("solve_packed_1")
+
+
+def pack_one_block(plan: MergePlan, chip: ChipArgs, pos: np.ndarray) -> tuple[np.ndarray, int, tuple]:
+    """The calling thread's packed arguments of a one-block :func:`solve_phases` (one state at
+    one wavelength; ``pos`` the root's arena positions, C-contiguous int64, kept alive by the
+    caller, as ``plan`` and ``chip``): ``(args, args' pointer, arenas)``, ``args`` the int64
+    array :func:`packed_kernel` reads (the compiled ``solve_phases``' 33 arguments in their
+    order, the phases' and output's slots 0), ``arenas`` the thread's :func:`_solve_scratch`
+    they point into, which the caller keeps with ``args``: a larger plan solved later in the
+    thread replaces the thread's arenas, and ``args`` then still points into live memory of this
+    plan's size (used by this thread only), so no check per call is needed.
+    """
+    ptr = _pointer()
+    got = _solve_scratch(plan, 1)
+    *_, scratch, t_ptr = got
+    args = np.array((0, 0, 1, plan.n_tbus, *chip.head, 0, t_ptr, 1, *chip.tail, *plan.solve_args, *scratch,
+                     ptr(pos), pos.shape[0], pos.shape[1], 0), dtype=np.int64)
+    return args, ptr(args), got
+
+
 def _pointer() -> Callable[[np.ndarray], int]:
     """:func:`photonics.kernel_loader.array_pointer` (looked up once, as :func:`_kernel`)."""
     if not _POINTER:

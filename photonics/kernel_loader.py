@@ -61,7 +61,8 @@ def entry_name(name: str, lanes: int) -> str:
     return name if lanes == LANES else f"{name}_{lanes}"
 
 
-_ENTRIES = tuple(_NAMES) + tuple(entry_name(name, 1) for name in _ONE_LANE_NAMES)
+# solve_packed (solve_phases with its constant arguments packed in one array) only for one block
+_ENTRIES = tuple(_NAMES) + tuple(entry_name(name, 1) for name in _ONE_LANE_NAMES) + ("solve_packed_1",)
 _LOCK = threading.Lock()
 _LOADED: dict[str, Callable] = {}
 _STEP_LOADED: dict[str, Callable] = {}
@@ -357,11 +358,13 @@ def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
     transfer_c = ctypes.CFUNCTYPE(None, _P, _P, _I, _I, _P, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P)(
         addresses["transfer_blocks"])
     phases_c, phases1_c = (phases_sig(addresses[entry_name("solve_phases", n)]) for n in _LANE_COUNTS)
-    _KEEP.extend((solve_c, solve1_c, remerge_c, remerge1_c, transfer_c, phases_c, phases1_c))
+    packed_c = ctypes.CFUNCTYPE(_I, _P, _P, _P, _P)(addresses["solve_packed_1"])
+    _KEEP.extend((solve_c, solve1_c, remerge_c, remerge1_c, transfer_c, phases_c, phases1_c, packed_c))
     out = {"solve_blocks": _solve_caller(solve_c), "remerge_blocks": _remerge_caller(remerge_c),
            "solve_blocks_1": _solve_caller(solve1_c), "remerge_blocks_1": _remerge_caller(remerge1_c),
            "transfer_blocks": _transfer_caller(transfer_c), "solve_phases": _phases_caller(phases_c),
-           "solve_phases_1": _phases_caller(phases1_c)}
+           "solve_phases_1": _phases_caller(phases1_c),
+           "solve_packed_1": packed_c}  # called as it is (PreparedSolve: four pointers)
     for lanes in _LANE_COUNTS:
         out |= _gradient_callers(addresses, lanes)
     return out
