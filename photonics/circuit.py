@@ -26,6 +26,7 @@ or states.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import sys
 import threading
@@ -434,9 +435,6 @@ class PreparedSolve:
             self._n = (mesh.n_tbus,)
             self._shape = (1, 1, mesh.n_ports, self._pos.shape[1])
             self._local = threading.local()  # per thread: the packed arguments (they hold its arenas)
-            from photonics.kernel_loader import array_pointer  # loaded already (packed_kernel)
-
-            self._ptr = array_pointer
 
     def __call__(self, state: MeshState) -> np.ndarray:
         """Port matrices (n_states, n_wl, n_ports, n_inputs) of ``state`` (:func:`solve`'s result)."""
@@ -448,9 +446,12 @@ class PreparedSolve:
                 kept = getattr(self._local, "args", None)
                 if kept is None:  # the thread's first call (kept holds the arenas it points into alive)
                     kept = self._local.args = pack_one_block(self._plan, self._chip, self._pos)
-                out = np.empty(self._shape, dtype=complex)
-                ptr = self._ptr
-                if one(kept[1], ptr(top), ptr(bot), ptr(out)):
+                out = _EMPTY(self._shape, _C128)
+                try:  # the data pointers, as kernel_loader.array_pointer takes them, without its frames
+                    pointers = _ADDRESS(_AS_CHARS(top)), _ADDRESS(_AS_CHARS(bot)), _ADDRESS(_AS_CHARS(out))
+                except (TypeError, ValueError, BufferError):  # read-only phases: no writable buffer
+                    pointers = top.ctypes.data, bot.ctypes.data, out.ctypes.data
+                if one(kept[1], *pointers):
                     return out
                 # not finite (a lossless loop on resonance): sparse LU, as _run falls back
                 return _run(self.mesh, self.params, self._chip, top.reshape(1, -1), bot.reshape(1, -1), 1,
@@ -462,6 +463,8 @@ class PreparedSolve:
 
 _F64 = np.dtype(np.float64)  # the one-block path's phases: native float64 (numpy's builtin dtype object)
 _ONE_STRIDE = (8,)  # ... and contiguous
+_C128, _EMPTY = np.dtype(complex), np.empty  # its output's dtype made once
+_ADDRESS, _AS_CHARS = ctypes.addressof, ctypes.c_char.from_buffer  # an array's data pointer in two C calls
 
 
 def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int, align: int = 1) -> list:
