@@ -181,20 +181,32 @@ def make_mesh(name: str):
     return hexagonal(int(rows), int(cols))
 
 
+CHIP_SEED = 2024  # every timing here solves the same fabricated chip and random state per mesh
+
+
+def seeded_chip(name: str) -> tuple:
+    """``(mesh, params, state)``: mesh ``name`` (:func:`make_mesh`), its fabricated chip and a
+    random state, both drawn from :data:`CHIP_SEED` in that order."""
+    import numpy as np
+
+    from photonics.physics import fabricated_params
+    from photonics.state import MeshState
+
+    mesh = make_mesh(name)
+    rng = np.random.default_rng(CHIP_SEED)
+    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
+    return mesh, params, MeshState.random(mesh, rng)
+
+
 def scaling(args, np) -> None:
     """Our solve on every allowed core against one core (wall clock, best of, alternating)."""
     from photonics.circuit import SOLVE_THREADS_ENV, solve
-    from photonics.physics import fabricated_params
-    from photonics.state import MeshState
 
     print(f"cores: {sorted(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f} at start")
     print("| mesh | wavelengths | 1 core wall (ms) | all cores wall (ms) | speed-up |")
     print("|---|---|---|---|---|")
     for name in args.meshes.split(","):
-        mesh = make_mesh(name)
-        rng = np.random.default_rng(2024)
-        params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
-        state = MeshState.random(mesh, rng)
+        mesh, params, state = seeded_chip(name)
         for n_wl in (int(v) for v in args.wavelengths.split(",")):
             wl = np.linspace(1540.0, 1560.0, n_wl)
             solve(mesh, state, wl, params)
@@ -219,8 +231,6 @@ def split(args, np) -> None:
     """
     from photonics.circuit import solve, tbu_transfers
     from photonics.circuit_merge import merge_macs, merge_plan, solve_merge
-    from photonics.physics import fabricated_params
-    from photonics.state import MeshState
 
     ref = MatmulReference(np)
     print(f"cores: {sorted(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f} at start")
@@ -228,10 +238,7 @@ def split(args, np) -> None:
           "| rest | matmul ns per MAC | flop floor (us/wl) | solve / floor | merge / floor |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.meshes.split(","):
-        mesh = make_mesh(name)
-        rng = np.random.default_rng(2024)
-        params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
-        state = MeshState.random(mesh, rng)
+        mesh, params, state = seeded_chip(name)
         plan = merge_plan(mesh)
         macs = merge_macs(plan)
         t_link = 10 ** (-params.link_loss_db / 20) * np.exp(1j * params.link_phase)
@@ -274,29 +281,34 @@ PREPARED_CALLS = 2000  # calls per timing of --prepared: a one-wavelength call i
 
 
 def _one_wavelength_calls(name: str, np) -> tuple:
-    """``solve``, ``PreparedSolve`` and the compiled call alone for mesh ``name`` at 1550 nm."""
+    """``solve``, ``PreparedSolve`` and the compiled call alone for mesh ``name`` at 1550 nm: the
+    packed one-block entry ``PreparedSolve`` calls, with its four pointers made once (where the
+    compiled kernels are loaded; else ``solve_phases``' 33-argument call on arrays made once).
+    """
     from photonics import circuit
-    from photonics.circuit_merge import merge_plan, solve_phases
-    from photonics.physics import fabricated_params
-    from photonics.state import MeshState
+    from photonics.circuit_merge import merge_plan, pack_one_block, solve_phases
+    from photonics.kernel_loader import array_pointer as ptr
 
-    mesh = make_mesh(name)
-    rng = np.random.default_rng(2024)
-    params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
-    state = MeshState.random(mesh, rng)
+    mesh, params, state = seeded_chip(name)
     wl = np.array([1550.0])
     run = circuit.PreparedSolve(mesh, params, wl)
     chip, (top, bot) = circuit._chip_constants(params, wl), circuit._phases(params, state)
-    plan = merge_plan(mesh)
     out = np.empty((1, mesh.n_ports, mesh.n_ports), dtype=complex)
-    return (lambda: circuit.solve(mesh, state, wl, params), lambda: run(state),
-            lambda: solve_phases(plan, chip, top, bot, 0, None, out))
+    if run._one is not None:
+        packed = pack_one_block(run._plan, run._chip, run._pos)  # (args, its pointer, the arenas)
+        pointers = (ptr(top), ptr(bot), ptr(out))
+        kept = (packed, top, bot, out)  # alive as long as the call: the kernel reads them through pointers
+        compiled = lambda kept=kept: run._one(kept[0][1], *pointers)  # noqa: E731
+    else:
+        plan = merge_plan(mesh)
+        compiled = lambda: solve_phases(plan, chip, top, bot, 0, None, out)  # noqa: E731
+    return lambda: circuit.solve(mesh, state, wl, params), lambda: run(state), compiled
 
 
 def one_wavelength(args, np) -> None:
     """Our one-wavelength call three ways, CPU per call, best and median of ``--repeats``
     timings of :data:`PREPARED_CALLS` calls each, alternating: ``solve``, ``PreparedSolve``
-    (the benchmark's), and the compiled call alone (``solve_phases`` on arrays made once).
+    (the benchmark's), and the compiled call alone (its packed entry, pointers made once).
     """
     print(f"cores: {sorted(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f} at start")
     print("| mesh | solve (us) | PreparedSolve (us) | compiled call (us) |")
@@ -378,8 +390,6 @@ def main() -> None:
 
     from photonics.circuit import PreparedSolve, solve, solve_sparse
     from photonics.circuit_merge import merge_macs, merge_plan
-    from photonics.physics import fabricated_params
-    from photonics.state import MeshState
 
     reference = MatmulReference(np)
     print(f"cores: {sorted(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f} at start; "
@@ -391,10 +401,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
     for name in args.meshes.split(","):
-        mesh = make_mesh(name)
-        rng = np.random.default_rng(2024)
-        params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
-        state = MeshState.random(mesh, rng)
+        mesh, params, state = seeded_chip(name)
         macs = merge_macs(merge_plan(mesh))
         sax = build_sax_lean(mesh, params.center_wavelength_nm, args.backend)
         table = jnp.asarray(sax_table(mesh, params, state))

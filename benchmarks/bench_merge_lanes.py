@@ -41,20 +41,15 @@ def main() -> None:
     config.CPU_FEATURES = f"{features},-prefer-256-bit"
     config.SLP_VECTORIZE = 1  # as photonics.kernel_loader's build
 
-    from bench_circuit_vs_sax import make_mesh
+    from bench_circuit_vs_sax import seeded_chip
 
     from photonics import circuit_kernels
     from photonics.circuit import tbu_transfers
     from photonics.circuit_merge import _solve_scratch, merge_plan
-    from photonics.physics import fabricated_params
-    from photonics.state import MeshState
 
     builds = {lanes: circuit_kernels.KERNELS.get(lanes) or circuit_kernels.build(lanes) for lanes in (4, 8)}
     for name in args.meshes.split(","):
-        mesh = make_mesh(name)
-        rng = np.random.default_rng(2024)
-        params = fabricated_params(mesh.n_tbus, mesh.n_links, rng)
-        state = MeshState.random(mesh, rng)
+        mesh, params, state = seeded_chip(name)
         plan = merge_plan(mesh)
         T = np.ascontiguousarray(tbu_transfers(params, state, np.linspace(1540, 1560, BLOCKS))
                                  .reshape(BLOCKS, mesh.n_tbus, 4))
