@@ -168,6 +168,26 @@ def implausible_coefficients(rho2: np.ndarray, rho3: np.ndarray, eta: np.ndarray
     return None
 
 
+def _mesh_refusal(source: str, got: dict[str, Any], want: dict[str, Any]) -> str:
+    """A map made for mesh ``got`` offered mesh ``want`` (:func:`mesh_signature`s): one line naming
+    both as ``--mesh`` takes them, the map's mesh first (a map used without its ``--mesh``, whose
+    default is smartlight, is the likelier mistake than a wrong map).
+    """
+    from photonics.configuration import spec_label
+
+    def name(sig: dict[str, Any]) -> str:
+        try:
+            label = spec_label(str(sig["kind"]), int(sig["rows"]), int(sig["cols"]))
+        except (KeyError, TypeError, ValueError):
+            label = None
+        return f"{label or sig.get('kind')} ({sig.get('n_tbus')} TBUs)", label
+
+    (made, made_label), (offered, _) = name(got), name(want)
+    hint = f"give the mesh it was made for (--mesh {made_label}) or " if made_label else ""
+    return (f"{source} was made for mesh {made}, not for {offered}; {hint}calibrate this mesh "
+            "(`lumion calibrate`)")
+
+
 def mesh_signature(mesh: Mesh) -> dict[str, Any]:
     """What a map records about the mesh it belongs to (kind, rows, cols, n_tbus, n_heaters)."""
     return {"kind": mesh.kind, "rows": mesh.rows, "cols": mesh.cols,
@@ -517,7 +537,7 @@ class CalibrationMap:
             want = mesh_signature(mesh)
             got = {k: self.mesh.get(k) for k in want}
             if got != want:
-                raise CalibrationError(f"{source} describes mesh {got}, but the chip's mesh is {want}")
+                raise CalibrationError(_mesh_refusal(source, got, want))
 
 
 

@@ -64,6 +64,10 @@ def check_ports(mesh: Any, pairs: list[tuple[str, str]]) -> None:
     """Every port exists (an ``input`` error otherwise) and is used once (a ``usage`` error)."""
     seen: dict[int, str] = {}
     for pair in pairs:
+        ends = [mesh.port_index(int(name) if name.isdigit() else name) for name in pair]
+        if ends[0] == ends[1]:
+            raise UsageError(f"--connect {':'.join(pair)} joins {mesh.port_names[ends[0]]} to itself; "
+                             "a route runs between two different ports")
         for name in pair:
             index = mesh.port_index(int(name) if name.isdigit() else name)
             if index in seen:

@@ -93,6 +93,20 @@ def _generated_fingerprint(kind: str, rows: int, cols: int) -> str:
     return mesh_fingerprint(_GENERATORS[kind](rows, cols))
 
 
+def spec_label(kind: str, rows: int, cols: int) -> str | None:
+    """The ``--mesh`` name of the generated mesh ``kind`` ``rows`` x ``cols`` (what a calibration
+    map records), or None for a kind no generator makes. Whether a recorded mesh really is the
+    generated one is the fingerprint's business, not this name's.
+
+    Example:
+        >>> spec_label("hexagonal", 3, 6), spec_label("square", 4, 4), spec_label("custom", 1, 1)
+        ('smartlight', 'square:4x4', None)
+    """
+    if kind not in _SHORT_KIND:
+        return None
+    return "smartlight" if (kind, rows, cols) == ("hexagonal", 3, 6) else f"{_SHORT_KIND[kind]}:{rows}x{cols}"
+
+
 def mesh_label(mesh: Mesh) -> str:
     """The mesh's name as ``--mesh`` takes it: ``smartlight``, ``hex:1x2``, ... or ``custom``.
 
@@ -118,10 +132,16 @@ def describe_mesh(label: str, fingerprint: str, n_tbus: int | None = None) -> st
     return f"{label} ({size}fingerprint {fingerprint})"
 
 
-def _mesh_mismatch(source: str, made_for: str, offered: Mesh) -> MeshMismatchError:
-    """The one-line refusal: ``source`` was made for ``made_for``, not for ``offered``."""
+def _mesh_mismatch(source: str, made_for: str, offered: Mesh,
+                   made_for_label: str | None = None) -> MeshMismatchError:
+    """The one-line refusal: ``source`` was made for ``made_for``, not for ``offered``; when the mesh
+    it was made for has a ``--mesh`` name (``made_for_label``), the refusal offers it first: a file
+    used without its mesh (the default is smartlight) is the likelier mistake than a wrong file.
+    """
     here = describe_mesh(mesh_label(offered), mesh_fingerprint(offered), offered.n_tbus)
-    return MeshMismatchError(f"{source} was made for {made_for} and cannot be used on mesh {here}; "
+    other = f"give the mesh it was made for (--mesh {made_for_label}) or " \
+        if made_for_label not in (None, "custom", mesh_label(offered)) else ""
+    return MeshMismatchError(f"{source} was made for {made_for} and cannot be used on mesh {here}; {other}"
                              f"plan it again for {mesh_label(offered)} (e.g. lumion route --mesh ... --json)")
 
 
@@ -237,8 +257,9 @@ class Configuration:
         if self.mesh is not None:
             if self.mesh is mesh or mesh_fingerprint(self.mesh) == mesh_fingerprint(mesh):
                 return
-            made_for = describe_mesh(mesh_label(self.mesh), mesh_fingerprint(self.mesh), self.mesh.n_tbus)
-            raise _mesh_mismatch(source, f"mesh {made_for}", mesh)
+            label = mesh_label(self.mesh)
+            made_for = describe_mesh(label, mesh_fingerprint(self.mesh), self.mesh.n_tbus)
+            raise _mesh_mismatch(source, f"mesh {made_for}", mesh, label)
         if len(self.cross_fraction) != mesh.n_tbus:
             raise _mesh_mismatch(source, f"a mesh of {len(self.cross_fraction)} TBUs", mesh)
 
@@ -351,7 +372,7 @@ def _check_recorded_mesh(data: dict[str, Any], mesh: Mesh, source: str) -> None:
         raise StateError(f"{source}: a version-{SCHEMA_VERSION} configuration names its mesh in 'mesh' and "
                          "'mesh_fingerprint' (strings; `lumion mesh --json` prints them)")
     if fingerprint != mesh_fingerprint(mesh):
-        raise _mesh_mismatch(source, f"mesh {describe_mesh(label[:60], fingerprint[:40])}", mesh)
+        raise _mesh_mismatch(source, f"mesh {describe_mesh(label[:60], fingerprint[:40])}", mesh, label[:60])
 
 
 def _check_legacy_mesh(tbus: dict[str, Any], mesh: Mesh, source: str) -> None:

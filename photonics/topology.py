@@ -329,7 +329,10 @@ def mesh_from_spec(spec: str) -> Mesh:
     match = _SPEC.match(text.lower())
     if match:
         kind, rows, cols = match.group(1), int(match.group(2)), int(match.group(3))
-        return _GENERATORS[kind](rows, cols)
+        try:
+            return _GENERATORS[kind](rows, cols)
+        except MeshSpecError as exc:  # a size out of range: say which mesh (not "cannot read mesh file")
+            raise MeshSpecError(f"mesh {spec!r}: {exc}") from exc
     if text.endswith(".json") or os.path.exists(text):
         return Mesh.load(text)
     raise MeshSpecError(

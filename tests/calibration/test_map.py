@@ -56,6 +56,15 @@ def test_refuses_other_chip_and_mesh(tmp_path, mesh):
         CalibrationMap.load(path, mesh=hexagonal(2, 2))
 
 
+def test_a_map_on_another_mesh_names_both_as_mesh_takes_them(tmp_path, mesh):
+    # it printed both meshes as dicts, and the mesh the map was made for nowhere as --mesh takes it
+    path = make_map(mesh).save(tmp_path / "map.json")
+    with pytest.raises(CalibrationError, match=r"map\.json was made for mesh hex:1x2 \(11 TBUs\), not for "
+                                               r"smartlight \(71 TBUs\); give the mesh it was made for "
+                                               r"\(--mesh hex:1x2\)"):
+        CalibrationMap.load(path, mesh=hexagonal(3, 6))
+
+
 def test_refuses_unknown_version_and_corruption(tmp_path, mesh):
     path = make_map(mesh).save(tmp_path / "map.json")
     data = json.loads(path.read_text())

@@ -42,6 +42,7 @@ def test_route_table(capsys):
 @pytest.mark.parametrize(("argv", "reason", "status"), [
     (["--connect", "5:99"], "out of range", 2),  # bad input value
     (["--connect", "5:28", "--connect", "5:27"], "used twice", 64),  # malformed request
+    (["--connect", "10:10"], "joins port:10 to itself", 64),  # was "used twice (10:10 and 10:10)"
     (["--connect", "0:16", "--connect", "1:17", "--connect", "2:18", "--connect", "3:19",
       "--connect", "36:20", "--connect", "37:21"], "no conflict-free", 3),  # impossible
     (["--connect", "5:28", "--transceiver", "dwdm-10g-er"], "budget short", 3),

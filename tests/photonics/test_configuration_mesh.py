@@ -75,6 +75,15 @@ def test_a_plan_for_hex_1x2_is_refused_on_smartlight_naming_both_meshes():
         Configuration.from_dict(data, smartlight(), source="plan.json")
 
 
+def test_the_refusal_offers_the_mesh_the_plan_was_made_for():
+    # a plan used without its --mesh (the default is smartlight) is the likelier mistake
+    small = hexagonal(1, 2)
+    data = planned(small, [("port:0", "port:5")]).to_dict(small)
+    with pytest.raises(MeshMismatchError, match=r"give the mesh it was made for \(--mesh hex:1x2\) or plan "
+                                                 r"it again for smartlight"):
+        Configuration.from_dict(data, smartlight(), source="plan.json")
+
+
 def test_a_same_size_differently_wired_mesh_is_refused():
     mesh = smartlight()
     data = planned(mesh, [("port:5", "port:28")]).to_dict(mesh)

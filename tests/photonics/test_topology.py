@@ -107,6 +107,13 @@ def test_bad_specs(spec, message):
         mesh_from_spec(spec)
 
 
+def test_a_size_out_of_range_names_the_spec_not_a_file():
+    # `lumion route --mesh hex:0x3` said "cannot read mesh file hex:0x3": the CLI passes the
+    # reason through as it is when it names what was given
+    with pytest.raises(MeshSpecError, match=r"mesh 'hex:0x3': mesh size must be positive"):
+        mesh_from_spec("hex:0x3")
+
+
 def test_bad_files(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
