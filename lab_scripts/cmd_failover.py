@@ -265,11 +265,11 @@ def run(args: argparse.Namespace) -> int:
                         "plan": str(out_path) if out_path is not None else None,
                         "worst_margin_db": plan.worst_margin_db, "placement_verification": placed})
         print_json(payload)
-        return code
-    if placed is not None:
-        _print_placement(placed)
-    _print_text(reports, plan, out_path, plots, "calibrated" if args.map is not None else "ideal")
-    if code:
+    else:
+        if placed is not None:
+            _print_placement(placed)
+        _print_text(reports, plan, out_path, plots, "calibrated" if args.map is not None else "ideal")
+    if code:  # with --json too: the one stderr line of exit 5, as `lumion program` prints it
         print(f"lumion failover: {off_line(reports, placed)}", file=sys.stderr)
     return code
 

@@ -76,10 +76,10 @@ def run_multicast(args: argparse.Namespace, fabric: Any) -> int:
     # placed counts through the recovery's held branches (off there too), as before
     leaked = any(x["status"] == "off" for x in report["placement_tree_crosstalk"])
     code = EXIT_UNVERIFIED if report["verified"] == "off" or leaked or placed.get("dark") else 0
-    if args.json:
+    if args.json:  # the stderr line below is printed with --json too, as `lumion program` prints it
         print_json({"schema": SCHEMA, "version": VERSION, **report})
-        return code
-    _print_text(report, "calibrated" if args.map is not None else "ideal")
+    else:
+        _print_text(report, "calibrated" if args.map is not None else "ideal")
     from instruments.tree_leak import leak_refusal
     from lab_scripts.failover_light import dark_line
 

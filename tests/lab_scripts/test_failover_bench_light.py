@@ -107,10 +107,15 @@ def test_the_placement_is_judged_by_its_crosstalk_and_exits_5_when_off(tmp_path,
     assert "placement verified by light: off" in out
     assert "light did not accept the placement" in err
     assert "gpu0->gpu1" in err
-    code, doc = _run(capsys, "--map", str(tmp_path / "good.json"), "--bench", "sim", "--light", "report")
+    code = main(["failover", "--fail", "gpu2", "--json", "--map", str(tmp_path / "good.json"), "--bench",
+                 "sim", "--light", "report"])
+    text, err = capsys.readouterr()
+    doc = json.loads(text)
     placed = doc["placement_verification"]
     validate(doc, "lumion.failover")
     assert code == 5
+    assert err.count("\n") == 1  # exit 5 says why on stderr with --json too
+    assert "gpu0->gpu1" in err
     low = [x for x in placed["links"] if x["acr_db"] is not None and x["acr_db"] < MIN_ACR_DB]
     assert [x["link"] for x in low] == ["gpu0->gpu1"]
     assert all(abs(x["difference_db"]) <= ROUTE_TOL_DB for x in placed["links"])  # power alone: ok

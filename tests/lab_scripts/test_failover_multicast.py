@@ -252,10 +252,12 @@ def test_light_with_the_report_option_keeps_the_disturbed_recovery_and_says_so(m
     doc = json.loads(mc.read_text())
     opened.disturb = (smartlight().tbu_index(doc["groups"][0]["tree"]["splits"][0]["tbu"]), 1.0)
     out = tmp_path / "kept.json"
-    code, text, _err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench",
-                            "sim", "--seed", str(SEED), "--map", str(oracle), "--light", "report",
-                            "--out", str(out), "--json")
+    code, text, err = _run(capsys, "--plan", str(mc), "--fail", "gpu2", "--spare", "spare1", "--bench",
+                           "sim", "--seed", str(SEED), "--map", str(oracle), "--light", "report",
+                           "--out", str(out), "--json")
     assert code == EXIT_UNVERIFIED
+    assert err.count("\n") == 1  # exit 5's line, with --json too
+    assert "held branch gpu0->gpu1" in err
     d = json.loads(text)
     validate(d, "lumion.multicast-failover")
     assert d["verified"] == "off"
