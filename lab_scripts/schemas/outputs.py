@@ -441,7 +441,9 @@ class LightVerification(Strict):
     meters: list[str]
     links_off: list[str]
     not_measured: list[str]
-    hitless_by_light: bool | None = Field(description="null when no held link was measured")
+    hitless_by_light: bool | None = Field(
+        description="null when no held link could be judged: none measured, or each one dark or off its plan "
+        "before the recovery")
     held_change_db: float | None
     dark: str | None = Field(
         None, description="the meter's source sent no light (the bench laser reports its output off, or no "

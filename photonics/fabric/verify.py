@@ -201,6 +201,11 @@ def summary(checks: Sequence[LinkLight]) -> dict[str, Any]:
     unmeasured = [c.link for c in checks if c.status == NOT_MEASURED]
     off = [c.link for c in checks if c.status == OFF]
     held = [c for c in measured if c.change_db is not None]
+    # hitless is judged on the held links whose two readings mean something: lit, and on their plan
+    # before (a link already dark or off before moves between two floors: said as off, not as a move).
+    # By the change itself, not the status: a held link both off its plan and moved is "off" by status,
+    # and counting only "hit" had said hitless_by_light true beside a 3 dB held_change_db (session 41).
+    judged = [c for c in held if not c.unlit and not c.source_dark and not c.off_before]
     dark = next((c.reason for c in checks if c.unlit), None)
     if off or dark or any(c.status == HIT for c in held):
         status = OFF
@@ -213,8 +218,9 @@ def summary(checks: Sequence[LinkLight]) -> dict[str, Any]:
     return {"status": status, "tolerance_db": ROUTE_TOL_DB, "held_tolerance_db": HELD_TOL_DB,
             "meters": sorted({c.meter for c in measured if c.meter}), "links_off": off,
             "not_measured": unmeasured,
-            "hitless_by_light": None if not held else all(c.status != HIT for c in held),
-            "held_change_db": _r(max((abs(c.change_db) for c in held), default=None)),  # type: ignore[arg-type]
+            "hitless_by_light": None if not judged else all(abs(c.change_db) <= HELD_TOL_DB  # type: ignore[arg-type]
+                                                             for c in judged),
+            "held_change_db": _r(max((abs(c.change_db) for c in judged), default=None)),  # type: ignore[arg-type]
             "dark": dark, "links": [c.to_dict() for c in checks]}
 
 

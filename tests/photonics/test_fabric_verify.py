@@ -176,6 +176,27 @@ def test_a_held_link_that_moved_beyond_the_held_tolerance_is_kept_but_never_said
     assert v.suspect_tbus == {}
 
 
+def test_hitless_is_judged_by_the_held_links_move_not_by_their_status():
+    """Audit of session 41 (the trust campaign's dark stage): a held link both off its plan and
+    moved was "off" by status, not "hit", so hitless_by_light said true beside a 3 dB
+    held_change_db; and a link already dark before moves between two floors."""
+    moved_off = _link(0, False, -10.0, -14.0, -10.0)  # on plan before, 4 dB down after: off, and moved
+    assert moved_off.status == "off"
+    v = summary([moved_off])
+    assert v["status"] == "off"
+    assert v["hitless_by_light"] is False
+    assert v["held_change_db"] == pytest.approx(4.0)
+    dark_before = _link(1, False, -10.0, -57.0, -60.0)  # already off before: its 3 dB "move" means nothing
+    v = summary([dark_before])
+    assert v["status"] == "off"
+    assert v["links_off"] == ["a1->b1"]
+    assert v["hitless_by_light"] is None
+    assert v["held_change_db"] is None
+    v = summary([dark_before, _link(2, False, -10.0, -10.1, -10.0)])
+    assert v["hitless_by_light"] is True
+    assert v["held_change_db"] == pytest.approx(0.1)
+
+
 def test_a_link_whose_transmitter_is_dark_blames_no_tbu():
     """Audit of session 38: a link whose own transmitter's monitor reads it dark was 'off' like any
     other and its TBUs became suspects (routed around, named in the refusal). The meter's reason
