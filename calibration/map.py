@@ -175,7 +175,7 @@ def _mesh_refusal(source: str, got: dict[str, Any], want: dict[str, Any]) -> str
     """
     from photonics.configuration import spec_label
 
-    def name(sig: dict[str, Any]) -> str:
+    def name(sig: dict[str, Any]) -> tuple[str, str | None]:  # (how the line names it, its --mesh name)
         try:
             label = spec_label(str(sig["kind"]), int(sig["rows"]), int(sig["cols"]))
         except (KeyError, TypeError, ValueError):

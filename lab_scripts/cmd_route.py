@@ -68,8 +68,7 @@ def check_ports(mesh: Any, pairs: list[tuple[str, str]]) -> None:
         if ends[0] == ends[1]:
             raise UsageError(f"--connect {':'.join(pair)} joins {mesh.port_names[ends[0]]} to itself; "
                              "a route runs between two different ports")
-        for name in pair:
-            index = mesh.port_index(int(name) if name.isdigit() else name)
+        for index in ends:
             if index in seen:
                 raise UsageError(f"--connect: port {mesh.port_names[index]} used twice "
                                  f"({seen[index]} and {':'.join(pair)}); each port carries one route")

@@ -121,9 +121,7 @@ def mesh_label(mesh: Mesh) -> str:
         return "custom"
     if _generated_fingerprint(mesh.kind, mesh.rows, mesh.cols) != mesh_fingerprint(mesh):
         return "custom"
-    if (mesh.kind, mesh.rows, mesh.cols) == ("hexagonal", 3, 6):
-        return "smartlight"
-    return f"{_SHORT_KIND[mesh.kind]}:{mesh.rows}x{mesh.cols}"
+    return spec_label(mesh.kind, mesh.rows, mesh.cols) or "custom"
 
 
 def describe_mesh(label: str, fingerprint: str, n_tbus: int | None = None) -> str:
