@@ -26,7 +26,6 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from photonics.budget import check_band, link_budget
 from photonics.configuration import Configuration, Route
 from photonics.errors import RoutingError
 from photonics.fabric.jobs import Job, check_job, link_ports
@@ -35,8 +34,8 @@ from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.routing import (
     CostModel,
     RoutingGraph,
+    budget_routes,
     build_graph,
-    check_routes,
     negotiate,
     parse_failed,
     route_loss_db,
@@ -254,7 +253,8 @@ def evaluate(
 ) -> list[LinkResult]:
     """Circuit-solve ``configuration`` and budget every link with its ports' own lanes.
 
-    Transmission and ACR come from ``photonics.routing.check_routes`` (victims: the other
+    Transmission, ACR and budget come from ``photonics.routing.budget_routes``, the one budget
+    check of a route (its ``check_routes``: victims the other
     links' receivers), each link at its TX port's lane's own wavelengths (every channel,
     across its slot: ``photonics.budget.check_wavelengths_nm``), worst case; the budget
     uses the TX port's lane for power and polarization and the RX port's lane for
@@ -262,15 +262,13 @@ def evaluate(
     """
     mesh = fabric.mesh
     params = params or nominal_params(mesh.n_tbus, mesh.n_links, defaults)
-    for r in routes:  # a lane the chip cannot carry is refused before anything is solved
-        check_band(fabric.lane(r.src), fabric.lane(r.dst), defaults)
-    checks = check_routes(mesh, configuration, routes, params, failed=dict(failed or {}),
-                          lanes=[fabric.lane(r.src) for r in routes])
+    # a lane the chip cannot carry is refused before anything is solved
+    budgets = budget_routes(mesh, configuration, routes, params, tx=[fabric.lane(r.src) for r in routes],
+                            rx=[fabric.lane(r.dst) for r in routes], defaults=defaults,
+                            required_margin_db=required_margin_db, failed=dict(failed or {}))
     losses = list(loss_db) if loss_db is not None else routes_loss_db(mesh, routes, params)
     out = []
-    for link, r, c, loss in zip(links, routes, checks, losses, strict=True):
-        b = link_budget(-c.transmission_db, fabric.lane(r.src), fabric.lane(r.dst), defaults,
-                        required_margin_db)
+    for link, r, (c, b), loss in zip(links, routes, budgets, losses, strict=True):
         out.append(LinkResult(link, r, float(loss), c.transmission_db, c.acr_db, b.margin_db, b.ok,
                               b.reason))
     return out

@@ -30,7 +30,7 @@ from photonics.routing.single import (
     shortest_paths,
     shortest_trees,
 )
-from photonics.routing.verify import RouteCheck, check_routes
+from photonics.routing.verify import RouteCheck, budget_refusal, budget_routes, check_routes
 
 __all__ = [
     "DEFAULT_TRANSCEIVER",
@@ -41,6 +41,8 @@ __all__ = [
     "RouteResult",
     "RoutingError",
     "RoutingGraph",
+    "budget_refusal",
+    "budget_routes",
     "build_graph",
     "check_routes",
     "configuration_for",

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from photonics.budget import TRANSCEIVER_PROFILES, LinkBudget, Transceiver, check_band, link_budget
+from photonics.budget import TRANSCEIVER_PROFILES, LinkBudget, Transceiver, check_band
 from photonics.configuration import Configuration, Route
 from photonics.errors import MeshSpecError, RoutingError, StateError
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
@@ -24,7 +24,7 @@ from photonics.routing.exact import solve_exact
 from photonics.routing.graph import CostModel, RoutingGraph, build_graph
 from photonics.routing.many import negotiate
 from photonics.routing.single import conflicts, route_cost, route_loss_db
-from photonics.routing.verify import RouteCheck, check_routes
+from photonics.routing.verify import RouteCheck, budget_refusal, budget_routes
 from photonics.topology import Mesh
 
 DEFAULT_TRANSCEIVER = "dwdm-10g-zr"
@@ -251,9 +251,7 @@ def route_many(
         plan = finish(res.routes, "exact", res.optimal, 0, "worst")
         refused = [r for r in plan.routes if not r.budget.ok]
     if refused and check_budget:
-        r = refused[0]
-        raise RoutingError(f"{mesh.port_names[r.route.src]}->{mesh.port_names[r.route.dst]} refused: "
-                           f"{r.budget.reason}")
+        raise RoutingError(budget_refusal(mesh, refused[0].route, refused[0].budget))
     return plan
 
 
@@ -299,11 +297,11 @@ def _assemble(graph: RoutingGraph, routes: list[Route], method: str, optimal: bo
     if problems:  # the routers guarantee this; a failure here is a bug, said loudly
         raise RoutingError("internal: planned routes break the rules: " + "; ".join(problems))
     conf = configuration_for(mesh, routes, graph.failed)
-    checks = check_routes(mesh, conf, routes, params, wavelengths_nm=wl, failed=graph.failed, lanes=tx)
+    budgets = budget_routes(mesh, conf, routes, params, tx=tx, rx=rx, defaults=defaults,
+                            required_margin_db=margin, wavelengths_nm=wl, failed=graph.failed)
     results = tuple(
-        RouteResult(route=r, loss_db=route_loss_db(graph, r), cost_db=route_cost(graph, r), check=c,
-                    budget=link_budget(-c.transmission_db, tx, rx, defaults, margin))
-        for r, c in zip(routes, checks, strict=True)
+        RouteResult(route=r, loss_db=route_loss_db(graph, r), cost_db=route_cost(graph, r), check=c, budget=b)
+        for r, (c, b) in zip(routes, budgets, strict=True)
     )
     return Plan(routes=results, configuration=conf, method=method, optimal=optimal,
                 objective=objective, failed=dict(graph.failed), passes=passes)

@@ -6,7 +6,9 @@ sends, across the channel's slot (:func:`photonics.budget.check_wavelengths_nm`:
 One solve covers every lane of the plan (the union of their points); each route's figures
 use only its own source's points. This module is the one place a route is checked:
 routing, the fabric's ``evaluate`` (placement, failover, TBU repair, phases, collectives,
-the control plane) and the schedules' bidirectional check all come here.
+the control plane) and the schedules' bidirectional check all come here; a route's link budget
+too (:func:`budget_routes`: ``lumion route``'s plans, the fabric's links and the configurations
+``lumion program`` is handed).
 
 Definitions (powers relative to 1 W launched into the route's source port, worst case
 over the wavelengths the route is checked at):
@@ -35,10 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from photonics.budget import Transceiver, check_wavelengths_nm
+from photonics.budget import LinkBudget, Transceiver, check_band, check_wavelengths_nm, link_budget
 from photonics.circuit import solve
 from photonics.configuration import Configuration, Route
-from photonics.physics import TBUParams, nominal_params
+from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.state import MeshState
 from photonics.topology import Mesh
 
@@ -197,3 +199,55 @@ def _figures(powers: Sequence[np.ndarray], k: int, dst: int, victims: Sequence[i
     return RouteCheck(transmission_db=float(10 * np.log10(signal.min())), worst_leak_db=worst_leak,
                       worst_leak_port=worst_port, acr_db=acr, leak_in_db=leak_in,
                       acr_wavelength_nm=at, wavelengths_nm=waves)
+
+
+def budget_routes(
+    mesh: Mesh,
+    configuration: Configuration,
+    routes: Sequence[Route],
+    params: TBUParams | None = None,
+    *,
+    tx: Transceiver | Sequence[Transceiver],
+    rx: Transceiver | Sequence[Transceiver] | None = None,
+    defaults: PhysicsDefaults | None = None,
+    required_margin_db: float = 3.0,
+    wavelengths_nm: Sequence[float] | np.ndarray | None = None,
+    failed: Mapping[int, str] | None = None,
+) -> list[tuple[RouteCheck, LinkBudget]]:
+    """Every route's :func:`check_routes` figures at its TX lane's wavelengths and its link budget
+    (:func:`photonics.budget.link_budget`, the circuit solve's worst transmission as the mesh loss).
+
+    ``tx``/``rx``: each route's transmitter and receiver lane (one per route, or one for all;
+    the receiver is the transmitter's lane when omitted). A lane the chip cannot carry, or a
+    receiver that cannot detect its transmitter, raises :class:`~photonics.errors.BudgetError`
+    before anything is solved. The one budget check of a route: :func:`photonics.routing.route_many`'s
+    plans, the fabric's links and ``lumion program``'s configurations all come here.
+
+    Example:
+        >>> from photonics.routing import route
+        >>> from photonics.topology import smartlight
+        >>> m = smartlight()
+        >>> plan = route(m, 5, 28)
+        >>> (c, b), = budget_routes(m, plan.configuration, [plan.routes[0].route], tx=Transceiver())
+        >>> round(b.margin_db, 2), b.ok, len(c.wavelengths_nm)
+        (6.49, True, 33)
+    """
+    n = len(routes)
+    txs = [tx] * n if isinstance(tx, Transceiver) else list(tx)
+    rxs = txs if rx is None else [rx] * n if isinstance(rx, Transceiver) else list(rx)
+    if len(txs) != n or len(rxs) != n:
+        raise ValueError(f"give one lane per route: {len(txs)} TX and {len(rxs)} RX lanes for {n} routes")
+    for t, r in zip(txs, rxs, strict=True):  # a lane the chip cannot carry is refused before any solve
+        check_band(t, r, defaults)
+    checks = check_routes(mesh, configuration, routes, params, wavelengths_nm=wavelengths_nm,
+                          failed=failed, lanes=txs)
+    return [(c, link_budget(-c.transmission_db, t, r, defaults, required_margin_db))
+            for c, t, r in zip(checks, txs, rxs, strict=True)]
+
+
+def budget_refusal(mesh: Mesh, route: Route, budget: LinkBudget, context: str = "") -> str:
+    """The one line refusing a route whose link does not close: ``port:3->port:17 refused: <why>``
+    (``context``, e.g. the lane it was held to, goes in parentheses before the reason).
+    """
+    where = f" ({context})" if context else ""
+    return f"{mesh.port_names[route.src]}->{mesh.port_names[route.dst]} refused{where}: {budget.reason}"
