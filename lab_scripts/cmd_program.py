@@ -15,6 +15,7 @@ from typing import Any
 from lab_scripts.common import UsageError, add_json_flag, load_configuration, print_json, seed
 from lab_scripts.errors import EXIT_UNVERIFIED, opening, reading
 from lab_scripts.interrupts import deferred_interrupts, settle
+from lab_scripts.program_budget import budget_lines, check_budget
 from lab_scripts.program_heaters import heater_fault_lines, heater_faults_now, refuse_failed_tbus
 from lab_scripts.program_verify import off_line, verification, verification_lines
 from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
@@ -32,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="program a configuration (lumion.configuration JSON) onto the chip",
         description="Turn a configuration into heater currents (ideal map unless --map is given), "
         "check limits, write only the changed channels and report bytes and time on the wire. "
-        "A configuration made for another mesh than the bench's is refused before anything is sent. "
+        "A configuration made for another mesh than the bench's, or with a route whose link budget does not "
+        "close on its lane (the check lumion route refuses plans by), is refused before anything is sent. "
         "A heater state (lumion synthesize --out, for a unitary or a filter) is set through a "
         "phase-calibrated map and each of its inputs checked by light against the synthesis's prediction. "
         "Example: lumion route --connect 5:28 --json > plan.json; "
@@ -52,6 +54,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trust-unverified", action="store_true",
                    help="with --map: accept routes through TBUs the map records as unverified (light "
                    "disagreed with their fit; refused by default, as lumion route avoids them)")
+    p.add_argument("--transceiver", metavar="NAME",
+                   help="lane profile each route's link budget is checked against before anything is sent, "
+                   "as lumion route checks its plans (default: the one a lumion route --json file records, "
+                   "else dwdm-10g-zr); a route it cannot carry is refused (exit 3)")
     p.add_argument("--seed", type=seed, default=None, help="chip seed for a simulated bench")
     p.add_argument("--verify", choices=VERIFY_MODES, default=DEFAULT_VERIFY,
                    help="which channels of each vector setting are read back in its own exchange: "
@@ -175,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
         with reading("calibration map", args.map):
             heater_map = CalibrationMap.load(args.map, mesh=mesh)
     _refuse_what_the_map_cannot_set(args, conf, state, heater_map, mesh)
+    budget = None if conf is None else \
+        check_budget(conf, mesh, args.configuration, args.transceiver, heater_map, args.trust_unverified)
     with saying(NOT_STARTED), opening(f"bench {args.bench}"):
         bench = open_bench(cfg, seed=args.seed, verify=args.verify)
     with saying(FINISHED.format(channels="every changed")), bench:
@@ -191,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
                "n_tbus_by_state": None if conf is None else
                {s: conf.states().count(s) for s in ("bar", "cross", "split")}}
         out["heater_faults"] = heater_faults_now(bench)
+        out["budget"] = budget
         out["verification"] = verification(bench, conf, args.no_verify) if state is None else \
             state_verification(bench, state, heater_map, args.no_verify)
         # the chip holds the new configuration, checked: an interrupt from here on (closing
@@ -205,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
               f"{report.channels} channels in {report.commands} commands, {report.bytes_written} B out / "
               f"{report.bytes_read} B back, {report.wire_time_s * 1e3:.1f} ms on the wire "
               f"({report.elapsed_s * 1e3:.1f} ms here)")
-        print("\n".join(lines(out["verification"])))
+        print("\n".join(lines(out["verification"]) + budget_lines(budget)))
     faults = heater_fault_lines(out["heater_faults"])
     for line in faults:
         print(line, file=sys.stderr)

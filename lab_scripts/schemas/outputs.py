@@ -327,6 +327,36 @@ class ProgramHeaterFault(Strict):
     volts: float = Field(description="voltage read back (V)")
 
 
+class ProgramRouteBudget(Strict):
+    """One route's link budget as ``lumion program`` checked it before writing (dB)."""
+
+    route: str = Field(description="source->destination port names")
+    margin_db: float | None = Field(description="received power above the lane's receiver sensitivity at the "
+                                    "route's worst wavelength of the lane (the circuit solve of the "
+                                    "configuration as intended), also for a route not held to it; null "
+                                    "when no lane was known (a lumion.plan without --transceiver)")
+    status: Literal["ok", "not checked"] = Field(
+        description="ok: at least required_margin_db (a route below it is refused, exit 3, nothing sent); "
+        "not checked: see not_checked")
+
+
+class ProgramBudget(Strict):
+    """``lumion program``'s link-budget check of a configuration, before anything is sent
+    (lab_scripts/program_budget.py: the check lumion route refuses plans by).
+    """
+
+    transceiver: str | None = Field(description="the lane profile every route was held to; null for a "
+                                    "lumion.plan without --transceiver (its lanes are its fabric's)")
+    lane_from: Literal["--transceiver", "file", "default"] | None = Field(
+        description="where the lane came from: --transceiver, the lumion route --json file's own "
+        "transceiver, or lumion route's default lane (dwdm-10g-zr)")
+    required_margin_db: float | None = Field(description="the margin a route must keep (dB); null when "
+                                             "nothing was checked")
+    routes: list[ProgramRouteBudget]
+    not_checked: str | None = Field(description="why some routes were held to no lane (split light with no "
+                                    "lane named, a lumion.plan's fabric lanes); null when all were")
+
+
 class ProgramOutput(Strict):
     """``lumion program --json``: what was written to the heater driver."""
 
@@ -350,6 +380,8 @@ class ProgramOutput(Strict):
         default_factory=list, description="driven heaters whose voltage and current read-back after the "
         "write shows them open or shorted (each also one stderr line; the command then exits 5)")
     verification: ProgramVerification | StateVerification
+    budget: ProgramBudget | None = Field(
+        None, description="a configuration's link-budget check before the write; null for a heater state")
 
 
 class HeaterSetting(Strict):
