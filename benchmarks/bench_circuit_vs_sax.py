@@ -282,12 +282,11 @@ PREPARED_CALLS = 2000  # calls per timing of --prepared: a one-wavelength call i
 
 def _one_wavelength_calls(name: str, np) -> tuple:
     """``solve``, ``PreparedSolve`` and the compiled call alone for mesh ``name`` at 1550 nm: the
-    packed one-block entry ``PreparedSolve`` calls, with its four pointers made once (where the
+    packed one-block entry ``PreparedSolve`` calls, its packed arguments made once (where the
     compiled kernels are loaded; else ``solve_phases``' 33-argument call on arrays made once).
     """
     from photonics import circuit
     from photonics.circuit_merge import merge_plan, pack_one_block, solve_phases
-    from photonics.kernel_loader import array_pointer as ptr
 
     mesh, params, state = seeded_chip(name)
     wl = np.array([1550.0])
@@ -296,9 +295,7 @@ def _one_wavelength_calls(name: str, np) -> tuple:
     out = np.empty((1, mesh.n_ports, mesh.n_ports), dtype=complex)
     if run._one is not None:
         packed = pack_one_block(run._plan, run._chip, run._pos)  # (args, its pointer, the arenas)
-        pointers = (ptr(top), ptr(bot), ptr(out))
-        kept = (packed, top, bot, out)  # alive as long as the call: the kernel reads them through pointers
-        compiled = lambda kept=kept: run._one(kept[0][1], *pointers)  # noqa: E731
+        compiled = lambda packed=packed: run._one(packed[1], top, bot, out)  # noqa: E731
     else:
         plan = merge_plan(mesh)
         compiled = lambda: solve_phases(plan, chip, top, bot, 0, None, out)  # noqa: E731
@@ -308,7 +305,7 @@ def _one_wavelength_calls(name: str, np) -> tuple:
 def one_wavelength(args, np) -> None:
     """Our one-wavelength call three ways, CPU per call, best and median of ``--repeats``
     timings of :data:`PREPARED_CALLS` calls each, alternating: ``solve``, ``PreparedSolve``
-    (the benchmark's), and the compiled call alone (its packed entry, pointers made once).
+    (the benchmark's), and the compiled call alone (its packed entry, arguments packed once).
     """
     print(f"cores: {sorted(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f} at start")
     print("| mesh | solve (us) | PreparedSolve (us) | compiled call (us) |")

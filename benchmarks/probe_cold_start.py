@@ -81,8 +81,10 @@ def main() -> None:
     if ours._one is None:
         sys.exit("the one-block path is not available here (numba's dispatcher fallback): nothing to probe")
     labs = ctypes.CDLL(None).labs
-    shadow = PreparedSolve(mesh, params, wl)
-    shadow._one = labs  # the same Python path, the kernel a no-op (returns 1: "finite")
+    obj = ctypes.py_object
+    shadow = PreparedSolve(mesh, params, wl)  # the same Python path, the kernel a no-op with its signature
+    shadow._one = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, obj, obj, obj)(  # (labs of the packed
+        ctypes.cast(labs, ctypes.c_void_p).value)  # array's address: not 0, "finite")
     tiny_mesh = mesh_from_spec("hex:1x2")
     tiny_params = fabricated_params(tiny_mesh.n_tbus, tiny_mesh.n_links, np.random.default_rng(1))
     tiny_state = MeshState.random(tiny_mesh, np.random.default_rng(1))

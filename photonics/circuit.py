@@ -26,7 +26,6 @@ or states.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import sys
 import threading
@@ -411,9 +410,11 @@ class PreparedSolve:
     One state at one wavelength (a simulated chip's reading) takes a shorter path still: the
     compiled call's arguments that do not change are packed once per thread into one array
     (:func:`~photonics.circuit_merge.pack_one_block`), and a call checks the state, makes the
-    output and passes four pointers. Right after another program has run (SAX's call, in the
-    benchmark), everything a call touches is cold, and the 33 ctypes conversions, numpy calls and
-    Python frames around the kernel were most of that penalty (docs/physics.md, "One wavelength").
+    output and passes the packed array's pointer and the three arrays as they are (the kernel reads their
+    data pointers from the array objects). Right after another program has run (SAX's call, in the
+    benchmark), everything a call touches is cold, and the 33 ctypes conversions, buffer exports,
+    numpy calls and Python frames around the kernel were most of that penalty (docs/physics.md,
+    "One wavelength").
 
     The chip is read when the solver is made: a later in-place change to ``params``' arrays is
     not seen (make a new solver; :func:`solve` notices such a change and computes again).
@@ -441,17 +442,13 @@ class PreparedSolve:
         one = self._one
         if one is not None:  # one wavelength: one state as a simulated chip passes it takes the short path
             top, bot = state.phi_top, state.phi_bot
-            if top.shape == self._n == bot.shape and top.strides == _ONE_STRIDE == bot.strides \
-                    and top.dtype is _F64 and bot.dtype is _F64:
+            if type(top) is _NDARRAY is type(bot) and top.shape == self._n == bot.shape \
+                    and top.strides == _ONE_STRIDE == bot.strides and top.dtype is _F64 and bot.dtype is _F64:
                 kept = getattr(self._local, "args", None)
                 if kept is None:  # the thread's first call (kept holds the arenas it points into alive)
                     kept = self._local.args = pack_one_block(self._plan, self._chip, self._pos)
                 out = _EMPTY(self._shape, _C128)
-                try:  # the data pointers, as kernel_loader.array_pointer takes them, without its frames
-                    pointers = _ADDRESS(_AS_CHARS(top)), _ADDRESS(_AS_CHARS(bot)), _ADDRESS(_AS_CHARS(out))
-                except (TypeError, ValueError, BufferError):  # read-only phases: no writable buffer
-                    pointers = top.ctypes.data, bot.ctypes.data, out.ctypes.data
-                if one(kept[1], *pointers):
+                if one(kept[1], top, bot, out):
                     return out
                 # not finite (a lossless loop on resonance): sparse LU, as _run falls back
                 return _run(self.mesh, self.params, self._chip, top.reshape(1, -1), bot.reshape(1, -1), 1,
@@ -464,7 +461,7 @@ class PreparedSolve:
 _F64 = np.dtype(np.float64)  # the one-block path's phases: native float64 (numpy's builtin dtype object)
 _ONE_STRIDE = (8,)  # ... and contiguous
 _C128, _EMPTY = np.dtype(complex), np.empty  # its output's dtype made once
-_ADDRESS, _AS_CHARS = ctypes.addressof, ctypes.c_char.from_buffer  # an array's data pointer in two C calls
+_NDARRAY = np.ndarray  # ... and plain arrays: the kernel reads the data pointer from the object
 
 
 def _run_chunked(fn: Callable[[slice], object], batch: int, chunk: int, align: int = 1) -> list:

@@ -945,12 +945,16 @@ def _packed_entry(solve_phases, lanes: int):  # noqa: ANN001 - a numba kernel; r
     """``solve_packed(args, phi_top, phi_bot, out) -> int``: ``solve_phases``' C entry point
     (``phases_c`` of :func:`c_entry_points`) with every argument but the heater phases and the
     output read from ``args``, an int64 array holding ``phases_c``' 33 arguments in their order
-    (pointers as integers; the slots of ``phi_top``, ``phi_bot`` and ``out`` unused). The same
-    kernel on the same arrays: the same bytes. Why: a caller that solves one block over and over
-    (:class:`photonics.circuit.PreparedSolve` at one wavelength) packs the arguments that do not
-    change once, and each call converts four pointers instead of 33 ctypes arguments. Right after
-    another program's call has evicted the caches, the conversions' code and objects were most
-    of our call's cold penalty (docs/physics.md, "One wavelength").
+    (pointers as integers; the slots of ``phi_bot`` and ``out`` unused, ``phi_top``'s holding
+    :func:`photonics.circuit_merge.data_word` instead). The three arrays come as the addresses of
+    their numpy array objects (ctypes' ``py_object``), each array's data pointer read from word
+    ``args[0]`` of its object (the caller checks they are C-contiguous ndarrays of the right dtype
+    and shape). The same kernel on the same arrays: the same bytes. Why: a caller that solves one
+    block over and over (:class:`photonics.circuit.PreparedSolve` at one wavelength) packs the
+    arguments that do not change once, and each call passes four words instead of converting 33
+    ctypes arguments or exporting three buffers. Right after another program's call has evicted
+    the caches, those conversions' code and objects were most of our call's cold penalty
+    (docs/physics.md, "One wavelength").
     """
     from numba import carray, cfunc
     from numba import types as nt
@@ -970,12 +974,15 @@ def _packed_entry(solve_phases, lanes: int):  # noqa: ANN001 - a numba kernel; r
 
     fp, cp, ip = as_pointer(pf), as_pointer(pc), as_pointer(pi)
 
-    @cfunc(i8(pi, pf, pf, pc), **_JIT)
-    def packed_c(args, pt, pb, out):  # noqa: ANN001
+    @cfunc(i8(pi, i8, i8, i8), **_JIT)
+    def packed_c(args, top, bot, res):  # noqa: ANN001
         a = carray(args, (_PACKED_ARGS,))
         s, n, w, n_links, m, n_pool = a[2], a[3], a[5], a[18], a[20], a[22]
         size, w_size, p, q = a[25], a[28], a[30], a[31]
-        return solve_phases(carray(pt, (s, n)), carray(pb, (s, n)), carray(fp(a[4]), (w,)),
+        word = a[0]  # each array object's data pointer: word ``word`` of the object
+        pt, pb = carray(ip(top), (word + 1,))[word], carray(ip(bot), (word + 1,))[word]
+        out = carray(ip(res), (word + 1,))[word]
+        return solve_phases(carray(fp(pt), (s, n)), carray(fp(pb), (s, n)), carray(fp(a[4]), (w,)),
                             carray(fp(a[6]), (n,)), carray(fp(a[7]), (n,)), carray(fp(a[8]), (w, n)),
                             carray(fp(a[9]), (w, n)), carray(fp(a[10]), (w, n)), carray(fp(a[11]), (w, n)),
                             carray(fp(a[12]), (w, n)), carray(fp(a[13]), (w, n)), a[14],
@@ -983,7 +990,7 @@ def _packed_entry(solve_phases, lanes: int):  # noqa: ANN001 - a numba kernel; r
                             carray(ip(a[19]), (m, 9)), carray(ip(a[21]), (n_pool,)),
                             carray(fp(a[23]), (size, lanes)), carray(fp(a[24]), (size, lanes)),
                             carray(fp(a[26]), (w_size, lanes)), carray(fp(a[27]), (w_size, lanes)),
-                            carray(ip(a[29]), (p, q)), carray(out, (a[16], p, q)))
+                            carray(ip(a[29]), (p, q)), carray(cp(out), (a[16], p, q)))
 
     return packed_c
 

@@ -42,6 +42,9 @@ command that never solves does not pay for loading the compiler.
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -416,9 +419,13 @@ def solve_phases(plan: MergePlan, chip: ChipArgs, top: np.ndarray, bot: np.ndarr
 
 def packed_kernel() -> Callable | None:
     """The one-block solve over packed arguments (``solve_packed_1`` of
-    :mod:`photonics.kernel_loader`: ``fn(args, phi_top, phi_bot, out) -> int``, four pointers), or
-    None where the kernels run through numba's dispatcher (the loader fell back).
+    :mod:`photonics.kernel_loader`: ``fn(args' pointer, phi_top, phi_bot, out) -> int``, the three
+    arrays C-contiguous ndarrays, passed as they are), or None where the kernels run through numba's
+    dispatcher (the loader fell back) or an array object's data pointer is not where
+    :func:`data_word` looks for it.
     """
+    if data_word() is None:
+        return None
     return _kernels().get("solve_packed_1")
 
 
@@ -427,17 +434,39 @@ def pack_one_block(plan: MergePlan, chip: ChipArgs, pos: np.ndarray) -> tuple[np
     one wavelength; ``pos`` the root's arena positions, C-contiguous int64, kept alive by the
     caller, as ``plan`` and ``chip``): ``(args, args' pointer, arenas)``, ``args`` the int64
     array :func:`packed_kernel` reads (the compiled ``solve_phases``' 33 arguments in their
-    order, the phases' and output's slots 0), ``arenas`` the thread's :func:`_solve_scratch`
-    they point into, which the caller keeps with ``args``: a larger plan solved later in the
-    thread replaces the thread's arenas, and ``args`` then still points into live memory of this
-    plan's size (used by this thread only), so no check per call is needed.
+    order, the phases' and output's slots 0 but the first, which holds :func:`data_word`),
+    ``arenas`` the thread's :func:`_solve_scratch` they point into, which the caller keeps with
+    ``args``: a larger plan solved later in the thread replaces the thread's arenas, and ``args``
+    then still points into live memory of this plan's size (used by this thread only), so no
+    check per call is needed.
     """
     ptr = _pointer()
     got = _solve_scratch(plan, 1)
     *_, scratch, t_ptr = got
-    args = np.array((0, 0, 1, plan.n_tbus, *chip.head, 0, t_ptr, 1, *chip.tail, *plan.solve_args, *scratch,
-                     ptr(pos), pos.shape[0], pos.shape[1], 0), dtype=np.int64)
+    args = np.array((data_word(), 0, 1, plan.n_tbus, *chip.head, 0, t_ptr, 1, *chip.tail, *plan.solve_args,
+                     *scratch, ptr(pos), pos.shape[0], pos.shape[1], 0), dtype=np.int64)
     return args, ptr(args), got
+
+
+@functools.cache
+def data_word() -> int | None:
+    """The 8-byte word of a numpy array object that holds its data pointer, found by looking, or
+    None where it is not found (then :class:`~photonics.circuit.PreparedSolve` converts pointers
+    instead). numpy's ``PyArrayObject`` starts with CPython's object header, then ``char *data``:
+    word 2 on CPython's 64-bit builds (a free-threaded build's header is longer). The packed
+    kernel reads it there, so a one-wavelength call passes its arrays as they are, without a
+    buffer export each (docs/physics.md, "One wavelength").
+    """
+    if sys.implementation.name != "cpython" or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return None  # id() is an object's address only in CPython
+    probes = (np.empty(3), np.zeros((2, 5), complex), np.arange(4.0)[1:])
+    for word in range(2, _HEADER_WORDS_MAX + 1):
+        if all(ctypes.c_int64.from_address(id(a) + 8 * word).value == a.ctypes.data for a in probes):
+            return word
+    return None
+
+
+_HEADER_WORDS_MAX = 6  # the longest object header looked past: a free-threaded CPython's is 4 words
 
 
 def _pointer() -> Callable[[np.ndarray], int]:

@@ -358,13 +358,14 @@ def _wrap(addresses: dict[str, int]) -> dict[str, Callable]:
     transfer_c = ctypes.CFUNCTYPE(None, _P, _P, _I, _I, _P, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P)(
         addresses["transfer_blocks"])
     phases_c, phases1_c = (phases_sig(addresses[entry_name("solve_phases", n)]) for n in _LANE_COUNTS)
-    packed_c = ctypes.CFUNCTYPE(_I, _P, _P, _P, _P)(addresses["solve_packed_1"])
+    obj = ctypes.py_object  # an array given as its object's address: no conversion, no buffer export
+    packed_c = ctypes.CFUNCTYPE(_I, _P, obj, obj, obj)(addresses["solve_packed_1"])
     _KEEP.extend((solve_c, solve1_c, remerge_c, remerge1_c, transfer_c, phases_c, phases1_c, packed_c))
     out = {"solve_blocks": _solve_caller(solve_c), "remerge_blocks": _remerge_caller(remerge_c),
            "solve_blocks_1": _solve_caller(solve1_c), "remerge_blocks_1": _remerge_caller(remerge1_c),
            "transfer_blocks": _transfer_caller(transfer_c), "solve_phases": _phases_caller(phases_c),
            "solve_phases_1": _phases_caller(phases1_c),
-           "solve_packed_1": packed_c}  # called as it is (PreparedSolve: four pointers)
+           "solve_packed_1": packed_c}  # called as it is (PreparedSolve: the packed arguments, three arrays)
     for lanes in _LANE_COUNTS:
         out |= _gradient_callers(addresses, lanes)
     return out

@@ -148,6 +148,21 @@ def test_one_wavelength_packs_the_kernel_s_arguments_correctly():
     assert not strided.phi_top.flags.c_contiguous
     assert prepared(strided).tobytes() == solve(mesh, strided, [1547.5], params).tobytes()
     assert len(calls) == 4
+    state = MeshState.random(mesh, rng)
+    frozen = MeshState(state.phi_top.copy(), state.phi_bot.copy())
+    for a in (frozen.phi_top, frozen.phi_bot):
+        a.flags.writeable = False  # read-only phases: the packed path reads them as they are
+    assert prepared(frozen).tobytes() == solve(mesh, state, [1547.5], params).tobytes()
+    assert len(calls) == 5
+
+    class Phases(np.ndarray):  # a subclass (MeshState makes plain arrays; a duck-typed state might
+        pass  # not): never read through its object's layout, the general path, the same bytes
+
+    sub = MeshState(state.phi_top, state.phi_bot)
+    for name in ("phi_top", "phi_bot"):
+        object.__setattr__(sub, name, getattr(state, name).view(Phases))
+    assert prepared(sub).tobytes() == solve(mesh, state, [1547.5], params).tobytes()
+    assert len(calls) == 5
 
 
 def test_one_wavelength_from_two_threads_gives_solve_s_bytes():
