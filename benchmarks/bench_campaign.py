@@ -14,6 +14,7 @@ import time
 
 from campaigns import run_tasks
 from campaigns.yield_kind import chip_task, yield_summary, yield_tasks
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 
 def timed(label, fn):
@@ -28,7 +29,7 @@ def main() -> int:
     ap.add_argument("--mesh", default="smartlight")
     args = ap.parse_args()
     tasks = yield_tasks([args.mesh], [0.03], [0.003], chips=args.chips, seed=1, workers=8, spares=2,
-                        margin_db=3.0, min_acr_db=25.0)
+                        margin_db=REQUIRED_MARGIN_DB, min_acr_db=25.0)
     runs = [timed("local, 1 worker (synchronous)",
                   lambda: run_tasks(chip_task, tasks, workers=1, progress=False)),
             timed("local, 2 processes", lambda: run_tasks(chip_task, tasks, workers=2, progress=False))]

@@ -22,9 +22,10 @@ import time
 
 from photonics.fabric import schedule, spread_ports
 from photonics.routing import check_routes, conflicts
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import smartlight
 
-MARGIN_DB = 3.0  # schedule's default required margin, re-checked on every link
+MARGIN_DB = REQUIRED_MARGIN_DB  # schedule's default required margin, re-checked on every link
 
 
 def verify(mesh, s) -> None:

@@ -31,6 +31,7 @@ from photonics.fabric import (
     route_links,
 )
 from photonics.routing import parse_failed
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 CHIP_JOB = "chip"  # the name of the plan-of-record's job (the union of the running jobs)
 
@@ -63,7 +64,8 @@ def _tbu_channels(tbus: Sequence[int] | np.ndarray) -> np.ndarray:
 
 
 def place(
-    fabric: Fabric, plan: JobPlan, job: Job, heater_map: CurrentMap | None, required_margin_db: float = 3.0
+    fabric: Fabric, plan: JobPlan, job: Job, heater_map: CurrentMap | None,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
 ) -> tuple[JobPlan, dict[int, float]]:
     """Add ``job``'s links to the chip's plan, routed around every running link.
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from lab_scripts.common import UsageError, add_json_flag, positive, print_json, seed, table
 from lab_scripts.paths import PLOT_SUFFIXES, output_file
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 SCHEMA = "lumion.campaign"
 VERSION = 1
@@ -68,7 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--chips", type=positive, default=40, help="fabricated chips per grid point (default 40)")
     y.add_argument("--accelerators", type=positive, default=8, help="workers in the ring job (default 8)")
     y.add_argument("--spares", type=int, default=2, help="spare accelerators (default 2)")
-    y.add_argument("--margin-db", type=float, default=3.0, help="required link margin, dB (default 3)")
+    y.add_argument("--margin-db", type=float, default=REQUIRED_MARGIN_DB,
+                   help=f"required link margin, dB (default {REQUIRED_MARGIN_DB:g})")
     y.add_argument("--min-acr-db", type=float, default=25.0,
                    help="required attenuation-to-crosstalk ratio, dB (default 25)")
     y.add_argument("--loss-spread-db", type=_floats, default=[0.03],

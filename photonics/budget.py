@@ -28,7 +28,8 @@ every :data:`CHANNEL_STEP_NM` from edge to edge; the circuit check
 
 Link budget (dB, dBm):
 ``tx - 2 * fiber_to_chip - access_routing - sum(TBU loss) - polarization_loss``
-must reach ``rx_sensitivity + required_margin``.
+must reach ``rx_sensitivity + required_margin`` (by default
+:data:`photonics.tolerances.REQUIRED_MARGIN_DB`, 3 dB: why there).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import numpy as np
 
 from photonics.errors import BudgetError
 from photonics.physics import C_BAND_NM, PhysicsDefaults
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 Polarization = Literal["aligned", "drifting", "dual"]
 POLARIZATIONS: tuple[str, ...] = ("aligned", "drifting", "dual")
@@ -348,7 +350,7 @@ def link_budget(
     tx: Transceiver | None = None,
     rx: Transceiver | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
 ) -> LinkBudget:
     """Budget of one link through ``tbu_loss_db`` of mesh (sum of TBU and link losses).
 

@@ -1,4 +1,5 @@
-"""Tolerances every light check shares, in a module that imports nothing heavy.
+"""Tolerances every light check shares, and the link margin every budget keeps, in a module
+that imports nothing heavy.
 
 ``lumion program``, ``lumion demo``, the control plane's recovery check and the trust
 campaign all judge a programmed route by the same number; the command-line front end reads
@@ -27,3 +28,14 @@ HELD_TOL_DB = 0.5
 # measure 28-70 dB on the simulated bench. `lumion program` (lab_scripts.program_verify) and
 # the failover check of a new link (photonics.fabric.verify) judge by it.
 MIN_ACR_DB = 20.0
+
+# The margin (dB) a link must keep above its receiver's sensitivity unless told otherwise: the
+# one default of photonics.budget.link_budget, the router, the fabric (placement, failover,
+# repair, multicast, schedules), the control plane, `lumion program`'s budget check, the rack
+# and the yield campaign (`lumion campaign --margin-db`). The lane profiles already take the
+# minimum launch power and the worst-case (end of life) sensitivity, so the margin is for what
+# changes between planning a link and using it: fibres re-mated at the facets (the SmartLight
+# datasheet's 1.8-3.6 dB per facet around the 2.5 dB modelled), heater drift and map residuals
+# between recalibrations (~0.3 dB on a route, above), connector dirt and ageing. Our choice:
+# the low end of the 3-6 dB system margin fibre link budgets customarily keep.
+REQUIRED_MARGIN_DB = 3.0

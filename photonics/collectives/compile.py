@@ -61,6 +61,7 @@ from photonics.fabric import (
 from photonics.physics import TBUParams
 from photonics.routing import build_graph, route_loss_db
 from photonics.routing.exact import RoutingTimeoutError
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 PARKED = -1  # the "configuration" of a chip with every TBU parked (before the first switch)
 WRITE_RESOLUTION = 1e-4  # rad: a heater whose phase moves less is not written (photonics.fabric)
@@ -464,7 +465,7 @@ def compile_collective(
     cost: CostModel | None = None,
     timing: TimingModel | None = None,
     params: TBUParams | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     fixed_cost: CostModel | None = None,
     multicast: bool = False,
 ) -> CompiledCollective:

@@ -44,6 +44,7 @@ from photonics.fabric.model import DEFAULT_TRANSCEIVER, Fabric, FabricError, _pr
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.routing import build_graph, conflicts, parse_failed, route_many, shortest_path
 from photonics.routing.verify import lane_power, route_wavelengths_nm
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import Mesh
 
 # Questions the factorization search may ask (a quick one is one fast-router call, ~25 ms;
@@ -218,7 +219,7 @@ def schedule(
     params: TBUParams | None = None,
     transceiver: Transceiver | str = DEFAULT_TRANSCEIVER,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     require_budget: bool = True,
     failed: Mapping[int | str, str] | None = None,
     labelings: int = 12,

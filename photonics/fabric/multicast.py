@@ -23,6 +23,7 @@ from photonics.fabric.model import Fabric, FabricError
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.routing.graph import RoutingGraph, build_graph
 from photonics.routing.multicast import Tree, TreeCheck, check_trees, route_trees, trees_configuration
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 Group = tuple[str, tuple[str, ...]]
 
@@ -110,7 +111,7 @@ def plan_multicast(
     params: TBUParams | None = None,
     failed: Mapping[int, str] | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     graph: RoutingGraph | None = None,
 ) -> MulticastPlan:
     """Route, solve and budget ``groups`` together in one configuration.

@@ -37,6 +37,7 @@ from photonics.fabric.multicast import BranchResult, MulticastPlan, branch_resul
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.routing.graph import RoutingGraph, build_graph
 from photonics.routing.multicast import BLOCKED_COST_DB, Tree, _blocked_costs, _walk_from, check_trees
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 # A held branch (its TBUs' states bit-identical) can still see its received power move: the
 # circuit solve has crosstalk, so TBUs changed next to its path leak a little light into it,
@@ -137,7 +138,7 @@ def fail_receiver(
     params: TBUParams | None = None,
     failed: Mapping[int, str] | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     graph: RoutingGraph | None = None,
     dark: frozenset[int] = frozenset(),
 ) -> MulticastFailover:

@@ -43,6 +43,7 @@ from photonics.fabric.multicast import Group, MulticastPlan, branch_results, gro
 from photonics.fabric.plan_io import _failed_tbus, _route_from_dict
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.routing.multicast import Tree, check_trees
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import Mesh
 
 MULTICAST_PLAN_SCHEMA = "lumion.multicast-plan"
@@ -120,7 +121,7 @@ def multicast_from_dict(
     *,
     params: TBUParams | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     failed: Mapping[int, str] | None = None,
 ) -> RunningMulticast:
     """Read a ``lumion.multicast-plan`` v1 document for ``fabric``; one-line FabricError when it

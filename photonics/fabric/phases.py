@@ -27,6 +27,7 @@ from photonics.fabric.plan import (
 from photonics.fabric.timing import TimingModel, configuration_phase_step, recovery_timing
 from photonics.physics import PhysicsDefaults, TBUParams
 from photonics.routing import build_graph, route_loss_db
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 
 # ---------------------------------------------------------------------------------------
@@ -64,7 +65,7 @@ def plan_phases(
     params: TBUParams | None = None,
     timing: TimingModel | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     max_current_ma: float = MAX_CURRENT_MA,
     cyclic: bool = True,
 ) -> list[PhaseConfig]:

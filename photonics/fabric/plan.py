@@ -41,6 +41,7 @@ from photonics.routing import (
     route_loss_db,
     solve_exact,
 )
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import Mesh
 
 MAX_CURRENT_MA = 24.0  # Qontrol Q8iv-class full scale (docs/instruments.md)
@@ -248,7 +249,7 @@ def evaluate(
     params: TBUParams | None = None,
     failed: Mapping[int, str] | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     loss_db: Sequence[float] | None = None,
 ) -> list[LinkResult]:
     """Circuit-solve ``configuration`` and budget every link with its ports' own lanes.
@@ -304,7 +305,7 @@ def place_job(
     params: TBUParams | None = None,
     failed_tbus: Mapping[int | str, str] | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     max_current_ma: float = MAX_CURRENT_MA,
 ) -> JobPlan:
     """Route every logical link of ``job`` and check it; FabricError when a link cannot close.

@@ -22,6 +22,7 @@ from photonics.fabric.splice import POLICIES, Candidate, Context, Option, heater
 from photonics.fabric.timing import TimingModel, recovery_timing
 from photonics.physics import PhysicsDefaults, TBUParams
 from photonics.routing import parse_failed
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import Mesh
 
 DEFAULT_POLICY = "fewest-moves"
@@ -203,7 +204,7 @@ def failover(
     params: TBUParams | None = None,
     timing: TimingModel | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     max_current_ma: float = MAX_CURRENT_MA,
     park_freed: bool = False,
     policy: str = DEFAULT_POLICY,
@@ -265,7 +266,7 @@ def fail_tbu(
     params: TBUParams | None = None,
     timing: TimingModel | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     max_current_ma: float = MAX_CURRENT_MA,
     policy: str = DEFAULT_POLICY,
 ) -> Recovery:

@@ -49,6 +49,7 @@ from photonics.fabric.plan import (
 from photonics.fabric.timing import configuration_phase_step
 from photonics.physics import PhysicsDefaults, TBUParams
 from photonics.routing import RoutingGraph, build_graph, route_loss_db
+from photonics.tolerances import REQUIRED_MARGIN_DB
 
 POLICIES = ("hitless", "fewest-moves")
 # Subsets of held links tried before giving up on partial moves and re-placing the whole
@@ -70,7 +71,7 @@ class Context:
     failed: dict[int, str]
     params: TBUParams | None = None
     defaults: PhysicsDefaults | None = None
-    required_margin_db: float = 3.0
+    required_margin_db: float = REQUIRED_MARGIN_DB
     park_freed: bool = False
 
 

@@ -45,6 +45,7 @@ from photonics.bounded_read import SETTINGS_FILE_MAX_BYTES, read_text
 from photonics.budget import TRANSCEIVER_PROFILES, Transceiver
 from photonics.errors import LumionError, MeshSpecError
 from photonics.physics import PhysicsDefaults
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import Mesh, mesh_from_spec
 
 SCHEMA = "lumion.rack"
@@ -55,7 +56,6 @@ DEFAULT_TRANSCEIVER = "dwdm-10g-zr"  # the C-band lane the fabric uses (docs/phy
 FIBRE_LOSS_DB = 0.5
 # Fibre-to-chip coupling per facet: the SmartLight datasheet's 2.5 dB (1.8-3.6 dB).
 COUPLING_DB = PhysicsDefaults.fiber_to_chip_loss_db
-REQUIRED_MARGIN_DB = 3.0  # the same margin the fabric and router keep (docs/fabric.md)
 # Gain a C-band booster SOA gives well below saturation (vendors list 15-30 dB small-signal);
 # the default rack's fibres use it: without gain no cross-mesh link closes (docs/rack.md).
 DEFAULT_RACK_GAIN_DB = 12.0

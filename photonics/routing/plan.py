@@ -25,6 +25,7 @@ from photonics.routing.graph import CostModel, RoutingGraph, build_graph
 from photonics.routing.many import negotiate
 from photonics.routing.single import conflicts, route_cost, route_loss_db
 from photonics.routing.verify import RouteCheck, budget_refusal, budget_routes
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import Mesh
 
 DEFAULT_TRANSCEIVER = "dwdm-10g-zr"
@@ -170,7 +171,7 @@ def route_many(
     defaults: PhysicsDefaults | None = None,
     transceiver: Transceiver | str = DEFAULT_TRANSCEIVER,
     receiver: Transceiver | str | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     check_budget: bool = True,
     wavelengths_nm: Sequence[float] | None = None,
     time_limit_s: float | None = 120.0,

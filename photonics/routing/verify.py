@@ -42,6 +42,7 @@ from photonics.circuit import solve
 from photonics.configuration import Configuration, Route
 from photonics.physics import PhysicsDefaults, TBUParams, nominal_params
 from photonics.state import MeshState
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import Mesh
 
 Lanes = Transceiver | Sequence[Transceiver] | None
@@ -210,7 +211,7 @@ def budget_routes(
     tx: Transceiver | Sequence[Transceiver],
     rx: Transceiver | Sequence[Transceiver] | None = None,
     defaults: PhysicsDefaults | None = None,
-    required_margin_db: float = 3.0,
+    required_margin_db: float = REQUIRED_MARGIN_DB,
     wavelengths_nm: Sequence[float] | np.ndarray | None = None,
     failed: Mapping[int, str] | None = None,
 ) -> list[tuple[RouteCheck, LinkBudget]]:

@@ -1,4 +1,6 @@
+import ast
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from photonics.budget import (
 from photonics.errors import BudgetError, StateError
 from photonics.physics import PhysicsDefaults
 from photonics.state import MeshState
+from photonics.tolerances import REQUIRED_MARGIN_DB
 from photonics.topology import hexagonal
 
 
@@ -159,3 +162,41 @@ def test_receiver_must_detect_the_transmitted_wavelength():
         link_budget(1.0, c_band, o_band_rx)
     with pytest.raises(BudgetError, match="lane wavelength"):
         Transceiver(wavelengths_nm=())
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("photonics", "calibration", "instruments", "controlplane", "campaigns", "lab_scripts")
+
+
+def _number(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _literal_margins(path: Path) -> list[str]:
+    """Where a margin parameter, field or option of ``path`` defaults to a number written there."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults, strict=True))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
+            found += [f"{node.name}({arg.arg}=...)" for arg, d in pairs
+                      if "margin_db" in arg.arg and _number(d)]
+        elif (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+              and node.target.id == "required_margin_db" and _number(node.value)):
+            found.append("field required_margin_db")
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and node.args[0].value == "--margin-db"):
+            found += ["--margin-db" for k in node.keywords
+                      if k.arg == "default" and _number(k.value)]
+    return [f"{path.relative_to(ROOT)}: {f}" for f in found]
+
+
+def test_the_required_margin_is_one_constant():
+    """Every default link margin is REQUIRED_MARGIN_DB (its reason is there): a literal 3.0 in one of
+    the ~15 functions that take one would let router, fabric and program drift apart unseen."""
+    literal = [hit for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
+               for hit in _literal_margins(path)]
+    assert not literal, literal
+    assert link_budget(5.0).required_margin_db == REQUIRED_MARGIN_DB == 3.0
