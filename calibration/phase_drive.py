@@ -12,7 +12,7 @@ linear system and adds whole turns where a neighbour's heat would need a negativ
 
 from __future__ import annotations
 
-import threading
+import functools
 
 import numpy as np
 import scipy.sparse as sp
@@ -54,7 +54,7 @@ def self_phases_for(cmap: CalibrationMap, arms_rad: np.ndarray, solve_for: np.nd
                                    else np.asarray(solve_for, bool))
     idx = np.flatnonzero(live)
     held = np.zeros(cmap.n_heaters) if held_self_rad is None else np.where(live, 0.0, held_self_rad)
-    a = _system(cmap, live, idx)
+    a = _system(cmap, live)
     # the held heaters' heat at the solved ones (their own self-phase is not in the arm phase)
     spill = (cmap.crosstalk @ (held / cmap.eta))[idx]
     target = np.mod(np.asarray(arms_rad, float)[idx] - spill, TWO_PI)
@@ -73,12 +73,10 @@ def self_phases_for(cmap: CalibrationMap, arms_rad: np.ndarray, solve_for: np.nd
 # Crosstalk systems kept by :func:`_system` (maps and heater sets): a unitary, a filter or the
 # common-phase stage programs state after state through one map.
 SYSTEMS_KEPT = 8
-_systems: dict[tuple, sp.csc_matrix] = {}
-_systems_lock = threading.Lock()
 
 
-def _system(cmap: CalibrationMap, live: np.ndarray, idx: np.ndarray) -> sp.csc_matrix:
-    """``(I + K / eta)`` restricted to the heaters ``idx`` (``live`` as a mask), as CSC.
+def _system(cmap: CalibrationMap, live: np.ndarray) -> sp.csc_matrix:
+    """``(I + K / eta)`` restricted to the heaters ``live`` (a mask), as CSC.
 
     Building it took ~5 ms of scipy.sparse's Python per state programmed, ten times the solve;
     it depends only on the map's crosstalk and eta and on the heaters solved for, so the last
@@ -86,18 +84,27 @@ def _system(cmap: CalibrationMap, live: np.ndarray, idx: np.ndarray) -> sp.csc_m
     caller could change): the same matrix, built the same way, hence the same currents.
     """
     K = cmap.crosstalk.tocsr()  # (the map's own matrix when it is CSR, as maps make it)
-    key = (cmap.n_heaters, type(cmap.crosstalk), K.shape, cmap.eta.dtype.str, K.data.dtype.str,
-           cmap.eta.tobytes(), K.indptr.tobytes(), K.indices.tobytes(), K.data.tobytes(), live.tobytes())
-    kept = _systems.get(key)
-    if kept is not None:
-        return kept
-    full = (sp.identity(cmap.n_heaters, format="csr") + cmap.crosstalk @ sp.diags(1.0 / cmap.eta)).tocsr()
+    return _system_of(cmap.n_heaters, K.shape, cmap.eta.dtype.str, K.data.dtype.str, cmap.eta.tobytes(),
+                      K.indptr.tobytes(), K.indices.tobytes(), K.data.tobytes(), K.indptr.dtype.str,
+                      K.indices.dtype.str, live.tobytes())
+
+
+@functools.lru_cache(maxsize=SYSTEMS_KEPT)
+def _system_of(n_heaters: int, shape: tuple[int, int], eta_dtype: str, data_dtype: str, eta: bytes,
+               indptr: bytes, indices: bytes, data: bytes, indptr_dtype: str, indices_dtype: str,
+               live: bytes) -> sp.csc_matrix:
+    """:func:`_system` of the map held in these bytes (its CSR crosstalk and eta) and heater mask.
+
+    Built from the bytes alone, so what is kept cannot differ from what the key says; the
+    product with a diagonal is one multiply per entry, so it is the same matrix whether the
+    map's crosstalk came as CSR or another format.
+    """
+    K = sp.csr_matrix((np.frombuffer(data, data_dtype), np.frombuffer(indices, indices_dtype),
+                       np.frombuffer(indptr, indptr_dtype)), shape=shape)
+    idx = np.flatnonzero(np.frombuffer(live, bool))
+    full = (sp.identity(n_heaters, format="csr") + K @ sp.diags(1.0 / np.frombuffer(eta, eta_dtype))).tocsr()
     a = full[idx][:, idx].tocsc()
     a.sum_duplicates()  # what spsolve does to its matrix first, in place: done before it is shared
-    with _systems_lock:
-        while len(_systems) >= SYSTEMS_KEPT:
-            del _systems[next(iter(_systems))]  # the oldest
-        _systems[key] = a
     return a
 
 

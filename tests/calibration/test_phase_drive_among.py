@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibration.phase_drive import currents_for_state, currents_for_state_among
+from calibration.phase_drive import SYSTEMS_KEPT, _system_of, currents_for_state, currents_for_state_among
 from instruments.sim.chip import Chip
 from photonics.state import MeshState
 from photonics.topology import smartlight
@@ -39,3 +39,24 @@ def test_the_state_tbus_get_the_state_phases_with_the_held_heaters_heat_compensa
     naive[mine] = full[mine]
     off = np.mod(cmap.arm_phases(naive)[mine] - want[mine] + np.pi, 2 * np.pi) - np.pi
     assert np.abs(off).max() > 1e-3
+
+
+def test_kept_crosstalk_systems_follow_the_map_content_and_stay_bounded():
+    """The solve's sparse systems are kept by the map's content, not its object: a map whose eta
+    is changed in place is not answered from the system of its old values; at most
+    SYSTEMS_KEPT are kept however many heater sets are asked for."""
+    chip = Chip(smartlight(), seed=4372, model="ideal")
+    cmap = truth_map(chip, common=True)
+    rng = np.random.default_rng(4373)
+    n = chip.mesh.n_tbus
+    state = MeshState(rng.uniform(0, 2 * np.pi, n), rng.uniform(0, 2 * np.pi, n))
+    before = currents_for_state(cmap, state, MAX_MA)
+    cmap.eta[:] *= 1.25  # the frozen map's array, changed in place
+    after = currents_for_state(cmap, state, MAX_MA)
+    _system_of.cache_clear()
+    assert np.array_equal(after, currents_for_state(cmap, state, MAX_MA))  # as if built afresh
+    assert not np.array_equal(before, after)
+    held = rng.uniform(0, 5, cmap.n_heaters)
+    for t in range(3 * SYSTEMS_KEPT):  # a distinct heater set each time
+        currents_for_state_among(cmap, state, (t, t + 1), held, MAX_MA)
+    assert _system_of.cache_info().currsize == SYSTEMS_KEPT
