@@ -61,7 +61,12 @@ def drain_path(peer: np.ndarray | list[int], source: int, allowed: set[int], ban
     return _search(peer, source, allowed, banned, passable, forward=True, touched=touched)
 
 
-_HOPS: dict[tuple[int, int, int], Hop] = {}  # every Hop a search has answered with (frozen: shared)
+# Every Hop a search has answered with (frozen: shared). Bounded without eviction: a hop is the
+# same value on any mesh, so the dict holds at most 8 per TBU index of the largest mesh searched
+# (4 entry ports x bar or cross exit), ~200 bytes each (1.6 kB a TBU: 0.1 MB for SmartLight),
+# however many meshes, chips or maps a long-running process calibrates (session 42: 12 rounds
+# of hex:2x2 and hex:3x3 calibrations held 236-240).
+_HOPS: dict[tuple[int, int, int], Hop] = {}
 
 
 def _hop(tbu: int, entry: int, exit_: int) -> Hop:

@@ -8,6 +8,7 @@ import pytest
 from scipy.optimize import least_squares
 
 from calibration import fit as fit_module
+from calibration import lsq
 from calibration.fit import NoiseModel, Sweep, fringe_least_squares, fringe_model
 from calibration.lsq import least_squares_trf_unbounded
 
@@ -125,3 +126,18 @@ def test_unbounded_same_numbers_as_scipy(seed, loss):
         assert np.array_equal(got.fun, ref.fun)
         assert np.array_equal(got.jac, ref.jac)
         assert (got.nfev, got.njev, got.status) == (ref.nfev, ref.njev, ref.status)
+
+
+def test_the_kept_svd_routine_follows_the_dtype_and_stays_bounded():
+    """The SVD's LAPACK routine is kept per shape *and* dtype: a float64 Jacobian after a float32
+    one of the same shape gets double precision (kept by shape alone, it went through sgesdd),
+    and at most GESDD_KEPT routines are kept however many shapes come."""
+    rng = np.random.default_rng(20261128)
+    a = rng.normal(size=(37, 9))
+    lsq._svd(a.astype(np.float32))
+    u, s, v = lsq._svd(a)
+    assert u.dtype == s.dtype == v.dtype == np.float64
+    np.testing.assert_allclose((u * s) @ v, a, rtol=0, atol=1e-12)
+    for m in range(10, 10 + 2 * lsq.GESDD_KEPT):
+        lsq._svd(rng.normal(size=(m, 3)))
+    assert lsq._gesdd.cache_info().currsize == lsq.GESDD_KEPT
