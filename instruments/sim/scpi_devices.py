@@ -561,6 +561,10 @@ class ScpiServer:
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
             allow_reuse_address = True
+            # handle_request() polls the socket without waiting: the loop below calls it only once
+            # select says a connection is waiting, and one that vanished before accept() must not
+            # leave it blocked where close()'s wake-up cannot reach it.
+            timeout = 0
 
         self._server = Server((host, port), Handler)
         self.host, self.port = self._server.server_address[:2]
@@ -581,7 +585,7 @@ class ScpiServer:
             sel.register(self._server, selectors.EVENT_READ)
             sel.register(self._wake_r, selectors.EVENT_READ)
             while not any(key.fileobj == self._wake_r for key, _ in sel.select()):
-                self._server._handle_request_noblock()  # what serve_forever does with a ready socket
+                self._server.handle_request()  # accepts the waiting connection (timeout 0: never blocks)
 
     def _count(self, port: int, lines: int) -> None:
         with self._clients_lock:
