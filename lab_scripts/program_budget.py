@@ -14,7 +14,8 @@ The lane: ``--transceiver``, else the one a ``lumion route --json`` file records
 planned for), else ``lumion route``'s default (``dwdm-10g-zr``). Two kinds of route are named as
 not checked instead of being held to a lane nobody declared: the branches of split light (a
 source feeding several routes: a ``lumion synthesize --splitter`` configuration, whose branches
-carry a fraction of the input each) when no lane is named, and the links of a ``lumion.plan``
+carry a fraction of the input each; only a configuration with a TBU between bar and cross has
+any) when no lane is named, and the links of a ``lumion.plan``
 without ``--transceiver`` (their lanes are the fabric's, which the plan names but does not record).
 """
 
@@ -69,12 +70,22 @@ def _not_checked(conf: Any, mesh: Any, lane: str | None, lane_from: str | None,
                "the plan does not record; give --transceiver to check them against a lane")
         return [False] * len(conf.routes), why
     fan_out = Counter(r.src for r in conf.routes)
-    held = [lane_from != FROM_DEFAULT or fan_out[r.src] == 1 for r in conf.routes]
+    held = [lane_from != FROM_DEFAULT or fan_out[r.src] == 1 or not _splits_light(conf) for r in conf.routes]
     if all(held):
         return held, None
     split = sorted({mesh.port_names[r.src] for r, h in zip(conf.routes, held, strict=True) if not h})
     return held, (f"split light ({', '.join(split)} feeds several routes, each a fraction of its input) is "
                   "held to no lane unless one is named; give --transceiver to check its branches")
+
+
+def _splits_light(conf: Any) -> bool:
+    """Whether any TBU is set between bar and cross: only such a TBU splits a source's light.
+
+    A configuration of bar and cross alone sends each source's light one way, so routes it lists
+    from one source are not branches of split light (a route listed twice, or a "branch" to a
+    port the light does not reach): each is a link, held to the lane like any other.
+    """
+    return any(0.0 < x < 1.0 for x in conf.cross_fraction)
 
 
 def check_budget(conf: Any, mesh: Any, path: str, given: str | None, heater_map: Any,

@@ -175,3 +175,21 @@ def test_a_failover_plan_names_its_links_not_checked_unless_a_lane_is_given(caps
     assert budget["lane_from"] == "--transceiver"
     assert [r["margin_db"] for r in budget["routes"]] == \
         [pytest.approx(lk["margin_db"], abs=1e-3) for lk in links]
+
+
+@pytest.mark.parametrize("extra", ["the route again", "a branch to a port its light does not reach"])
+def test_a_source_listed_twice_without_a_splitting_tbu_is_no_split_light(capsys, tmp_path, no_bench, extra):
+    """Only a TBU set between bar and cross splits light: a bar/cross configuration listing a second
+    route from a source (the same route twice, or a made-up branch) is not a splitter, so the detour
+    is still refused on the default lane (session 42's audit: such a file was programmed, exit 0, its
+    routes 'not checked' as split light; a made-up branch, port:5->port:6 on chip 14377, 'ok' by light
+    at the 36 dB loss the configuration gives it)."""
+    doc = json.loads(detour_file(capsys, tmp_path).read_text())
+    del doc["transceiver"]  # a bare configuration's lane: the default
+    routes = doc["configuration"]["routes"]
+    branch = {"src": "port:3", "dst": "port:0", "tbus": []}  # nominally ~80 dB down: no light goes there
+    routes.append(dict(routes[0]) if extra == "the route again" else branch)
+    conf = tmp_path / "twice.json"
+    conf.write_text(json.dumps(doc))
+    err = refused(capsys, conf)
+    assert "route port:3->port:17 refused (lane dwdm-10g-zr, the default): budget short by 1.0" in err
