@@ -96,7 +96,8 @@ def test_a_hand_edited_detour_outside_the_budget_is_refused_before_anything_is_s
 
 def test_the_lane_the_file_records_is_the_one_held_to(capsys, tmp_path, no_bench):
     """A route inside dwdm-10g-zr's budget, its file edited to say dwdm-10g-er (15 dB of budget,
-    too little for any path through the chip, as lumion route --transceiver dwdm-10g-er refuses)."""
+    too little for a 14-TBU path: lumion route --transceiver dwdm-10g-er refuses 3:17 and takes only
+    the shortest, such as the one-TBU 4:3)."""
     doc = json.loads(route_file(capsys, tmp_path).read_text())
     doc["transceiver"] = "dwdm-10g-er"
     conf = tmp_path / "er.json"
