@@ -345,6 +345,16 @@ class LinkBudget:
     reason: str | None = None
 
 
+def _shortfall(short_db: float, margin_db: float) -> str:
+    """How far a link's margin falls short, for its one line: to 0.01 dB, or, when that would
+    print "0.00" (a margin a hair under the requirement), the shortfall and the margin in full, so
+    the refusal never reads "short by 0.00 dB" beside two equal powers.
+    """
+    if round(short_db, 2) > 0:
+        return f"{short_db:.2f} dB"
+    return f"{short_db:.1g} dB (margin {margin_db:.6f} dB)"
+
+
 def link_budget(
     tbu_loss_db: float,
     tx: Transceiver | None = None,
@@ -378,7 +388,8 @@ def link_budget(
     reason = pol_reason
     if reason is None and margin < required_margin_db:
         reason = (
-            f"budget short by {required_margin_db - margin:.2f} dB: receives {received:.2f} dBm, "
+            f"budget short by {_shortfall(required_margin_db - margin, margin)}: "
+            f"receives {received:.2f} dBm, "
             f"needs {rx.rx_sensitivity_dbm + required_margin_db:.2f} dBm "
             f"({rx.rx_sensitivity_dbm:.1f} dBm sensitivity + {required_margin_db:.1f} dB margin); "
             "use a shorter route, a stronger transmitter or a more sensitive receiver"

@@ -50,6 +50,16 @@ def test_budget_arithmetic_and_margin():
     assert b.ok
 
 
+def test_a_margin_a_hair_short_is_refused_with_how_far_it_falls_short():
+    """A margin 1e-6 dB under the 3 dB required (session 42's audit: `lumion route --connect 1:4
+    --transceiver dwdm-10g-er`) was refused as "short by 0.00 dB" beside two equal powers."""
+    b = link_budget(9.0 + 1e-6, transceiver_profile("dwdm-10g-zr"))  # margin 3 dB - 1e-6
+    assert not b.ok
+    assert "short by 0.00 dB" not in b.reason
+    assert "short by 1e-06 dB (margin 2.999999 dB)" in b.reason
+    assert "short by 1.03 dB" in link_budget(10.03, transceiver_profile("dwdm-10g-zr")).reason
+
+
 def test_weak_c_band_lane_cannot_close_a_typical_path():
     b = link_budget(4.0, transceiver_profile("dwdm-10g-er"))  # 15 dB of budget, 11 spent off-mesh
     assert not b.ok
