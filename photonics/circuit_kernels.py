@@ -39,6 +39,12 @@ from photonics.merge_layout import LANES, LEAF_SIZE
 
 OUT, A_OFF, A_P, B_OFF, B_P, K, EA, EB, IDX = range(9)  # merge-table columns
 
+ROWS_SIDE_BY_SIDE_MIN_CUT = 3  # one-lane build: a merge's products run with four neighbouring
+# entries of a row side by side (_row_dots) from this cut size k up; below it the rows are a few
+# entries long and the scalar pairs (_dot2) were faster. Smartlight's one-lane merges alone, in one
+# process (CPU 1, load 1.8; side by side 8 then 4 entries at a time): the 60 with k <= 2 25 us as
+# pairs against 31 side by side; the 7 with k = 3 10.8 against 9.4, the 3 with k = 6 21.7 against
+# 13.9 (docs/physics.md, "One wavelength")
 _JIT = {"nogil": True, "error_model": "numpy"}  # no Python exceptions: a division by zero gives
 # inf/nan (the caller then falls back to sparse LU), as numpy would
 
@@ -51,6 +57,10 @@ def build(lanes: int) -> dict:
     single-block build (one wavelength of a simulated chip's reading, or a one-wavelength
     solve), which would otherwise compute empty lanes. Every lane runs the same IEEE operations
     in the same order whatever the lane count, so every build gives the same bytes per block.
+    The one-lane build has no lanes to fill, so it runs four neighbouring entries of a row side by
+    side instead (:func:`_row_dots` for a merge's products from :data:`ROWS_SIDE_BY_SIDE_MIN_CUT` up,
+    :func:`_mac_row`, :func:`_mac_rows2` and :func:`_mul_row` for the elimination): each entry still
+    the same operations in the same order as in one lane of the SIMD builds, so the same bytes.
     Returns ``{"solve_blocks": ..., "remerge_blocks": ..., "keep_blocks": ..., "adjoint_blocks": ...,
     "cotangent_blocks": ...}`` (the gradient's three in both builds: a one-wavelength gradient runs
     the one-lane build, as the value does).
@@ -157,6 +167,39 @@ def build(lanes: int) -> dict:
         return _mul4(x, y)
 
     @nb.njit(inline="always", **_JIT)
+    def _bcast(xr: np.ndarray, xi: np.ndarray, p: int) -> tuple:
+        """The entry at flat position ``p`` (unsigned) in all four places of a quad (:func:`_get4`'s
+        layout): the one-lane build's multiplier of four neighbouring entries of a row.
+        """
+        x, y = xr[p], xi[p]
+        return (x, x, x, x, y, y, y, y)
+
+    @nb.njit(inline="always", **_JIT)
+    def _row_dots(dr: np.ndarray, di: np.ndarray, d: int, m: int, xr: np.ndarray, xi: np.ndarray, a: int,
+                  sa: int, yr: np.ndarray, yi: np.ndarray, b: int, sb: int, n: int, sign: float,
+                  zero: bool) -> None:
+        """One lane: ``d[c] = s + sign * sum_q x[a + q sa] y[b + c + q sb]`` for the ``m`` neighbouring
+        entries ``c < m`` of a row, ``s`` zero (``zero``) or ``d[c]`` itself; the terms added one by one
+        in ``q`` order (:func:`_dot`'s sum, so the same bytes), four entries at a time (a quad, each
+        ``x`` broadcast to its four places), the last few one by one. The row ``d`` never overlaps
+        ``x`` or ``y``. Eight at a time (two quads a pass, one 8-wide vector) was no faster warm and
+        slower cold (its larger code), in the A/B of docs/physics.md's "One wavelength".
+        """
+        z = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        c = 0
+        while c + 4 <= m:
+            p = _at(d + c)
+            u = z if zero else _get4(dr, di, p)
+            for q in range(n):
+                u = _madd4(u, _bcast(xr, xi, _at(a + q * sa)), _get4(yr, yi, _at(b + c + q * sb)), sign)
+            _put4(dr, di, p, u)
+            c += 4
+        while c < m:
+            u = z if zero else _get(dr, di, d + c)
+            _put(dr, di, d + c, _dot(u, xr, xi, a, sa, yr, yi, b + c, sb, n, sign))
+            c += 1
+
+    @nb.njit(inline="always", **_JIT)
     def _mac_row(dr: np.ndarray, di: np.ndarray, d: int, ar: np.ndarray, ai: np.ndarray, a: int,
                  br: np.ndarray, bi: np.ndarray, b: int, n: int, sign: float) -> None:
         """``d[q] += sign * a * b[q]`` for ``q < n`` (entries ``d + q``, ``a``, ``b + q``; real
@@ -167,14 +210,20 @@ def build(lanes: int) -> dict:
         (register pressure). In each entry every load comes before every store, so the lanes
         run as SIMD instructions although the compiler cannot rule out that the arrays overlap.
         """
-        if lanes == 1:  # one block: the same operations on lane 0 alone
-            pa = _at(a)
-            x0, y0 = ar[pa], ai[pa]
-            for q in range(n):
+        if lanes == 1:  # one block: four neighbouring entries at a time (a quad of the row)
+            x = _bcast(ar, ai, _at(a))
+            q = 0
+            while q + 4 <= n:
+                e = _at(d + q)
+                _put4(dr, di, e, _madd4(_get4(dr, di, e), x, _get4(br, bi, _at(b + q)), sign))
+                q += 4
+            x0, y0 = x[0], x[4]
+            while q < n:
                 e, f = _at(d + q), _at(b + q)
                 z0, w0 = br[f], bi[f]
                 r0, s0 = dr[e], di[e]
                 dr[e], di[e] = r0 + sign * (x0 * z0 - y0 * w0), s0 + sign * (x0 * w0 + y0 * z0)
+                q += 1
             return
         for q in range(n):  # the multiplier loaded per entry measured faster
             _put(dr, di, d + q, _madd(_get(dr, di, d + q), _get(ar, ai, a), _get(br, bi, b + q), sign))
@@ -186,12 +235,18 @@ def build(lanes: int) -> dict:
         loaded once in the one-lane build, per entry in the SIMD ones, as in :func:`_mac_row`).
         """
         if lanes == 1:
-            pf = _at(f)
-            z0, w0 = fr[pf], fi[pf]
-            for q in range(n):
+            y = _bcast(fr, fi, _at(f))
+            q = 0
+            while q + 4 <= n:
+                e = _at(d + q)
+                _put4(dr, di, e, _mul4(_get4(dr, di, e), y))
+                q += 4
+            z0, w0 = y[0], y[4]
+            while q < n:
                 e = _at(d + q)
                 x0, y0 = dr[e], di[e]
                 dr[e], di[e] = x0 * z0 - y0 * w0, x0 * w0 + y0 * z0
+                q += 1
             return
         for q in range(n):
             _put(dr, di, d + q, _mul(_get(dr, di, d + q), _get(fr, fi, f)))
@@ -291,14 +346,23 @@ def build(lanes: int) -> dict:
         ``b`` is loaded once for both rows; each entry gets the same single update as before.
         """
         if lanes == 1:
-            pa, pc = _at(a), _at(c)
-            x0, y0, x1, y1 = dr[pa], di[pa], dr[pc], di[pc]
-            for q in range(n):
+            xa, xc = _bcast(dr, di, _at(a)), _bcast(dr, di, _at(c))
+            q = 0
+            while q + 4 <= n:
+                g, h = _at(d + q), _at(e + q)
+                y = _get4(br, bi, _at(b + q))
+                u, v = _madd4(_get4(dr, di, g), xa, y, sign), _madd4(_get4(dr, di, h), xc, y, sign)
+                _put4(dr, di, g, u)
+                _put4(dr, di, h, v)
+                q += 4
+            x0, y0, x1, y1 = xa[0], xa[4], xc[0], xc[4]
+            while q < n:
                 g, h, f = _at(d + q), _at(e + q), _at(b + q)
                 z0, w0 = br[f], bi[f]
                 r0, s0, r1, s1 = dr[g], di[g], dr[h], di[h]
                 dr[g], di[g] = r0 + sign * (x0 * z0 - y0 * w0), s0 + sign * (x0 * w0 + y0 * z0)
                 dr[h], di[h] = r1 + sign * (x1 * z0 - y1 * w0), s1 + sign * (x1 * w0 + y1 * z0)
+                q += 1
             return
         for q in range(n):  # every load of the entry before its stores
             y = _get(br, bi, b + q)
@@ -306,6 +370,48 @@ def build(lanes: int) -> dict:
             v = _madd(_get(dr, di, e + q), _get(dr, di, c), y, sign)
             _put(dr, di, d + q, u)
             _put(dr, di, e + q, v)
+
+    @nb.njit(inline="always", **_JIT)
+    def _starts(re: np.ndarray, im: np.ndarray, d: int, src: int, pool: np.ndarray, kept: int, j0: int,
+                n_kept: int, m: int) -> None:
+        """One lane: the first values of a merged row's entries ``j0 .. j0 + m`` written to the row
+        at ``d``: the half's kept entry ``src + pool[kept + j]`` for ``j < n_kept``, zero after.
+        """
+        for j in range(j0, j0 + m):
+            e = _at(d + j - j0)
+            if j < n_kept:
+                f = _at(src + pool[kept + j])
+                re[e], im[e] = re[f], im[f]
+            else:
+                re[e], im[e] = 0.0, 0.0
+
+    @nb.njit(inline="always", **_JIT)
+    def _merge_rows_one(re: np.ndarray, im: np.ndarray, out: int, a_off: int, a_p: int, b_off: int,
+                        b_p: int, ka: int, kb: int, k: int, ea: int, eb: int, pool: np.ndarray,
+                        wr: np.ndarray, wi: np.ndarray, o_ac: int, o_bt: int, o_vb: int, w0: int, wa: int,
+                        wg: int) -> None:
+        """:func:`_merge`'s products after the elimination, in the one-lane build: the A rows
+        ``A_ee + A_ce^T W``, ``V_B = A_cc W_B`` and the B-B block ``B_ee + B_t^T V_B``, each row's
+        upper-triangle entries computed side by side (:func:`_row_dots`) from their first values
+        written in place (the output never overlaps its halves: :func:`photonics.circuit_merge._compact`),
+        then copied to their mirror places. Every entry the same sum in the same order as the SIMD
+        builds' :func:`_dot2`: the same bytes.
+        """
+        ne = ea + eb
+        for i in range(ea):  # A rows
+            r = out + i * ne
+            _starts(re, im, r + i, a_off + pool[ka + i] * a_p, pool, ka, i, ea, ne - i)
+            _row_dots(re, im, r + i, ne - i, wr, wi, o_ac + k + i, wa, wr, wi, w0 + i, wg, k, 1.0, False)
+            for j in range(i + 1, ne):
+                _copy(re, im, out + j * ne + i, re, im, r + j)
+        for q in range(k):  # V_B
+            _row_dots(wr, wi, o_vb + q * eb, eb, wr, wi, o_ac + q * wa, 1, wr, wi, w0 + ea, wg, k, 1.0, True)
+        for i in range(eb):  # B-B block
+            r = out + (ea + i) * ne + ea
+            _starts(re, im, r + i, b_off + pool[kb + i] * b_p, pool, kb, i, eb, eb - i)
+            _row_dots(re, im, r + i, eb - i, wr, wi, o_bt + i, eb, wr, wi, o_vb + i, eb, k, 1.0, False)
+            for j in range(i + 1, eb):
+                _copy(re, im, out + (ea + j) * ne + ea + i, re, im, r + j)
 
     @nb.njit(**_JIT)
     def _merge(re: np.ndarray, im: np.ndarray, mg: np.ndarray, pool: np.ndarray, t_link: np.ndarray,
@@ -348,6 +454,11 @@ def build(lanes: int) -> dict:
                 _copy(wr, wi, o_g + i * wg + wa + j, wr, wi, o_bt + i * eb + j)
         for i in range(k):  # [G | X A_ce] = [I, 0] - [X A_cc, -X A_ce]
             g, x = o_g + i * wg, o_x + i * k
+            if lanes == 1 and k >= ROWS_SIDE_BY_SIDE_MIN_CUT:  # the row's neighbouring entries side by side
+                _row_dots(wr, wi, g, k, wr, wi, x, 1, wr, wi, o_ac, wa, k, -1.0, True)
+                _row_dots(wr, wi, g + k, ea, wr, wi, x, 1, wr, wi, o_ac + k, wa, k, 1.0, True)
+                wr[_at(g + i)] += 1.0
+                continue
             for j in range(0, wa - 1, 2):
                 sg, sh = -1.0 if j < k else 1.0, -1.0 if j + 1 < k else 1.0
                 if sg == sh:
@@ -387,6 +498,10 @@ def build(lanes: int) -> dict:
             if held >= 0:
                 _mac_row(wr, wi, held + j + 1, wr, wi, held + j, wr, wi, pj + j + 1, wg - j - 1, -1.0)
         w0 = o_g + k  # W[q, j] at w0 + q * wg + j
+        if lanes == 1 and k >= ROWS_SIDE_BY_SIDE_MIN_CUT:  # each row's entries side by side
+            _merge_rows_one(re, im, out, a_off, a_p, b_off, b_p, ka, kb, k, ea, eb, pool, wr, wi, o_ac, o_bt,
+                            o_vb, w0, wa, wg)
+            return
         for i in range(ea):  # A rows, upper triangle: A_ee + A_ce^T W (A_ee only left of ea)
             r = out + i * ne
             ra = a_off + pool[ka + i] * a_p
