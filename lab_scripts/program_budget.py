@@ -32,8 +32,9 @@ from photonics.bounded_read import DATA_FILE_MAX_BYTES, read_text
 FROM_OPTION, FROM_FILE, FROM_DEFAULT = "--transceiver", "file", "default"
 
 
-def lane_of(path: str, given: str | None) -> tuple[str | None, str | None]:
-    """(lane profile name, where it came from) for the configuration file ``path``.
+def lane_of(doc: Any, path: str, given: str | None) -> tuple[str | None, str | None]:
+    """(lane profile name, where it came from) for the configuration file ``path`` (``doc``: its
+    JSON, :func:`_document`).
 
     ``given`` (``--transceiver``) wins; else the ``transceiver`` a ``lumion route --json`` file
     records; else the default lane. A ``lumion.plan`` without ``--transceiver``: (None, None), its
@@ -43,19 +44,25 @@ def lane_of(path: str, given: str | None) -> tuple[str | None, str | None]:
 
     name, source = given, FROM_OPTION
     if name is None:
-        try:
-            data = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "configuration"))
-        except (OSError, ValueError):
-            data = None  # the configuration's loader has read it already; nothing recorded here
-        if isinstance(data, dict) and data.get("schema") == "lumion.plan":
+        if isinstance(doc, dict) and doc.get("schema") == "lumion.plan":
             return None, None
-        recorded = data.get("transceiver") if isinstance(data, dict) and "configuration" in data else None
+        recorded = doc.get("transceiver") if isinstance(doc, dict) and "configuration" in doc else None
         name, source = (recorded, FROM_FILE) if recorded is not None else (DEFAULT_TRANSCEIVER, FROM_DEFAULT)
     if not isinstance(name, str) or name not in TRANSCEIVER_PROFILES:
         where = "--transceiver" if source == FROM_OPTION else f"{path} names transceiver"
         raise CliError(f"{where} {str(name)[:60]!r}: no such lane profile; choose from "
                        f"{', '.join(TRANSCEIVER_PROFILES)}", "input", "BudgetError")
     return name, source
+
+
+def _document(path: str) -> Any:
+    """The configuration file's JSON, read once for the lane and the plan's fabric (None when it
+    cannot be read: the configuration's loader has read it already and said why).
+    """
+    try:
+        return json.loads(read_text(path, DATA_FILE_MAX_BYTES, "configuration"))
+    except (OSError, ValueError):
+        return None
 
 
 def _route_name(mesh: Any, route: Any) -> str:
@@ -70,7 +77,8 @@ def _not_checked(conf: Any, mesh: Any, lane: str | None, lane_from: str | None,
                "the plan does not record; give --transceiver to check them against a lane")
         return [False] * len(conf.routes), why
     fan_out = Counter(r.src for r in conf.routes)
-    held = [lane_from != FROM_DEFAULT or fan_out[r.src] == 1 or not _splits_light(conf) for r in conf.routes]
+    splits = lane_from == FROM_DEFAULT and _splits_light(conf)
+    held = [not splits or fan_out[r.src] == 1 for r in conf.routes]
     if all(held):
         return held, None
     split = sorted({mesh.port_names[r.src] for r, h in zip(conf.routes, held, strict=True) if not h})
@@ -100,8 +108,9 @@ def check_budget(conf: Any, mesh: Any, path: str, given: str | None, heater_map:
     from photonics.errors import RoutingError
     from photonics.routing import budget_refusal, budget_routes
 
-    lane, lane_from = lane_of(path, given)
-    held, why_not = _not_checked(conf, mesh, lane, lane_from, _plan_fabric(path) if lane is None else None)
+    doc = _document(path)
+    lane, lane_from = lane_of(doc, path, given)
+    held, why_not = _not_checked(conf, mesh, lane, lane_from, _plan_fabric(doc) if lane is None else None)
     out: dict[str, Any] = {"transceiver": lane, "lane_from": lane_from, "required_margin_db": None,
                            "routes": [], "not_checked": why_not}
     if lane is None or not conf.routes:
@@ -128,12 +137,9 @@ def _lane_from_text(lane_from: str | None) -> str:
     return texts.get(lane_from or "", "")
 
 
-def _plan_fabric(path: str) -> str | None:
-    """The fabric a ``lumion.plan`` file names (None when it names none)."""
-    try:
-        name = json.loads(read_text(path, DATA_FILE_MAX_BYTES, "configuration")).get("fabric")
-    except (OSError, ValueError, AttributeError):
-        return None
+def _plan_fabric(doc: Any) -> str | None:
+    """The fabric a ``lumion.plan`` document names (None when it names none)."""
+    name = doc.get("fabric") if isinstance(doc, dict) else None
     return name[:60] if isinstance(name, str) else None
 
 
